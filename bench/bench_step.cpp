@@ -1,0 +1,120 @@
+// bench_step: images/s of the full MoCo training step against the compute it cannot avoid.
+//
+// For each network: "step" is what the trainer does per batch (two augmented views from the loader,
+// query forward+backward, momentum update, key forward, logits against the queue, enqueue, SGD);
+// "floor" is the same network's forward+backward plus a key forward on ready tensors, nothing else.
+// step/floor near 1 means the MoCo machinery costs nothing beyond the convolutions.
+#include "data/loader.h"
+#include "data/synthetic.h"
+#include "model/moco.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Case {
+  std::string name, arch;
+  int64_t side, channels, batch;
+  bool small_stem;
+  double width;
+};
+
+double seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+moco::model::ResNetOptions encoder_for(const Case& c) {
+  auto o = moco::model::resnet_options_for(c.arch);
+  o.in_channels = c.channels;
+  o.small_stem = c.small_stem;
+  if (c.width > 0) o.width = c.width;
+  o.mlp_head = true;
+  return o;
+}
+
+// Images per second of `steps` calls of fn after `warmup` untimed ones.
+template <typename Fn>
+double images_per_second(const Case& c, int warmup, int steps, Fn fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  const auto start = Clock::now();
+  for (int i = 0; i < steps; ++i) fn();
+  return static_cast<double>(steps * c.batch) / seconds(start);
+}
+
+nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size) {
+  moco::model::MocoOptions options;
+  options.queue_size = queue_size;
+  moco::model::Moco moco(encoder_for(c), options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
+  moco->train();
+  torch::optim::SGD optimizer(moco->trainable_parameters(), torch::optim::SGDOptions(0.03).momentum(0.9).weight_decay(1e-4));
+
+  auto dataset = std::make_shared<moco::data::SyntheticDataset>(c.batch * (warmup + steps + 1), c.channels, c.side, c.side, 10, 0);
+  moco::data::AugmentOptions augment;
+  augment.out_size = c.side;
+  moco::data::LoaderOptions loader_options;
+  loader_options.batch_size = c.batch;
+  moco::data::TwoViewLoader loader(dataset, augment, loader_options);
+  loader.start_epoch(0);
+
+  const double step_rate = images_per_second(c, warmup, steps, [&] {
+    auto batch = loader.next();
+    auto out = moco->forward(batch->query, batch->key);
+    optimizer.zero_grad();
+    out.loss.backward();
+    optimizer.step();
+  });
+
+  const auto im_q = torch::randn({c.batch, c.channels, c.side, c.side});
+  const auto im_k = torch::randn({c.batch, c.channels, c.side, c.side});
+  const double floor_rate = images_per_second(c, warmup, steps, [&] {
+    moco->encoder_q->forward(im_q).sum().backward();
+    torch::NoGradGuard no_grad;
+    moco->encoder_k->forward(im_k);
+  });
+  return {{"case", c.name}, {"arch", c.arch}, {"image", c.side}, {"batch", c.batch}, {"steps", steps},
+          {"queue_size", queue_size}, {"step_img_per_s", step_rate}, {"floor_img_per_s", floor_rate},
+          {"step_over_floor", step_rate / floor_rate}, {"threads", torch::get_num_threads()}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_step: MoCo training-step throughput against the forward/backward floor"};
+  int warmup = 2, steps = 10, threads = 0;
+  int64_t queue_size = 16384;
+  std::string only, json_path = "bench_step.json";
+  app.add_option("--warmup", warmup, "untimed steps per measurement");
+  app.add_option("--steps", steps, "timed steps per measurement");
+  app.add_option("--queue-size", queue_size, "K");
+  app.add_option("--threads", threads, "intra-op threads (0: default)");
+  app.add_option("--only", only, "run only this case: tiny28, r18_32, r50_224");
+  app.add_option("--json", json_path, "where to write the results");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) torch::set_num_threads(threads);
+
+  const std::vector<Case> cases = {
+      {"tiny28", "resnet_tiny", 28, 1, 256, true, 0},
+      {"r18_32", "resnet18", 32, 3, 64, true, 0},
+      {"r50_224", "resnet50", 224, 3, 8, false, 0},
+  };
+  nlohmann::json results = nlohmann::json::array();
+  std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12} {:>12} {:>11}\n", "case", "image", "batch", "step img/s", "floor img/s", "step/floor");
+  for (const auto& c : cases) {
+    if (!only.empty() && only != c.name) continue;
+    const auto r = run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size);
+    std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}\n", c.name, c.side, c.batch,
+                             r["step_img_per_s"].get<double>(), r["floor_img_per_s"].get<double>(),
+                             r["step_over_floor"].get<double>());
+    results.push_back(r);
+  }
+  std::ofstream(json_path) << results.dump(2) << "\n";
+  std::cout << "results written to " << json_path << "\n";
+  return 0;
+}

@@ -1,0 +1,54 @@
+// defines: Dataset (index -> image + label), InMemoryDataset (a whole split held as one tensor)
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace moco::data {
+
+struct Example {
+  torch::Tensor image;  // uint8 [C, H, W]
+  int64_t label = -1;
+};
+
+// Images are uint8 [C, H, W]; augmentation turns them into float. Implementations must be safe to
+// call from several loader threads at once.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual Example get(int64_t index) const = 0;
+  virtual int64_t channels() const = 0;
+  virtual int64_t height() const = 0;
+  virtual int64_t width() const = 0;
+  virtual int64_t num_classes() const = 0;
+
+  // uint8 [n, C, H, W] and int64 [n]. The default stacks get(); in-memory sets index in one op.
+  virtual std::pair<torch::Tensor, torch::Tensor> get_batch(const std::vector<int64_t>& indices) const;
+};
+
+class InMemoryDataset : public Dataset {
+ public:
+  // images: uint8 [N, C, H, W]; labels: int64 [N] with values in [0, num_classes).
+  InMemoryDataset(torch::Tensor images, torch::Tensor labels, int64_t num_classes);
+
+  int64_t size() const override;
+  Example get(int64_t index) const override;
+  int64_t channels() const override;
+  int64_t height() const override;
+  int64_t width() const override;
+  int64_t num_classes() const override { return num_classes_; }
+  std::pair<torch::Tensor, torch::Tensor> get_batch(const std::vector<int64_t>& indices) const override;
+
+  const torch::Tensor& images() const { return images_; }
+  const torch::Tensor& labels() const { return labels_; }
+
+ private:
+  torch::Tensor images_;
+  torch::Tensor labels_;
+  int64_t num_classes_;
+};
+
+}  // namespace moco::data

@@ -1,0 +1,23 @@
+// defines: readers for the IDX format (MNIST, Fashion-MNIST), gzip-compressed or plain
+#pragma once
+
+#include "data/dataset.h"
+
+#include <memory>
+#include <string>
+
+namespace moco::data {
+
+// uint8 [N, H, W] from an idx3-ubyte file (magic 0x00000803). Throws std::runtime_error naming the
+// file on a missing, truncated or foreign file.
+torch::Tensor read_idx_images(const std::string& path);
+// int64 [N] from an idx1-ubyte file (magic 0x00000801).
+torch::Tensor read_idx_labels(const std::string& path);
+
+enum class Split { kTrain, kTest };
+
+// The four standard files under root: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
+// Checks that image and label counts agree.
+std::shared_ptr<InMemoryDataset> load_mnist_style(const std::string& root, Split split);
+
+}  // namespace moco::data

@@ -1,0 +1,207 @@
+#include "data/loader.h"
+
+#include "data/hash.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace moco::data {
+namespace {
+
+constexpr uint64_t kOrderTag = 0x6f72646572ULL;  // keeps shuffle seeds apart from view seeds
+
+void check_options(const LoaderOptions& o) {
+  auto require = [](bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument("loader: " + what);
+  };
+  require(o.batch_size > 0, "batch_size must be positive, got " + std::to_string(o.batch_size));
+  require(o.world_size > 0, "world_size must be positive, got " + std::to_string(o.world_size));
+  require(o.rank >= 0 && o.rank < o.world_size,
+          "rank " + std::to_string(o.rank) + " outside [0, " + std::to_string(o.world_size) + ")");
+}
+
+// Fisher-Yates written out because std::shuffle's use of the generator is left to the standard
+// library; this one gives the same permutation everywhere, so ranks on different machines agree.
+void shuffle_in_place(std::vector<int64_t>& values, std::mt19937_64& rng) {
+  for (size_t i = values.size(); i > 1; --i) {
+    const auto j = static_cast<size_t>(detail::uniform_below(rng, i));
+    std::swap(values[i - 1], values[j]);
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options, int64_t epoch) {
+  check_options(options);
+  if (dataset_size < 0) throw std::invalid_argument("epoch_order: negative dataset size");
+  std::vector<int64_t> global(static_cast<size_t>(dataset_size));
+  std::iota(global.begin(), global.end(), int64_t{0});
+  if (options.shuffle) {
+    std::mt19937_64 rng(detail::hash_combine(detail::hash_combine(detail::mix64(options.seed), kOrderTag),
+                                             static_cast<uint64_t>(epoch)));
+    shuffle_in_place(global, rng);
+  }
+  const int64_t global_batch = options.world_size * options.batch_size;
+  const int64_t batches = dataset_size / global_batch;
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(batches * options.batch_size));
+  for (int64_t b = 0; b < batches; ++b) {
+    const auto first = global.begin() + b * global_batch + options.rank * options.batch_size;
+    mine.insert(mine.end(), first, first + options.batch_size);
+  }
+  return mine;
+}
+
+// Threads live for one epoch: start_epoch cancels and joins the old ones before the new order is
+// installed, so workers read `order` and `epoch` without locking.
+struct TwoViewLoader::State {
+  std::shared_ptr<const Dataset> dataset;
+  AugmentOptions augment;
+  LoaderOptions options;
+  int64_t batches = 0;
+  int64_t window = 1;  // batches started or ready beyond the ones handed out
+
+  int64_t epoch = 0;
+  std::vector<int64_t> order;
+  bool started = false;
+
+  std::mutex mu;
+  std::condition_variable ready_cv;  // a batch finished, or a worker failed
+  std::condition_variable room_cv;   // the consumer took a batch, or the epoch is cancelled
+  bool cancelled = false;
+  bool failed = false;           // stop claiming: a result in `results` holds the error
+  int64_t next_to_claim = 0;     // the next batch a worker builds
+  int64_t next_to_deliver = 0;   // the next batch next() hands out
+  struct Result {
+    TwoViewBatch batch;
+    std::exception_ptr error;
+  };
+  std::map<int64_t, Result> results;  // finished, not yet delivered; out of order across workers
+  std::vector<std::thread> threads;
+
+  TwoViewBatch build(int64_t j) const;
+  void work();
+  void stop();
+};
+
+TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
+  const int64_t b = options.batch_size;
+  const std::vector<int64_t> indices(order.begin() + j * b, order.begin() + (j + 1) * b);
+  auto [images, labels] = dataset->get_batch(indices);
+  std::vector<uint64_t> query_seeds, key_seeds;
+  query_seeds.reserve(indices.size());
+  key_seeds.reserve(indices.size());
+  for (int64_t index : indices) {
+    query_seeds.push_back(view_seed(options.seed, epoch, index, 0));
+    key_seeds.push_back(view_seed(options.seed, epoch, index, 1));
+  }
+  TwoViewBatch batch;
+  batch.query = augment_batch(images, augment, query_seeds);
+  batch.key = augment_batch(images, augment, key_seeds);
+  batch.labels = std::move(labels);
+  batch.indices = torch::tensor(indices, torch::kInt64);
+  return batch;
+}
+
+void TwoViewLoader::State::work() {
+  torch::NoGradGuard no_grad;  // grad mode is thread-local; the consumer's guard does not reach here
+  for (;;) {
+    int64_t j = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      room_cv.wait(lock, [&] {
+        return cancelled || failed || next_to_claim >= batches || next_to_claim < next_to_deliver + window;
+      });
+      if (cancelled || failed || next_to_claim >= batches) return;
+      j = next_to_claim++;
+    }
+    Result result;
+    try {
+      result.batch = build(j);
+    } catch (...) {
+      result.error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (result.error) {
+        failed = true;
+        room_cv.notify_all();  // idle workers stop instead of claiming batches nobody will take
+      }
+      results.emplace(j, std::move(result));
+    }
+    ready_cv.notify_all();
+  }
+}
+
+void TwoViewLoader::State::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    cancelled = true;
+  }
+  room_cv.notify_all();
+  // A worker mid-batch finishes that batch first; cancellation is checked between batches.
+  for (auto& thread : threads) thread.join();
+  threads.clear();
+}
+
+TwoViewLoader::TwoViewLoader(std::shared_ptr<const Dataset> dataset, AugmentOptions augment, LoaderOptions options)
+    : state_(std::make_unique<State>()) {
+  if (!dataset) throw std::invalid_argument("TwoViewLoader: null dataset");
+  check_options(options);
+  if (options.workers < 1) throw std::invalid_argument("TwoViewLoader: workers must be at least 1");
+  if (options.prefetch < 1) throw std::invalid_argument("TwoViewLoader: prefetch must be at least 1");
+  state_->dataset = std::move(dataset);
+  state_->augment = std::move(augment);
+  state_->options = options;
+  state_->batches = state_->dataset->size() / (options.world_size * options.batch_size);
+  // Each worker needs a batch of its own to stay busy, so the window is never below the worker
+  // count even when prefetch is smaller.
+  state_->window = std::max<int64_t>(options.prefetch, options.workers);
+}
+
+TwoViewLoader::~TwoViewLoader() { state_->stop(); }
+
+int64_t TwoViewLoader::batches_per_epoch() const { return state_->batches; }
+
+void TwoViewLoader::start_epoch(int64_t epoch) {
+  State& s = *state_;
+  s.stop();
+  s.epoch = epoch;
+  s.order = epoch_order(s.dataset->size(), s.options, epoch);
+  s.results.clear();
+  s.next_to_claim = s.next_to_deliver = 0;
+  s.cancelled = s.failed = false;
+  s.started = true;
+  const int64_t threads = std::min<int64_t>(s.options.workers, s.batches);
+  for (int64_t t = 0; t < threads; ++t) s.threads.emplace_back([&s] { s.work(); });
+}
+
+std::optional<TwoViewBatch> TwoViewLoader::next() {
+  State& s = *state_;
+  if (!s.started) throw std::logic_error("TwoViewLoader::next called before start_epoch");
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.next_to_deliver >= s.batches) return std::nullopt;
+  s.ready_cv.wait(lock, [&] { return s.results.count(s.next_to_deliver) > 0; });
+  auto it = s.results.find(s.next_to_deliver);
+  // The failed result stays in place, so every later call rethrows until the next start_epoch.
+  if (it->second.error) std::rethrow_exception(it->second.error);
+  TwoViewBatch batch = std::move(it->second.batch);
+  s.results.erase(it);
+  ++s.next_to_deliver;
+  lock.unlock();
+  s.room_cv.notify_all();
+  return batch;
+}
+
+}  // namespace moco::data

@@ -1,0 +1,56 @@
+// defines: TwoViewLoader (worker threads + prefetch, two augmented views per image),
+// epoch_order (the per-epoch shuffled order, sliced per rank)
+#pragma once
+
+#include "data/augment.h"
+#include "data/dataset.h"
+
+#include <memory>
+#include <optional>
+
+namespace moco::data {
+
+struct LoaderOptions {
+  int64_t batch_size = 256;  // per rank
+  int workers = 1;           // augmentation threads
+  int prefetch = 2;          // ready batches kept ahead of the consumer (batches being built count;
+                             // the bound is max(prefetch, workers) so every worker can stay busy)
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int rank = 0, world_size = 1;
+};
+
+// The indices one rank visits in one epoch, drop-last: the global order (a seeded permutation of
+// [0, size) when shuffle is on, identity otherwise) is cut to a multiple of world*batch, and rank r
+// takes its contiguous share of every global batch, so rank-ordered concatenation of the ranks'
+// batches equals the global batch a single process with batch world*batch would see.
+std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options, int64_t epoch);
+
+struct TwoViewBatch {
+  torch::Tensor query;    // float [b, C, S, S]
+  torch::Tensor key;      // float [b, C, S, S], an independent augmentation of the same images
+  torch::Tensor labels;   // int64 [b] (for monitoring only; MoCo never reads them)
+  torch::Tensor indices;  // int64 [b] dataset indices
+};
+
+class TwoViewLoader {
+ public:
+  TwoViewLoader(std::shared_ptr<const Dataset> dataset, AugmentOptions augment, LoaderOptions options);
+  ~TwoViewLoader();
+  TwoViewLoader(const TwoViewLoader&) = delete;
+  TwoViewLoader& operator=(const TwoViewLoader&) = delete;
+
+  int64_t batches_per_epoch() const;
+  // Starts producing the batches of `epoch` in the background (stops any epoch in flight).
+  void start_epoch(int64_t epoch);
+  // The next batch of the current epoch in order, or nullopt at its end. A worker's exception is
+  // rethrown here (and again on later calls, until the next start_epoch). Call start_epoch and
+  // next from one thread.
+  std::optional<TwoViewBatch> next();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace moco::data

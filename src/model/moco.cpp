@@ -1,0 +1,76 @@
+#include "model/moco.h"
+
+#include "model/contrastive.h"
+
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+namespace moco::model {
+
+MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options,
+                   std::shared_ptr<dist::ProcessGroup> group, uint64_t seed)
+    : options_(options), group_(std::move(group)) {
+  if (!group_) throw std::invalid_argument("Moco needs a process group");
+  if (options.queue_size < 1) throw std::invalid_argument("moco.queue_size must be positive");
+  if (options.momentum < 0 || options.momentum > 1) throw std::invalid_argument("moco.momentum must lie in [0, 1]");
+  if (options.temperature <= 0) throw std::invalid_argument("moco.temperature must be positive");
+
+  torch::manual_seed(seed);
+  encoder_q = register_module("encoder_q", ResNet(encoder));
+  encoder_k = register_module("encoder_k", ResNet(encoder));
+  {
+    torch::NoGradGuard no_grad;
+    auto q_params = encoder_q->parameters();
+    auto k_params = encoder_k->parameters();
+    for (size_t i = 0; i < q_params.size(); ++i) {
+      k_params[i].copy_(q_params[i]);
+      k_params[i].set_requires_grad(false);
+    }
+    auto q_buffers = encoder_q->buffers();
+    auto k_buffers = encoder_k->buffers();
+    for (size_t i = 0; i < q_buffers.size(); ++i) k_buffers[i].copy_(q_buffers[i]);
+  }
+  auto queue = torch::randn({encoder.out_dim, options.queue_size});
+  queue_ = register_buffer("queue", torch::nn::functional::normalize(
+                                        queue, torch::nn::functional::NormalizeFuncOptions().dim(0)));
+  queue_ptr_ = register_buffer("queue_ptr", torch::zeros({1}, torch::kLong));
+}
+
+void MocoImpl::momentum_update() {
+  torch::NoGradGuard no_grad;
+  const double m = options_.momentum;
+  auto q_params = encoder_q->parameters();
+  auto k_params = encoder_k->parameters();
+  for (size_t i = 0; i < q_params.size(); ++i) k_params[i].mul_(m).add_(q_params[i], 1.0 - m);
+}
+
+torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
+  // With split BN on one device the key batch is permuted first, so that a key's BN group differs
+  // from its query's: the statistics cannot tell the model which key is the positive.
+  if (encoder_k->options().bn_splits == 1) return encoder_k->forward(im_k);
+  const auto order = torch::randperm(im_k.size(0), torch::TensorOptions().dtype(torch::kLong).device(im_k.device()));
+  return encoder_k->forward(im_k.index_select(0, order)).index_select(0, order.argsort());
+}
+
+MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_k) {
+  namespace F = torch::nn::functional;
+  const auto unit = F::NormalizeFuncOptions().dim(1);
+  MocoOutput out;
+  out.q = F::normalize(encoder_q->forward(im_q), unit);
+  {
+    torch::NoGradGuard no_grad;
+    momentum_update();
+    out.k = F::normalize(key_forward(im_k), unit);
+  }
+  // Autograd saves the queue for the backward of q.queue; the enqueue below writes it in place, so
+  // the logits must see a snapshot (else backward fails with "modified by an inplace operation").
+  out.logits = contrastive_logits(out.q, out.k, queue_.clone(), options_.temperature);
+  out.loss = contrastive_loss(out.logits);
+
+  const auto all_keys = group_->all_gather(out.k);
+  queue_ptr_.fill_(enqueue_keys(queue_, queue_pointer(), all_keys));
+  return out;
+}
+
+}  // namespace moco::model

@@ -1,0 +1,56 @@
+// defines: MocoOptions, Moco (query encoder, momentum key encoder, queue of keys)
+#pragma once
+
+#include "dist/process_group.h"
+#include "model/resnet.h"
+
+#include <memory>
+
+namespace moco::model {
+
+struct MocoOptions {
+  int64_t queue_size = 65536;  // K
+  double momentum = 0.999;     // m in k = m*k + (1-m)*q
+  double temperature = 0.07;   // T (0.2 for v2)
+};
+
+struct MocoOutput {
+  torch::Tensor loss;    // scalar, with a graph into the query encoder only
+  torch::Tensor logits;  // [n, 1+K], positive in column 0
+  torch::Tensor q;       // [n, dim] normalised queries
+  torch::Tensor k;       // [n, dim] normalised keys, no graph
+};
+
+// The key encoder is a copy of the query encoder that no optimizer sees and no gradient reaches:
+// its parameters never require grad and move only by the momentum update. The queue holds only
+// detached, normalised key-encoder outputs. Both are buffers/submodules so state_dict carries them.
+class MocoImpl : public torch::nn::Module {
+ public:
+  MocoImpl(const ResNetOptions& encoder, const MocoOptions& options,
+           std::shared_ptr<dist::ProcessGroup> group, uint64_t seed);
+
+  // One training forward: query forward (with graph); momentum update; key forward (no graph, train
+  // mode BN); logits against the queue as it was; then the keys of all ranks enter the queue.
+  MocoOutput forward(const torch::Tensor& im_q, const torch::Tensor& im_k);
+
+  void momentum_update();
+  // What the optimizer may train: the query encoder's parameters, nothing else.
+  std::vector<torch::Tensor> trainable_parameters() const { return encoder_q->parameters(); }
+
+  ResNet encoder_q{nullptr};
+  ResNet encoder_k{nullptr};
+  const torch::Tensor& queue() const { return queue_; }  // [dim, K]
+  int64_t queue_pointer() const { return queue_ptr_.item<int64_t>(); }
+  const MocoOptions& options() const { return options_; }
+
+ private:
+  MocoOptions options_;
+  torch::Tensor key_forward(const torch::Tensor& im_k);
+
+  std::shared_ptr<dist::ProcessGroup> group_;
+  torch::Tensor queue_;
+  torch::Tensor queue_ptr_;  // int64 [1]; a tensor so that state_dict and checkpoints carry it
+};
+TORCH_MODULE(Moco);
+
+}  // namespace moco::model

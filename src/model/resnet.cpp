@@ -1,0 +1,141 @@
+#include "model/resnet.h"
+
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+namespace moco::model {
+namespace nn = torch::nn;
+
+namespace {
+
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  return nn::Conv2d(
+      nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+// Named members rather than a Sequential so the names are conv1/bn1/... as in torchvision.
+class BlockImpl : public nn::Module {
+ public:
+  BlockImpl(BlockType type, int64_t in, int64_t planes, int64_t stride, int64_t bn_splits) : type_(type) {
+    auto bn = [bn_splits](int64_t channels) { return SplitBatchNorm2d(channels, bn_splits); };
+    const int64_t out = planes * expansion(type);
+    if (type == BlockType::kBasic) {
+      conv1_ = register_module("conv1", conv(in, planes, 3, stride));
+      bn1_ = register_module("bn1", bn(planes));
+      conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
+      bn2_ = register_module("bn2", bn(planes));
+    } else {
+      conv1_ = register_module("conv1", conv(in, planes, 1, 1));
+      bn1_ = register_module("bn1", bn(planes));
+      conv2_ = register_module("conv2", conv(planes, planes, 3, stride));  // stride on 3x3, as torchvision v1.5
+      bn2_ = register_module("bn2", bn(planes));
+      conv3_ = register_module("conv3", conv(planes, out, 1, 1));
+      bn3_ = register_module("bn3", bn(out));
+    }
+    if (stride != 1 || in != out) {
+      downsample_ = register_module("downsample", nn::Sequential(conv(in, out, 1, stride), bn(out)));
+    }
+  }
+
+  static int64_t expansion(BlockType type) { return type == BlockType::kBasic ? 1 : 4; }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = torch::relu(bn1_(conv1_(x)));
+    if (type_ == BlockType::kBasic) {
+      y = bn2_(conv2_(y));
+    } else {
+      y = torch::relu(bn2_(conv2_(y)));
+      y = bn3_(conv3_(y));
+    }
+    auto identity = downsample_ ? downsample_->forward(x) : x;
+    return torch::relu(y + identity);
+  }
+
+ private:
+  BlockType type_;
+  nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
+  SplitBatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
+  nn::Sequential downsample_{nullptr};
+};
+TORCH_MODULE(Block);
+
+int64_t scaled(int64_t channels, double width) {
+  return std::max<int64_t>(1, static_cast<int64_t>(channels * width + 0.5));
+}
+
+}  // namespace
+
+ResNetOptions resnet_options_for(const std::string& arch) {
+  ResNetOptions o;
+  if (arch == "resnet_tiny") {
+    o.blocks = {1, 1, 1, 1};
+    o.width = 0.5;
+  } else if (arch == "resnet18") {
+    o.blocks = {2, 2, 2, 2};
+  } else if (arch == "resnet34") {
+    o.blocks = {3, 4, 6, 3};
+  } else if (arch == "resnet50") {
+    o.block = BlockType::kBottleneck;
+    o.blocks = {3, 4, 6, 3};
+  } else {
+    throw std::invalid_argument("unknown architecture '" + arch +
+                                "' (known: resnet_tiny, resnet18, resnet34, resnet50)");
+  }
+  return o;
+}
+
+ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
+  if (options.width <= 0) throw std::invalid_argument("ResNet width must be positive");
+  const int64_t stem = scaled(64, options.width);
+  conv1 = register_module("conv1", options.small_stem ? conv(options.in_channels, stem, 3, 1)
+                                                      : conv(options.in_channels, stem, 7, 2));
+  bn1 = register_module("bn1", SplitBatchNorm2d(stem, options.bn_splits));
+
+  int64_t in = stem;
+  auto make_stage = [&](int stage, int64_t stride) {
+    nn::Sequential seq;
+    const int64_t planes = scaled(64 << stage, options.width);
+    for (int64_t i = 0; i < options.blocks[stage]; ++i) {
+      seq->push_back(Block(options.block, in, planes, i == 0 ? stride : 1, options.bn_splits));
+      in = planes * BlockImpl::expansion(options.block);
+    }
+    return seq;
+  };
+  layer1 = register_module("layer1", make_stage(0, 1));
+  layer2 = register_module("layer2", make_stage(1, 2));
+  layer3 = register_module("layer3", make_stage(2, 2));
+  layer4 = register_module("layer4", make_stage(3, 2));
+  feature_dim_ = in;
+
+  if (options.mlp_head) {
+    fc_mlp = register_module("fc", nn::Sequential(nn::Linear(in, in), nn::ReLU(), nn::Linear(in, options.out_dim)));
+  } else {
+    fc_linear = register_module("fc", nn::Linear(in, options.out_dim));
+  }
+
+  // torchvision's initialisation: He (fan_out) for convolutions; BN starts at scale 1, shift 0.
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+  }
+}
+
+torch::Tensor ResNetImpl::features(const torch::Tensor& x) {
+  auto y = torch::relu(bn1(conv1(x)));
+  if (!options_.small_stem) y = torch::max_pool2d(y, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);
+  y = layer4->forward(layer3->forward(layer2->forward(layer1->forward(y))));
+  return torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1);
+}
+
+torch::Tensor ResNetImpl::forward(const torch::Tensor& x) {
+  const auto f = features(x);
+  return fc_mlp ? fc_mlp->forward(f) : fc_linear->forward(f);
+}
+
+int64_t count_parameters(torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace moco::model

@@ -1,0 +1,57 @@
+// defines: ResNetOptions, ResNet (torchvision-compatible names), resnet_options_for(arch)
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include "model/split_batchnorm.h"
+
+#include <array>
+#include <string>
+
+namespace moco::model {
+
+enum class BlockType { kBasic, kBottleneck };
+
+struct ResNetOptions {
+  BlockType block = BlockType::kBasic;
+  std::array<int64_t, 4> blocks{2, 2, 2, 2};  // blocks per stage (resnet18)
+  int64_t in_channels = 3;
+  bool small_stem = false;  // 3x3 stride-1 conv and no max-pool, for 28-32 px images
+  double width = 1.0;       // multiplies every stage's width (64, 128, 256, 512)
+  int64_t out_dim = 128;    // fc output
+  bool mlp_head = false;    // MoCo v2: fc = Linear(h,h) -> ReLU -> Linear(h,out_dim)
+  int64_t bn_splits = 1;    // >1: every BatchNorm normalises this many batch groups apart
+};
+
+// resnet_tiny (BasicBlock [1,1,1,1], width 0.5, ~1.2M parameters, 1.3M with the MLP head), resnet18, resnet34, resnet50.
+// Throws std::invalid_argument listing the known names.
+ResNetOptions resnet_options_for(const std::string& arch);
+
+// Parameter and buffer names equal torchvision's state_dict keys (conv1.weight,
+// layer1.0.bn1.running_mean, layer2.0.downsample.0.weight, fc.weight / fc.0.weight, ...).
+class ResNetImpl : public torch::nn::Module {
+ public:
+  explicit ResNetImpl(const ResNetOptions& options);
+
+  torch::Tensor forward(const torch::Tensor& x);   // fc(features(x))
+  torch::Tensor features(const torch::Tensor& x);  // pooled backbone output [n, feature_dim]
+  int64_t feature_dim() const { return feature_dim_; }
+  const ResNetOptions& options() const { return options_; }
+
+ private:
+  ResNetOptions options_;
+  int64_t feature_dim_ = 0;
+  torch::nn::Conv2d conv1{nullptr};
+  SplitBatchNorm2d bn1{nullptr};
+  torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
+  torch::nn::Linear fc_linear{nullptr};   // fc when mlp_head is off
+  torch::nn::Sequential fc_mlp{nullptr};  // fc when mlp_head is on
+};
+TORCH_MODULE(ResNet);
+
+int64_t count_parameters(torch::nn::Module& module);
+
+}  // namespace moco::model

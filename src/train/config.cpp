@@ -1,0 +1,289 @@
+#include "train/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace moco::train {
+namespace {
+
+template <typename T> const char* type_name();
+template <> const char* type_name<bool>() { return "bool"; }
+template <> const char* type_name<int>() { return "int"; }
+template <> const char* type_name<int64_t>() { return "int"; }
+template <> const char* type_name<uint64_t>() { return "unsigned int"; }
+template <> const char* type_name<double>() { return "float"; }
+template <> const char* type_name<std::string>() { return "string"; }
+template <> const char* type_name<std::vector<double>>() { return "list of float"; }
+
+// One configurable value: its dotted key, how to read it from YAML and how to write it back.
+struct Field {
+  std::string key, type, help;
+  std::function<void(Config&, const YAML::Node&)> set;  // throws YAML::Exception on a bad value
+  std::function<YAML::Node(const Config&)> get;
+};
+
+// Floats are written in their shortest exact form (0.07, not yaml-cpp's 0.070000000000000007).
+template <typename T>
+YAML::Node to_node(const T& value) {
+  return YAML::Node(value);
+}
+template <>
+YAML::Node to_node(const double& value) {
+  return YAML::Node(fmt::format("{}", value));
+}
+template <>
+YAML::Node to_node(const std::vector<double>& values) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (double v : values) list.push_back(to_node(v));
+  return list;
+}
+
+template <typename T, typename Access>
+Field make_field(std::string key, std::string help, Access access) {
+  Field f;
+  f.key = std::move(key);
+  f.type = type_name<T>();
+  f.help = std::move(help);
+  f.set = [access](Config& c, const YAML::Node& node) {
+    if constexpr (std::is_same_v<T, std::vector<double>>) {
+      if (node.IsScalar()) {  // "mean: 0.5" is a one-element list
+        access(c) = {node.as<double>()};
+        return;
+      }
+    }
+    if (!node.IsScalar() && !std::is_same_v<T, std::vector<double>>) throw YAML::Exception(node.Mark(), "not a scalar");
+    access(c) = node.as<T>();
+  };
+  f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
+  return f;
+}
+
+#define MOCO_FIELD(path, help) \
+  make_field<std::decay_t<decltype(std::declval<Config>().path)>>(#path, help, [](Config& c) -> auto& { return c.path; })
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> all = {
+      MOCO_FIELD(model.arch, "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50"),
+      MOCO_FIELD(model.small_stem, "3x3 stride-1 first conv and no max-pool, for 28-32 px images"),
+      MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own"),
+      MOCO_FIELD(model.dim, "dimension of queries and keys"),
+      MOCO_FIELD(model.mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear"),
+      MOCO_FIELD(moco.queue_size, "K, negatives in the queue; need not be a multiple of the batch"),
+      MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q"),
+      MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)"),
+      MOCO_FIELD(moco.bn_splits, "on one device, BatchNorm runs in this many groups of the batch and keys are shuffled across them (shuffle-BN); 1: plain BN"),
+      MOCO_FIELD(data.dataset, "fashion_mnist, mnist (IDX files under data.root) or synthetic"),
+      MOCO_FIELD(data.root, "folder of the IDX files"),
+      MOCO_FIELD(data.image_size, "side in pixels of the augmented crops"),
+      MOCO_FIELD(data.workers, "augmentation threads"),
+      MOCO_FIELD(data.prefetch, "batches prepared ahead of training"),
+      MOCO_FIELD(data.synthetic_train_size, "images in the synthetic train split"),
+      MOCO_FIELD(data.synthetic_test_size, "images in the synthetic test split"),
+      MOCO_FIELD(data.synthetic_channels, "channels of synthetic images"),
+      MOCO_FIELD(data.crop_scale_min, "smallest crop area of the random resized crop, as a fraction"),
+      MOCO_FIELD(data.flip_prob, "probability of a horizontal flip"),
+      MOCO_FIELD(data.jitter_prob, "probability of brightness/contrast jitter"),
+      MOCO_FIELD(data.brightness, "brightness factor range 1 +- this"),
+      MOCO_FIELD(data.contrast, "contrast factor range 1 +- this"),
+      MOCO_FIELD(data.mean, "per-channel mean subtracted after scaling to [0,1]"),
+      MOCO_FIELD(data.std, "per-channel std divided by after scaling to [0,1]"),
+      MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch"),
+      MOCO_FIELD(optim.batch_size, "images per step (the global batch)"),
+      MOCO_FIELD(optim.momentum, "SGD momentum"),
+      MOCO_FIELD(optim.weight_decay, "SGD weight decay"),
+      MOCO_FIELD(optim.schedule, "step (x gamma at each milestone) or cosine"),
+      MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma"),
+      MOCO_FIELD(optim.gamma, "factor of the step schedule"),
+      MOCO_FIELD(train.epochs, "length of training in epochs (may be fractional)"),
+      MOCO_FIELD(train.time_budget_s, "if > 0, training stops after this many seconds and the schedule runs over that time"),
+      MOCO_FIELD(train.seed, "seed of initialisation, data order and augmentation"),
+      MOCO_FIELD(train.log_every, "steps between log lines"),
+      MOCO_FIELD(train.output_dir, "folder for metrics.jsonl and config.yaml"),
+      MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process"),
+      MOCO_FIELD(knn.k, "neighbours of the kNN monitor"),
+      MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)"),
+      MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after"),
+      MOCO_FIELD(knn.batch_size, "images per feature-extraction batch"),
+      MOCO_FIELD(knn.memory_size, "train images in the memory bank; 0: the whole train split"),
+      MOCO_FIELD(knn.query_size, "test images scored; 0: the whole test split"),
+  };
+  return all;
+}
+#undef MOCO_FIELD
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_key_message(const std::string& where, const std::string& key) {
+  std::string best;
+  size_t best_distance = 4;  // suggest only near misses
+  for (const auto& f : fields()) {
+    const size_t d = edit_distance(key, f.key);
+    if (d < best_distance) best_distance = d, best = f.key;
+  }
+  std::string msg = where + ": unknown key '" + key + "'";
+  if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+  return msg + "; 'moco_dist --help' lists every key";
+}
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+bool is_section(const std::string& key) {
+  for (const auto& f : fields())
+    if (f.key.rfind(key + ".", 0) == 0) return true;
+  return false;
+}
+
+void assign(Config& config, const Field& field, const YAML::Node& node, const std::string& where) {
+  try {
+    field.set(config, node);
+  } catch (const YAML::Exception&) {
+    std::string shown = node.IsScalar() ? "'" + node.Scalar() + "'" : "a " + std::string(node.IsMap() ? "mapping" : "list");
+    throw ConfigError(where + ": key '" + field.key + "' expects " + field.type + ", got " + shown);
+  }
+}
+
+// Walks a mapping, assigning each leaf to its field; every key must be known.
+void apply_mapping(Config& config, const YAML::Node& map, const std::string& prefix, const std::string& where) {
+  for (const auto& entry : map) {
+    const std::string key = prefix + entry.first.as<std::string>();
+    if (const Field* field = find_field(key)) {
+      assign(config, *field, entry.second, where);
+    } else if (is_section(key)) {
+      if (!entry.second.IsMap()) throw ConfigError(where + ": key '" + key + "' is a section and expects a mapping");
+      apply_mapping(config, entry.second, key + ".", where);
+    } else {
+      throw ConfigError(unknown_key_message(where, key));
+    }
+  }
+}
+
+void require(bool ok, const std::string& where, const std::string& key, const std::string& what) {
+  if (!ok) throw ConfigError(where + ": key '" + key + "' " + what);
+}
+
+void validate(const Config& c, const std::string& where) {
+  const std::set<std::string> archs{"resnet_tiny", "resnet18", "resnet34", "resnet50"};
+  require(archs.count(c.model.arch) > 0, where, "model.arch", "must be one of resnet_tiny, resnet18, resnet34, resnet50, not '" + c.model.arch + "'");
+  require(c.model.width >= 0, where, "model.width", "must be >= 0");
+  require(c.model.dim > 0, where, "model.dim", "must be positive");
+  require(c.moco.queue_size > 0, where, "moco.queue_size", "must be positive");
+  require(c.moco.queue_size >= c.optim.batch_size, where, "moco.queue_size", "must be at least optim.batch_size (a step's keys must fit in the queue)");
+  require(c.moco.momentum >= 0 && c.moco.momentum <= 1, where, "moco.momentum", "must lie in [0, 1]");
+  require(c.moco.temperature > 0, where, "moco.temperature", "must be positive");
+  require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
+          "must be >= 1 and divide optim.batch_size");
+  const std::set<std::string> datasets{"fashion_mnist", "mnist", "synthetic"};
+  require(datasets.count(c.data.dataset) > 0, where, "data.dataset", "must be one of fashion_mnist, mnist, synthetic, not '" + c.data.dataset + "'");
+  require(c.data.image_size > 0, where, "data.image_size", "must be positive");
+  require(c.data.workers >= 1, where, "data.workers", "must be at least 1");
+  require(c.data.prefetch >= 1, where, "data.prefetch", "must be at least 1");
+  require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size", "must be positive");
+  require(c.data.synthetic_channels >= 1, where, "data.synthetic_channels", "must be at least 1");
+  require(c.data.crop_scale_min > 0 && c.data.crop_scale_min <= 1, where, "data.crop_scale_min", "must lie in (0, 1]");
+  require(c.data.flip_prob >= 0 && c.data.flip_prob <= 1, where, "data.flip_prob", "must lie in [0, 1]");
+  require(c.data.jitter_prob >= 0 && c.data.jitter_prob <= 1, where, "data.jitter_prob", "must lie in [0, 1]");
+  require(c.data.brightness >= 0 && c.data.brightness < 1, where, "data.brightness", "must lie in [0, 1)");
+  require(c.data.contrast >= 0 && c.data.contrast < 1, where, "data.contrast", "must lie in [0, 1)");
+  require(!c.data.mean.empty(), where, "data.mean", "must not be empty");
+  require(c.data.std.size() == c.data.mean.size(), where, "data.std", "must have as many values as data.mean");
+  for (double s : c.data.std) require(s > 0, where, "data.std", "values must be positive");
+  require(c.optim.base_lr > 0, where, "optim.base_lr", "must be positive");
+  require(c.optim.batch_size > 0, where, "optim.batch_size", "must be positive");
+  require(c.optim.momentum >= 0 && c.optim.momentum < 1, where, "optim.momentum", "must lie in [0, 1)");
+  require(c.optim.weight_decay >= 0, where, "optim.weight_decay", "must be >= 0");
+  require(c.optim.schedule == "step" || c.optim.schedule == "cosine", where, "optim.schedule", "must be step or cosine, not '" + c.optim.schedule + "'");
+  require(std::is_sorted(c.optim.milestones.begin(), c.optim.milestones.end()), where, "optim.milestones", "must be ascending");
+  require(c.optim.gamma > 0, where, "optim.gamma", "must be positive");
+  require(c.train.epochs > 0, where, "train.epochs", "must be positive");
+  require(c.train.time_budget_s >= 0, where, "train.time_budget_s", "must be >= 0");
+  require(c.train.log_every > 0, where, "train.log_every", "must be positive");
+  require(!c.train.output_dir.empty(), where, "train.output_dir", "must not be empty");
+  require(c.train.threads >= 0, where, "train.threads", "must be >= 0");
+  require(c.knn.k > 0, where, "knn.k", "must be positive");
+  require(c.knn.temperature > 0, where, "knn.temperature", "must be positive");
+  require(c.knn.every_epochs >= 0, where, "knn.every_epochs", "must be >= 0");
+  require(c.knn.batch_size > 0, where, "knn.batch_size", "must be positive");
+  require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  Config config;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw ConfigError(path + ": cannot open the config file");
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ": not valid YAML: " + e.what());
+  }
+  if (root.IsDefined() && !root.IsNull()) {
+    if (!root.IsMap()) throw ConfigError(path + ": the top level must be a mapping of sections");
+    apply_mapping(config, root, "", path);
+  }
+  for (const auto& item : overrides) {
+    const auto eq = item.find('=');
+    const std::string where = "command-line override '" + item + "'";
+    if (eq == std::string::npos || eq == 0) throw ConfigError(where + ": expected key=value");
+    const std::string key = item.substr(0, eq);
+    const Field* field = find_field(key);
+    if (!field) throw ConfigError(unknown_key_message(where, key));
+    YAML::Node value;
+    try {
+      value = YAML::Load(item.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(where + ": value is not valid YAML: " + e.what());
+    }
+    assign(config, *field, value, where);
+  }
+  validate(config, overrides.empty() ? path : path + " (with overrides)");
+  return config;
+}
+
+std::string to_yaml(const Config& config) {
+  YAML::Node root;
+  for (const auto& f : fields()) {
+    const auto dot = f.key.find('.');
+    root[f.key.substr(0, dot)][f.key.substr(dot + 1)] = f.get(config);
+  }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string config_reference() {
+  const Config defaults;
+  std::ostringstream out;
+  for (const auto& f : fields()) {
+    YAML::Emitter value;
+    value << YAML::Flow << f.get(defaults);
+    out << "  " << f.key << " (" << f.type << ", default " << value.c_str() << ")\n      " << f.help << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace moco::train

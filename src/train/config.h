@@ -1,0 +1,82 @@
+// defines: Config (every setting of a run), load_config (YAML file + dotted key=value overrides),
+// config_reference (the key list --help prints), ConfigError
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace moco::train {
+
+// A bad file, key or value. The message names the file and the key; the CLI exits 2 on it.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Config {
+  struct Model {
+    std::string arch = "resnet_tiny";  // resnet_tiny | resnet18 | resnet34 | resnet50
+    bool small_stem = true;            // 3x3 stride-1 stem, no max-pool (small images)
+    double width = 0;                  // 0: the architecture's own
+    int64_t dim = 128;                 // output (key/query) dimension
+    bool mlp = false;                  // MoCo v2 MLP head
+  } model;
+  struct Moco {
+    int64_t queue_size = 65536;
+    double momentum = 0.999;
+    double temperature = 0.07;
+    int64_t bn_splits = 8;  // one device: BN in this many batch groups, keys shuffled (shuffle-BN)
+  } moco;
+  struct Data {
+    std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic
+    std::string root = "/usr/share/datasets/fashion-mnist";
+    int64_t image_size = 28;  // side of the augmented crops
+    int workers = 1;
+    int prefetch = 2;
+    int64_t synthetic_train_size = 2048, synthetic_test_size = 512, synthetic_channels = 1;
+    double crop_scale_min = 0.2;
+    double flip_prob = 0.5;
+    double jitter_prob = 0.8;
+    double brightness = 0.4, contrast = 0.4;
+    std::vector<double> mean{0.2860}, std{0.3530};  // Fashion-MNIST's pixel statistics
+  } data;
+  struct Optim {
+    double base_lr = 0.03;  // lr = base_lr * batch_size / 256
+    int64_t batch_size = 256;
+    double momentum = 0.9;
+    double weight_decay = 1e-4;
+    std::string schedule = "step";  // step | cosine
+    std::vector<double> milestones{120, 160};  // epochs, for step
+    double gamma = 0.1;
+  } optim;
+  struct Train {
+    double epochs = 200;            // may be fractional
+    double time_budget_s = 0;       // > 0: stop after this much training time, schedule follows it
+    uint64_t seed = 0;
+    int64_t log_every = 50;         // steps
+    std::string output_dir = "runs/default";
+    int threads = 0;                // intra-op threads; 0: the cores this process may use
+  } train;
+  struct Knn {
+    int64_t k = 200;
+    double temperature = 0.1;
+    int64_t every_epochs = 0;   // 0: only before and after training
+    int64_t batch_size = 512;
+    int64_t memory_size = 0;    // train samples in the memory bank; 0: the whole train split
+    int64_t query_size = 0;     // test samples scored; 0: the whole test split
+  } knn;
+};
+
+// Reads the YAML file, applies overrides ("optim.base_lr=0.06", values in YAML syntax), validates.
+// Unknown keys, wrong types and out-of-range values throw ConfigError naming the file and the key.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The effective configuration as YAML (written beside the run's metrics).
+std::string to_yaml(const Config& config);
+
+// One line per key: name, type, default, meaning.
+std::string config_reference();
+
+}  // namespace moco::train

@@ -1,0 +1,32 @@
+#include "train/metrics.h"
+
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+
+namespace moco::train {
+
+MetricsLog::MetricsLog(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+  if (!out_) throw std::runtime_error(path + ": cannot open for writing");
+}
+
+void MetricsLog::write(const StepRecord& r) {
+  write_line(nlohmann::json{{"event", "train"}, {"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss},
+                            {"lr", r.lr}, {"img_per_s", r.img_per_s}, {"elapsed_s", r.elapsed_s}}
+                 .dump());
+}
+
+void MetricsLog::write(const KnnRecord& r) {
+  write_line(nlohmann::json{{"event", "knn"}, {"encoder", r.encoder}, {"top1", r.top1}, {"step", r.step},
+                            {"epoch", r.epoch}, {"memory_size", r.memory_size},
+                            {"query_size", r.query_size}, {"seconds", r.seconds}}
+                 .dump());
+}
+
+void MetricsLog::write_line(const std::string& line) {
+  out_ << line << '\n';
+  out_.flush();
+  if (!out_) throw std::runtime_error(path_ + ": write failed");
+}
+
+}  // namespace moco::train

@@ -1,0 +1,41 @@
+// defines: MetricsLog, the machine-readable record of a run (one JSON object per line)
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+namespace moco::train {
+
+struct StepRecord {
+  int64_t step = 0;
+  double epoch = 0;  // fractional: epochs completed
+  double loss = 0;
+  double lr = 0;
+  double img_per_s = 0;
+  double elapsed_s = 0;
+};
+
+struct KnnRecord {
+  std::string encoder;  // "random_init" or "trained" (also after intermediate epochs)
+  double top1 = 0;
+  int64_t step = 0;
+  double epoch = 0;
+  int64_t memory_size = 0, query_size = 0;
+  double seconds = 0;
+};
+
+// Each record is flushed as it is written, so a killed run keeps every line it logged.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& path);  // truncates; throws naming the path
+  void write(const StepRecord& record);
+  void write(const KnnRecord& record);
+
+ private:
+  void write_line(const std::string& line);
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace moco::train

@@ -1,0 +1,286 @@
+#include "data/loader.h"
+#include "data/synthetic.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using moco::data::AugmentOptions;
+using moco::data::Dataset;
+using moco::data::epoch_order;
+using moco::data::Example;
+using moco::data::LoaderOptions;
+using moco::data::SyntheticDataset;
+using moco::data::TwoViewBatch;
+using moco::data::TwoViewLoader;
+
+LoaderOptions order_options(int64_t batch, int world, int rank, uint64_t seed = 7) {
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.world_size = world;
+  o.rank = rank;
+  o.seed = seed;
+  return o;
+}
+
+TEST(EpochOrderTest, RanksConcatenateToSingleProcessOrder) {
+  const int64_t size = 103, batch = 4;
+  const int world = 3;
+  const std::vector<int64_t> single = epoch_order(size, order_options(batch * world, 1, 0), 5);
+  ASSERT_EQ(single.size(), 96u);  // 103 cut to a multiple of 12
+  std::vector<std::vector<int64_t>> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(epoch_order(size, order_options(batch, world, r), 5));
+  std::vector<int64_t> concatenated;
+  for (size_t g = 0; g < 8; ++g) {
+    for (const auto& share : ranks) {
+      ASSERT_EQ(share.size(), 32u);
+      concatenated.insert(concatenated.end(), share.begin() + g * batch, share.begin() + (g + 1) * batch);
+    }
+  }
+  EXPECT_EQ(concatenated, single);
+  const std::set<int64_t> distinct(concatenated.begin(), concatenated.end());
+  EXPECT_EQ(distinct.size(), concatenated.size());
+  EXPECT_TRUE(std::all_of(distinct.begin(), distinct.end(), [](int64_t i) { return i >= 0 && i < 103; }));
+}
+
+TEST(EpochOrderTest, EpochsAndSeedsChangeTheOrder) {
+  const auto o = order_options(10, 1, 0);
+  const auto e0 = epoch_order(100, o, 0);
+  EXPECT_EQ(e0, epoch_order(100, o, 0));
+  EXPECT_NE(e0, epoch_order(100, o, 1));
+  EXPECT_NE(e0, epoch_order(100, order_options(10, 1, 0, /*seed=*/8), 0));
+  std::vector<int64_t> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> all(100);
+  for (int64_t i = 0; i < 100; ++i) all[i] = i;
+  EXPECT_EQ(sorted, all);  // a full permutation when nothing is dropped
+  EXPECT_NE(e0, all);
+}
+
+TEST(EpochOrderTest, DropLastAndNoShuffle) {
+  auto o = order_options(5, 2, 1);
+  o.shuffle = false;
+  EXPECT_EQ(epoch_order(23, o, 3), (std::vector<int64_t>{5, 6, 7, 8, 9, 15, 16, 17, 18, 19}));
+  EXPECT_TRUE(epoch_order(9, o, 0).empty());
+  EXPECT_EQ(epoch_order(1000, order_options(7, 4, 2), 0).size(), 35u * 7u);  // floor(1000 / 28) batches
+}
+
+// The permutation must not depend on the standard library, so pin one.
+TEST(EpochOrderTest, PinnedPermutation) {
+  EXPECT_EQ(epoch_order(10, order_options(10, 1, 0, /*seed=*/0), 0),
+            (std::vector<int64_t>{0, 2, 5, 9, 8, 1, 3, 7, 4, 6}));
+}
+
+TEST(EpochOrderTest, RejectsBadOptions) {
+  EXPECT_THROW(epoch_order(10, order_options(0, 1, 0), 0), std::invalid_argument);
+  EXPECT_THROW(epoch_order(10, order_options(2, 2, 2), 0), std::invalid_argument);
+}
+
+std::shared_ptr<const Dataset> small_dataset(int64_t size = 70) {
+  return std::make_shared<SyntheticDataset>(size, 3, 12, 12, 5, /*seed=*/3);
+}
+
+AugmentOptions small_augment() {
+  AugmentOptions a;
+  a.out_size = 10;
+  return a;
+}
+
+LoaderOptions loader_options(int workers, int prefetch) {
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.workers = workers;
+  o.prefetch = prefetch;
+  o.seed = 21;
+  return o;
+}
+
+std::vector<TwoViewBatch> drain(TwoViewLoader& loader) {
+  std::vector<TwoViewBatch> out;
+  while (auto batch = loader.next()) out.push_back(std::move(*batch));
+  return out;
+}
+
+std::vector<TwoViewBatch> run_epoch(int workers, int prefetch, int64_t epoch) {
+  TwoViewLoader loader(small_dataset(), small_augment(), loader_options(workers, prefetch));
+  loader.start_epoch(epoch);
+  return drain(loader);
+}
+
+void expect_same(const std::vector<TwoViewBatch>& a, const std::vector<TwoViewBatch>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t j = 0; j < a.size(); ++j) {
+    EXPECT_TRUE(torch::equal(a[j].indices, b[j].indices)) << "batch " << j;
+    EXPECT_TRUE(torch::equal(a[j].labels, b[j].labels)) << "batch " << j;
+    EXPECT_TRUE(torch::equal(a[j].query, b[j].query)) << "batch " << j;
+    EXPECT_TRUE(torch::equal(a[j].key, b[j].key)) << "batch " << j;
+  }
+}
+
+TEST(LoaderTest, DeliversTheEpochOrderInBatches) {
+  const auto dataset = small_dataset();
+  const AugmentOptions augment = small_augment();
+  LoaderOptions options = loader_options(2, 2);
+  options.world_size = 2;
+  options.rank = 1;
+  options.batch_size = 4;
+  TwoViewLoader loader(dataset, augment, options);
+  EXPECT_EQ(loader.batches_per_epoch(), 8);  // floor(70 / 8)
+  loader.start_epoch(2);
+  const auto batches = drain(loader);
+  ASSERT_EQ(batches.size(), 8u);
+  EXPECT_FALSE(loader.next().has_value());  // stays at the end
+
+  const std::vector<int64_t> order = epoch_order(70, options, 2);
+  std::vector<int64_t> seen;
+  for (const auto& batch : batches) {
+    ASSERT_EQ(batch.query.sizes(), (std::vector<int64_t>{4, 3, 10, 10}));
+    ASSERT_EQ(batch.key.sizes(), batch.query.sizes());
+    const auto idx = batch.indices.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < idx.size(0); ++i) {
+      seen.push_back(idx[i]);
+      EXPECT_EQ(batch.labels[i].item<int64_t>(), dataset->get(idx[i]).label);
+    }
+  }
+  EXPECT_EQ(seen, order);
+
+  // Views are exactly augment_batch of the images under the documented view seeds.
+  const auto& first = batches.front();
+  std::vector<int64_t> indices(order.begin(), order.begin() + 4);
+  std::vector<uint64_t> query_seeds, key_seeds;
+  for (int64_t i : indices) {
+    query_seeds.push_back(moco::data::view_seed(options.seed, 2, i, 0));
+    key_seeds.push_back(moco::data::view_seed(options.seed, 2, i, 1));
+  }
+  const torch::Tensor images = dataset->get_batch(indices).first;
+  EXPECT_TRUE(torch::equal(first.query, moco::data::augment_batch(images, augment, query_seeds)));
+  EXPECT_TRUE(torch::equal(first.key, moco::data::augment_batch(images, augment, key_seeds)));
+}
+
+TEST(LoaderTest, WorkerCountDoesNotChangeOutput) {
+  const auto one = run_epoch(1, 1, 0);
+  ASSERT_EQ(one.size(), 8u);
+  expect_same(one, run_epoch(3, 2, 0));
+  expect_same(one, run_epoch(3, 5, 0));
+}
+
+TEST(LoaderTest, QueryAndKeyAreDifferentViews) {
+  const auto batches = run_epoch(2, 2, 0);
+  for (const auto& batch : batches) EXPECT_FALSE(torch::equal(batch.query, batch.key));
+  EXPECT_FALSE(torch::equal(batches[0].query, run_epoch(2, 2, 1)[0].query));  // new epoch, new views
+}
+
+TEST(LoaderTest, RestartMidEpoch) {
+  TwoViewLoader loader(small_dataset(), small_augment(), loader_options(3, 2));
+  loader.start_epoch(0);
+  ASSERT_TRUE(loader.next().has_value());
+  loader.start_epoch(1);  // workers are blocked on a full window or mid-batch
+  expect_same(drain(loader), run_epoch(1, 1, 1));
+  loader.start_epoch(0);
+  ASSERT_TRUE(loader.next().has_value());
+  // Destroying the loader with an epoch in flight must join cleanly.
+}
+
+TEST(LoaderTest, NextBeforeStartThrows) {
+  TwoViewLoader loader(small_dataset(), small_augment(), loader_options(1, 1));
+  EXPECT_THROW(loader.next(), std::logic_error);
+}
+
+TEST(LoaderTest, EmptyEpoch) {
+  TwoViewLoader loader(small_dataset(5), small_augment(), loader_options(2, 2));
+  EXPECT_EQ(loader.batches_per_epoch(), 0);
+  loader.start_epoch(0);
+  EXPECT_FALSE(loader.next().has_value());
+}
+
+// Counts batch reads, to see how far the workers run ahead of a consumer that does not consume.
+class CountingDataset : public SyntheticDataset {
+ public:
+  CountingDataset() : SyntheticDataset(80, 1, 8, 8, 4, 2) {}
+  std::pair<torch::Tensor, torch::Tensor> get_batch(const std::vector<int64_t>& indices) const override {
+    ++batches_read;
+    return SyntheticDataset::get_batch(indices);
+  }
+  mutable std::atomic<int> batches_read{0};
+};
+
+int wait_for_reads(const CountingDataset& dataset, int at_least) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (dataset.batches_read < at_least && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // room to overshoot, were it possible
+  return dataset.batches_read;
+}
+
+TEST(LoaderTest, PrefetchBoundsTheWorkAhead) {
+  auto dataset = std::make_shared<CountingDataset>();
+  AugmentOptions augment;
+  augment.out_size = 8;
+  LoaderOptions options = loader_options(1, 2);
+  options.batch_size = 4;
+  TwoViewLoader loader(dataset, augment, options);
+  loader.start_epoch(0);
+  EXPECT_EQ(wait_for_reads(*dataset, 2), 2);
+  ASSERT_TRUE(loader.next().has_value());
+  EXPECT_EQ(wait_for_reads(*dataset, 3), 3);
+
+  // With more workers than prefetch, each worker may hold one batch.
+  auto wide = std::make_shared<CountingDataset>();
+  options.workers = 3;
+  options.prefetch = 1;
+  TwoViewLoader wide_loader(wide, augment, options);
+  wide_loader.start_epoch(0);
+  EXPECT_EQ(wait_for_reads(*wide, 3), 3);
+}
+
+// Fails on one index; the default get_batch stacks get(), so the failure surfaces mid-batch.
+class FailingDataset : public Dataset {
+ public:
+  explicit FailingDataset(int64_t bad) : inner_(40, 1, 8, 8, 4, 1), bad_(bad) {}
+  int64_t size() const override { return inner_.size(); }
+  Example get(int64_t index) const override {
+    if (index == bad_) throw std::runtime_error("cannot read sample " + std::to_string(index));
+    return inner_.get(index);
+  }
+  int64_t channels() const override { return inner_.channels(); }
+  int64_t height() const override { return inner_.height(); }
+  int64_t width() const override { return inner_.width(); }
+  int64_t num_classes() const override { return inner_.num_classes(); }
+
+ private:
+  SyntheticDataset inner_;
+  int64_t bad_;
+};
+
+TEST(LoaderTest, DatasetErrorsPropagateFromNext) {
+  LoaderOptions options = loader_options(2, 2);
+  options.batch_size = 4;
+  options.shuffle = false;
+  AugmentOptions augment;
+  augment.out_size = 8;
+  TwoViewLoader loader(std::make_shared<FailingDataset>(13), augment, options);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    loader.start_epoch(attempt);
+    for (int j = 0; j < 3; ++j) ASSERT_TRUE(loader.next().has_value()) << "batch " << j;  // before index 13
+    try {
+      loader.next();
+      FAIL() << "expected the dataset's error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "cannot read sample 13");
+    }
+    EXPECT_THROW(loader.next(), std::runtime_error);  // the epoch stays failed
+  }
+}
+
+}  // namespace

@@ -1,0 +1,244 @@
+#include "model/contrastive.h"
+#include "model/moco.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+
+using namespace moco;
+namespace F = torch::nn::functional;
+
+namespace {
+
+model::ResNetOptions tiny_encoder() {
+  auto o = model::resnet_options_for("resnet_tiny");
+  o.in_channels = 1;
+  o.small_stem = true;
+  o.width = 0.125;
+  o.out_dim = 16;
+  return o;
+}
+
+model::Moco make_moco(int64_t queue_size, double momentum = 0.99) {
+  model::MocoOptions options;
+  options.queue_size = queue_size;
+  options.momentum = momentum;
+  options.temperature = 0.2;
+  model::Moco m(tiny_encoder(), options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/1);
+  m->train();
+  return m;
+}
+
+torch::Tensor unit_rows(const torch::Tensor& x) { return F::normalize(x, F::NormalizeFuncOptions().dim(1)); }
+
+bool same_tensor(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl();
+}
+
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * 4096;
+}
+
+// The mistake MoCo re-implementations make: the queue keeps queries with their graph.
+struct NaiveQueueStep {
+  torch::nn::Sequential encoder{torch::nn::Linear(4, 8), torch::nn::ReLU(), torch::nn::Linear(8, 3)};
+  torch::Tensor queue = unit_rows(torch::randn({5, 3}));  // rows are entries here
+
+  void step(bool retain_graph) {
+    auto q = unit_rows(encoder->forward(torch::randn({2, 4})));
+    auto logits = torch::mm(q, queue.t()) / 0.2;
+    auto loss = F::cross_entropy(logits, torch::zeros({2}, torch::kLong));
+    for (auto& p : encoder->parameters()) p.mutable_grad() = torch::Tensor();
+    loss.backward({}, retain_graph);
+    // The update as PyTorch's optimizers do it: in place, bumping the version counters. (LibTorch's
+    // SGD writes through .data(), which hides the bump: a stale graph then silently computes with
+    // the new weights instead of raising.)
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : encoder->parameters()) p.sub_(0.1 * p.grad());
+    }
+    queue = torch::cat({q, queue.narrow(0, 0, 3)});  // q is not detached: its graph rides along
+  }
+};
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(SeedErrorsTest, QueueThatKeepsQueryGraphsBreaksOnTheSecondBackward) {
+  torch::manual_seed(0);
+  NaiveQueueStep naive;
+  naive.step(false);
+  const auto message = error_of([&] { naive.step(false); });
+  EXPECT_NE(message.find("Trying to backward through the graph a second time"), std::string::npos) << message;
+}
+
+TEST(SeedErrorsTest, RetainGraphTurnsItIntoTheInplaceError) {
+  torch::manual_seed(0);
+  NaiveQueueStep naive;
+  naive.step(true);
+  const auto message = error_of([&] { naive.step(true); });
+  EXPECT_NE(message.find("modified by an inplace operation"), std::string::npos) << message;
+}
+
+TEST(SeedErrorsTest, NaiveQueueKeepsTheGraphAlive) {
+  // The liveness probe used below does detect a kept graph.
+  torch::manual_seed(0);
+  NaiveQueueStep naive;
+  naive.step(true);
+  std::weak_ptr<torch::autograd::Node> node = naive.queue.grad_fn();
+  EXPECT_FALSE(node.expired());
+}
+
+TEST(MocoTest, TwoHundredPlainBackwardStepsLeaveNoGraphBehind) {
+  torch::manual_seed(0);
+  auto moco = make_moco(/*queue_size=*/100);
+  torch::optim::SGD optimizer(moco->trainable_parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  int64_t resident_after_warmup = 0;
+  for (int step = 0; step < 200; ++step) {
+    std::weak_ptr<torch::autograd::Node> loss_node, query_node;
+    {
+      const auto out = moco->forward(torch::randn({32, 1, 16, 16}), torch::randn({32, 1, 16, 16}));
+      loss_node = out.loss.grad_fn();
+      query_node = out.q.grad_fn();
+      ASSERT_FALSE(loss_node.expired());
+      optimizer.zero_grad();
+      ASSERT_NO_THROW(out.loss.backward());
+      optimizer.step();
+      ASSERT_TRUE(std::isfinite(out.loss.item<double>()));
+    }
+    ASSERT_TRUE(loss_node.expired()) << "step " << step << " left its loss graph alive";
+    ASSERT_TRUE(query_node.expired()) << "step " << step << " left its query graph alive";
+    ASSERT_FALSE(moco->queue().requires_grad());
+    ASSERT_FALSE(moco->queue().grad_fn());
+    if (step == 49) resident_after_warmup = resident_bytes();
+  }
+  // A kept graph would hold every step's activations (~2 MB a step here, ~300 MB over 150 steps).
+  EXPECT_LT(resident_bytes() - resident_after_warmup, 32 << 20);
+}
+
+TEST(MocoTest, QueueHoldsTheLastKeysInOrderAcrossTheWrap) {
+  torch::manual_seed(0);
+  const int64_t K = 20, batch = 6;  // K is no multiple of the batch: the third step wraps
+  auto moco = make_moco(K);
+  auto expected = moco->queue().clone();
+  int64_t ptr = 0;
+  for (int step = 0; step < 5; ++step) {
+    const auto im_q = torch::randn({batch, 1, 8, 8});
+    const auto im_k = torch::randn({batch, 1, 8, 8});
+    const auto out = moco->forward(im_q, im_k);
+    torch::Tensor recomputed_k, recomputed_q;
+    {
+      torch::NoGradGuard no_grad;  // train-mode BN uses the batch: the same output again
+      recomputed_k = unit_rows(moco->encoder_k->forward(im_k));
+      recomputed_q = unit_rows(moco->encoder_q->forward(im_q));
+    }
+    EXPECT_TRUE(torch::allclose(out.k, recomputed_k, 1e-6, 1e-6));
+    for (int64_t i = 0; i < batch; ++i) expected.select(1, (ptr + i) % K).copy_(out.k[i]);
+    ptr = (ptr + batch) % K;
+    EXPECT_TRUE(torch::equal(moco->queue(), expected)) << "step " << step;
+    EXPECT_EQ(moco->queue_pointer(), ptr);
+    EXPECT_FALSE(moco->queue().requires_grad());
+    EXPECT_FALSE(moco->queue().grad_fn());
+    // Keys, not queries.
+    const auto newest = moco->queue().index_select(1, torch::arange(ptr - batch, ptr).remainder(K)).t();
+    EXPECT_FALSE(torch::allclose(newest, recomputed_q, 1e-3, 1e-3));
+  }
+}
+
+TEST(MocoTest, KeyEncoderGetsNoGradientAndMovesOnlyByMomentum) {
+  torch::manual_seed(0);
+  const double m = 0.9;
+  auto moco = make_moco(64, m);
+  torch::optim::SGD optimizer(moco->trainable_parameters(), torch::optim::SGDOptions(0.5));
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params())
+      for (const auto& k : moco->encoder_k->parameters()) EXPECT_FALSE(same_tensor(p, k));
+
+  // One optimizer step first, so that q and k differ.
+  for (int step = 0; step < 2; ++step) {
+    std::vector<torch::Tensor> q_before, k_before;
+    for (const auto& p : moco->encoder_q->parameters()) q_before.push_back(p.detach().clone());
+    for (const auto& p : moco->encoder_k->parameters()) k_before.push_back(p.detach().clone());
+    auto out = moco->forward(torch::randn({8, 1, 8, 8}), torch::randn({8, 1, 8, 8}));
+    const auto k_params = moco->encoder_k->parameters();
+    for (size_t i = 0; i < k_params.size(); ++i) {
+      EXPECT_TRUE(torch::equal(k_params[i], k_before[i].mul(m).add(q_before[i], 1 - m))) << i;
+    }
+    optimizer.zero_grad();
+    out.loss.backward();
+    optimizer.step();
+    for (const auto& k : moco->encoder_k->parameters()) {
+      EXPECT_FALSE(k.requires_grad());
+      EXPECT_FALSE(k.grad().defined());
+    }
+    bool q_moved = false;
+    const auto q_params = moco->encoder_q->parameters();
+    for (size_t i = 0; i < q_params.size(); ++i) q_moved |= !torch::equal(q_params[i], q_before[i]);
+    EXPECT_TRUE(q_moved);
+  }
+}
+
+TEST(MocoTest, KeyEncoderStartsAsACopyOfTheQueryEncoder) {
+  auto moco = make_moco(64);
+  const auto q = moco->encoder_q->named_parameters();
+  const auto k = moco->encoder_k->named_parameters();
+  ASSERT_EQ(q.size(), k.size());
+  for (const auto& item : q) EXPECT_TRUE(torch::equal(item.value(), k[item.key()])) << item.key();
+  for (const auto& item : moco->encoder_q->named_buffers())
+    EXPECT_TRUE(torch::equal(item.value(), moco->encoder_k->named_buffers()[item.key()])) << item.key();
+}
+
+TEST(MocoTest, LogitsUseTheQueueAsItWasBeforeTheEnqueue) {
+  torch::manual_seed(0);
+  auto moco = make_moco(32);
+  const auto queue_before = moco->queue().clone();
+  const auto out = moco->forward(torch::randn({4, 1, 8, 8}), torch::randn({4, 1, 8, 8}));
+  EXPECT_EQ(out.logits.sizes(), (std::vector<int64_t>{4, 33}));
+  EXPECT_TRUE(torch::allclose(out.logits, model::contrastive_logits(out.q, out.k, queue_before, 0.2), 1e-6, 1e-6));
+  EXPECT_FALSE(torch::equal(moco->queue(), queue_before));
+}
+
+TEST(ContrastiveTest, LogitsAndLossEqualAHandComputation) {
+  // dim 2, batch 2, K 3; the vectors are unit length.
+  const auto q = torch::tensor({{1.0f, 0.0f}, {0.0f, 1.0f}});
+  const auto k = torch::tensor({{0.6f, 0.8f}, {1.0f, 0.0f}});
+  const auto queue = torch::tensor({{1.0f, 0.0f, 0.6f}, {0.0f, 1.0f, -0.8f}});
+  const double T = 0.5;
+  // Row 0: q.k = 0.6, q.queue = (1, 0, 0.6); row 1: q.k = 0, q.queue = (0, 1, -0.8); all / T.
+  const std::vector<std::vector<double>> hand = {{1.2, 2.0, 0.0, 1.2}, {0.0, 0.0, 2.0, -1.6}};
+  const auto logits = model::contrastive_logits(q, k, queue, T);
+  ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{2, 4}));
+  double loss = 0;
+  for (int i = 0; i < 2; ++i) {
+    double sum = 0;
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_NEAR(logits[i][j].item<double>(), hand[i][j], 1e-6);
+      sum += std::exp(hand[i][j]);
+    }
+    loss += (std::log(sum) - hand[i][0]) / 2;  // -log softmax of the positive, averaged
+  }
+  EXPECT_NEAR(model::contrastive_loss(logits).item<double>(), loss, 1e-6);
+}
+
+TEST(ContrastiveTest, EnqueueWrapsAndRefusesMoreKeysThanTheQueueHolds) {
+  auto queue = torch::zeros({2, 5});
+  const auto keys = torch::arange(1, 9, torch::kFloat).view({4, 2});  // key i = (2i+1, 2i+2)
+  EXPECT_EQ(model::enqueue_keys(queue, 3, keys), 2);
+  // Columns 3, 4, 0, 1 receive keys 0..3; column 2 is untouched.
+  const auto expected = torch::tensor({{5.0f, 7.0f, 0.0f, 1.0f, 3.0f}, {6.0f, 8.0f, 0.0f, 2.0f, 4.0f}});
+  EXPECT_TRUE(torch::equal(queue, expected));
+  EXPECT_THROW(model::enqueue_keys(queue, 0, torch::zeros({6, 2})), std::invalid_argument);
+}

@@ -1,0 +1,124 @@
+#include "model/resnet.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using moco::model::ResNet;
+using moco::model::ResNetOptions;
+using moco::model::resnet_options_for;
+
+namespace {
+
+using ShapeMap = std::map<std::string, std::vector<int64_t>>;
+
+// Written by tools/gen_torchvision_keys.py from Debian's torchvision.
+ShapeMap read_torchvision_keys(const std::string& name) {
+  const std::string path = std::string(MOCO_TEST_DATA_DIR) + "/" + name;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  ShapeMap keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto tab = line.find('\t');
+    std::vector<int64_t> shape;
+    std::stringstream dims(line.substr(tab + 1));
+    for (std::string d; std::getline(dims, d, ',');) shape.push_back(std::stoll(d));
+    keys[line.substr(0, tab)] = shape;
+  }
+  return keys;
+}
+
+ShapeMap state_keys(torch::nn::Module& module) {
+  ShapeMap keys;
+  for (const auto& p : module.named_parameters()) keys[p.key()] = p.value().sizes().vec();
+  for (const auto& b : module.named_buffers()) keys[b.key()] = b.value().sizes().vec();
+  return keys;
+}
+
+void expect_same_keys(const ShapeMap& expected, const ShapeMap& actual) {
+  EXPECT_EQ(expected.size(), actual.size());
+  for (const auto& [key, shape] : expected) {
+    auto it = actual.find(key);
+    if (it == actual.end()) {
+      ADD_FAILURE() << "missing " << key;
+      continue;
+    }
+    EXPECT_EQ(shape, it->second) << key;
+  }
+  for (const auto& [key, shape] : actual) EXPECT_TRUE(expected.count(key)) << "extra " << key;
+}
+
+ResNetOptions imagenet(const std::string& arch, bool mlp) {
+  auto o = resnet_options_for(arch);
+  o.out_dim = mlp ? 128 : 1000;
+  o.mlp_head = mlp;
+  return o;
+}
+
+}  // namespace
+
+TEST(ResNetTest, Resnet18NamesAndShapesEqualTorchvision) {
+  ResNet net(imagenet("resnet18", false));
+  expect_same_keys(read_torchvision_keys("torchvision_resnet18.tsv"), state_keys(*net));
+}
+
+TEST(ResNetTest, Resnet50NamesAndShapesEqualTorchvision) {
+  ResNet net(imagenet("resnet50", false));
+  expect_same_keys(read_torchvision_keys("torchvision_resnet50.tsv"), state_keys(*net));
+}
+
+TEST(ResNetTest, MlpHeadNamesEqualMocoV2Reference) {
+  ResNet r18(imagenet("resnet18", true));
+  expect_same_keys(read_torchvision_keys("torchvision_resnet18_mlp.tsv"), state_keys(*r18));
+  ResNet r50(imagenet("resnet50", true));
+  expect_same_keys(read_torchvision_keys("torchvision_resnet50_mlp.tsv"), state_keys(*r50));
+}
+
+TEST(ResNetTest, TinyIsAboutOneMillionParametersAndRunsOnGrayscale) {
+  auto o = resnet_options_for("resnet_tiny");
+  o.in_channels = 1;
+  o.small_stem = true;
+  ResNet net(o);
+  const auto n = moco::model::count_parameters(*net);
+  EXPECT_GT(n, 800'000);
+  EXPECT_LT(n, 1'500'000);
+  const auto x = torch::randn({4, 1, 28, 28});
+  EXPECT_EQ(net->forward(x).sizes(), (std::vector<int64_t>{4, 128}));
+  EXPECT_EQ(net->features(x).sizes(), (std::vector<int64_t>{4, 256}));
+  EXPECT_EQ(net->named_parameters()["conv1.weight"].sizes(), (std::vector<int64_t>{32, 1, 3, 3}));
+}
+
+TEST(ResNetTest, SmallStemIsA3x3ConvWithoutDownsampling) {
+  auto o = resnet_options_for("resnet18");
+  o.width = 0.25;
+  ResNet standard(o);
+  o.small_stem = true;
+  ResNet small(o);
+  EXPECT_EQ(standard->named_parameters()["conv1.weight"].sizes(), (std::vector<int64_t>{16, 3, 7, 7}));
+  EXPECT_EQ(small->named_parameters()["conv1.weight"].sizes(), (std::vector<int64_t>{16, 3, 3, 3}));
+  // The stem's output keeps the input's resolution with the small stem and halves it otherwise.
+  torch::NoGradGuard no_grad;
+  small->eval();
+  standard->eval();
+  auto stem = [](ResNet& net, const torch::Tensor& x) {
+    auto children = net->named_children();
+    return children["bn1"]->as<moco::model::SplitBatchNorm2d>()->forward(children["conv1"]->as<torch::nn::Conv2d>()->forward(x));
+  };
+  const auto x = torch::randn({1, 3, 32, 32});
+  EXPECT_EQ(stem(small, x).size(2), 32);
+  EXPECT_EQ(stem(standard, x).size(2), 16);
+}
+
+TEST(ResNetTest, UnknownArchitectureIsAClearError) {
+  try {
+    resnet_options_for("resnet19");
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("resnet19"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("resnet50"), std::string::npos);
+  }
+}

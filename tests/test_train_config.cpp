@@ -1,0 +1,117 @@
+#include "train/config.h"
+#include "train/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+using moco::train::Config;
+using moco::train::ConfigError;
+using moco::train::load_config;
+
+namespace {
+
+const std::string kConfigs = std::string(MOCO_TEST_DATA_DIR) + "/../../configs/";
+
+std::string write_temp(const std::string& text) {
+  static int counter = 0;
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("moco_config_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string error_of(const std::string& path, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config(path, overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(ConfigTest, ShippedConfigsLoad) {
+  for (const char* name : {"fashion_mnist_quick.yaml", "moco_v1_r50_imagenet.yaml", "moco_v2_r50_imagenet.yaml"}) {
+    EXPECT_NO_THROW(load_config(kConfigs + name)) << name;
+  }
+  const auto v1 = load_config(kConfigs + "moco_v1_r50_imagenet.yaml");
+  EXPECT_EQ(v1.model.arch, "resnet50");
+  EXPECT_DOUBLE_EQ(v1.moco.temperature, 0.07);
+  EXPECT_EQ(v1.optim.milestones, (std::vector<double>{120, 160}));
+  const auto v2 = load_config(kConfigs + "moco_v2_r50_imagenet.yaml");
+  EXPECT_TRUE(v2.model.mlp);
+  EXPECT_DOUBLE_EQ(v2.moco.temperature, 0.2);
+  EXPECT_EQ(v2.optim.schedule, "cosine");
+}
+
+TEST(ConfigTest, UnknownKeyNamesTheKeyAndTheFile) {
+  const auto path = write_temp("optim:\n  base_lr: 0.1\n  bach_size: 64\n");
+  const auto message = error_of(path);
+  EXPECT_TRUE(contains(message, path)) << message;
+  EXPECT_TRUE(contains(message, "optim.bach_size")) << message;
+  EXPECT_TRUE(contains(message, "did you mean 'optim.batch_size'")) << message;
+  EXPECT_TRUE(contains(error_of(write_temp("modle:\n  arch: resnet18\n")), "'modle'"));
+}
+
+TEST(ConfigTest, BadTypeNamesTheKeyAndTheValue) {
+  const auto message = error_of(write_temp("optim:\n  batch_size: lots\n"));
+  EXPECT_TRUE(contains(message, "optim.batch_size")) << message;
+  EXPECT_TRUE(contains(message, "'lots'")) << message;
+  EXPECT_TRUE(contains(error_of(write_temp("optim:\n  batch_size: 1.5\n")), "expects int"));
+  EXPECT_TRUE(contains(error_of(write_temp("model: resnet18\n")), "'model' is a section"));
+  EXPECT_TRUE(contains(error_of(write_temp("model:\n  mlp: maybe\n")), "expects bool"));
+}
+
+TEST(ConfigTest, OverridesReachNestedKeysAndWinOverTheFile) {
+  const auto path = write_temp("optim:\n  base_lr: 0.1\n  milestones: [5, 8]\n");
+  const auto c = load_config(path, {"optim.base_lr=0.5", "moco.queue_size=1000", "optim.milestones=[1, 2, 3]", "model.mlp=true"});
+  EXPECT_DOUBLE_EQ(c.optim.base_lr, 0.5);
+  EXPECT_EQ(c.moco.queue_size, 1000);
+  EXPECT_EQ(c.optim.milestones, (std::vector<double>{1, 2, 3}));
+  EXPECT_TRUE(c.model.mlp);
+  EXPECT_EQ(c.optim.batch_size, Config{}.optim.batch_size);  // untouched keys keep defaults
+}
+
+TEST(ConfigTest, BadOverridesAreErrors) {
+  const auto path = write_temp("{}\n");
+  EXPECT_TRUE(contains(error_of(path, {"optim.lr=0.5"}), "unknown key 'optim.lr'"));
+  EXPECT_TRUE(contains(error_of(path, {"optim.base_lr"}), "expected key=value"));
+  EXPECT_TRUE(contains(error_of(path, {"moco.momentum=1.5"}), "moco.momentum"));
+  EXPECT_TRUE(contains(error_of(path, {"optim.batch_size=512", "moco.queue_size=100"}), "moco.queue_size"));
+}
+
+TEST(ConfigTest, MissingOrBrokenFileIsAnError) {
+  EXPECT_TRUE(contains(error_of("/nonexistent/x.yaml"), "/nonexistent/x.yaml"));
+  EXPECT_TRUE(contains(error_of(write_temp("model: [\n")), "not valid YAML"));
+}
+
+TEST(ConfigTest, EffectiveConfigRoundTrips) {
+  const auto c = load_config(write_temp("{}\n"), {"train.seed=7", "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
+  const auto again = load_config(write_temp(moco::train::to_yaml(c)));
+  EXPECT_EQ(again.train.seed, 7u);
+  EXPECT_EQ(again.data.mean, (std::vector<double>{0.1, 0.2, 0.3}));
+  EXPECT_EQ(moco::train::to_yaml(again), moco::train::to_yaml(c));
+  EXPECT_TRUE(contains(moco::train::config_reference(), "moco.queue_size (int, default 65536)"));
+}
+
+TEST(ScheduleTest, LinearScalingStepAndCosine) {
+  Config c;
+  c.optim.base_lr = 0.03;
+  c.optim.batch_size = 512;
+  c.optim.milestones = {120, 160};
+  c.train.epochs = 200;
+  EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 0), 0.06);
+  EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 119.9), 0.06);
+  EXPECT_NEAR(moco::train::learning_rate(c, 120), 0.006, 1e-12);
+  EXPECT_NEAR(moco::train::learning_rate(c, 199), 0.0006, 1e-12);
+  c.optim.schedule = "cosine";
+  EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 0), 0.06);
+  EXPECT_NEAR(moco::train::learning_rate(c, 100), 0.03, 1e-12);
+  EXPECT_NEAR(moco::train::learning_rate(c, 200), 0.0, 1e-12);
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything moco_dist needs to build, test and run on Debian 12.
+# Idempotent: when every package is present it prints nothing and touches nothing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libtorch-dev libopenblas0-pthread          # LibTorch 1.13 (CPU); OpenBLAS makes its matmuls ~30x faster
+  libopenmpi-dev openmpi-bin                 # bootstrap, CPU collectives, launcher
+  libhdf5-dev                                # checkpoints
+  libspdlog-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libturbojpeg0-dev
+  libgtest-dev libgmock-dev
+  dataset-fashion-mnist                      # real images for the main job
+  python3-torch python3-torchvision python3-h5py   # interoperability tests only (/usr/bin/python3)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install_deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
