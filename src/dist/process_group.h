@@ -1,26 +1,46 @@
-// defines: ProcessGroup (the collectives the model layer may use), LocalProcessGroup (world size 1)
+// defines: ProcessGroup (the collectives the model layer may use), Work (a collective in flight),
+// LocalProcessGroup (world size 1)
 #pragma once
 
 #include <torch/types.h>
 
 #include <memory>
+#include <vector>
 
 namespace moco::dist {
 
 enum class ReduceOp { kSum, kAvg };
 
+// A collective started but maybe not finished. wait() returns once the result is in place (for
+// CUDA tensors: once it is ordered before later work on the current stream) and rethrows the
+// collective's error, if any.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+};
+
 // Collective operations over the ranks of one job. Every rank must call the same collectives in the
-// same order with tensors of equal shape and dtype. Knows tensors, nothing of MoCo.
+// same order with tensors of equal shape and dtype; implementations detect a mismatch and throw on
+// every rank rather than hang. Knows tensors, nothing of MoCo.
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 
-  virtual void all_reduce(torch::Tensor& tensor, ReduceOp op) = 0;
-  // Concatenation along dim 0 of every rank's tensor, in rank order.
+  // In place on a contiguous tensor.
+  virtual std::shared_ptr<Work> all_reduce_async(torch::Tensor& tensor, ReduceOp op) = 0;
+  void all_reduce(torch::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
+  // Concatenation along dim 0 of every rank's tensor, in rank order. Every rank's tensor has the
+  // same shape.
   virtual torch::Tensor all_gather(const torch::Tensor& tensor) = 0;
   virtual void broadcast(torch::Tensor& tensor, int root) = 0;
+  // Rank r sends input rows [sum(send_counts[:j]), +send_counts[j]) to rank j and receives
+  // recv_counts[j] rows from rank j; the result stacks the received rows in rank order. Counts are
+  // in rows of dim 0; the other dims agree on every rank.
+  virtual torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>& send_counts,
+                                   const std::vector<int64_t>& recv_counts) = 0;
   virtual void barrier() = 0;
 };
 
@@ -29,9 +49,12 @@ class LocalProcessGroup final : public ProcessGroup {
  public:
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
-  void all_reduce(torch::Tensor&, ReduceOp) override {}
+  std::shared_ptr<Work> all_reduce_async(torch::Tensor&, ReduceOp) override;
   torch::Tensor all_gather(const torch::Tensor& tensor) override { return tensor; }
   void broadcast(torch::Tensor&, int) override {}
+  torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>&, const std::vector<int64_t>&) override {
+    return input;
+  }
   void barrier() override {}
 };
 
