@@ -1,6 +1,11 @@
-// moco_dist: MoCo self-supervised training. Parses the command line and hands over to train().
+// moco_dist: MoCo self-supervised training. Parses the command line, joins the MPI job (a world of
+// one without a launcher) and hands over to train().
+#include "dist/bootstrap.h"
+#include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
 #include "train/config.h"
+#include "train/device.h"
+#include "train/run_logging.h"
 #include "train/trainer.h"
 
 #include <CLI/CLI.hpp>
@@ -10,7 +15,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
-               "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1."};
+               "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1.\n"
+               "One process per device: run it under mpirun or srun for several ranks, plain for one."};
   std::string config_path;
   std::vector<std::string> overrides;
   bool print_config = false;
@@ -39,11 +45,29 @@ int main(int argc, char** argv) {
     std::cout << moco::train::to_yaml(config);
     return 0;
   }
+
+  moco::dist::WorldInfo world;
   try {
-    moco::train::train(config, std::make_shared<moco::dist::LocalProcessGroup>());
+    world = moco::dist::init_world(&argc, &argv);
+    moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
+    moco::train::RunContext context;
+    context.device = moco::train::select_device(world.local_rank, world.local_size);
+    if (world.world_size == 1) {
+      context.group = std::make_shared<moco::dist::LocalProcessGroup>();
+    } else {
+      moco::dist::MpiOptions options;
+      options.check_collectives = config.dist.check_collectives;
+      options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
+      context.group = moco::train::make_world_group(context.device, options);
+    }
+    moco::train::train(config, context);
   } catch (const std::exception& e) {
+    // Other ranks may be waiting in a collective this rank will never join: take them down too.
+    if (world.world_size > 1) moco::dist::abort_world(e.what(), 1);
     spdlog::error("{}", e.what());
+    moco::dist::finalize_world();
     return 1;
   }
+  moco::dist::finalize_world();
   return 0;
 }

@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <numeric>
 #include <stdexcept>
 
 namespace moco::eval {
@@ -39,22 +38,32 @@ double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memor
 
 std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
                                                          const data::AugmentOptions& normalisation,
-                                                         int64_t batch_size, int64_t limit) {
+                                                         int64_t batch_size, int64_t limit, dist::ProcessGroup* group) {
   torch::NoGradGuard no_grad;
   const bool was_training = encoder->is_training();
   encoder->eval();
+  const auto device = encoder->parameters().front().device();
   const int64_t n = limit > 0 ? std::min(limit, dataset.size()) : dataset.size();
+  const int world = group ? group->world_size() : 1;
+  const int rank = group ? group->rank() : 0;
+  // Equal shards (all_gather needs equal shapes); the last rank's runs past n and is cut off below.
+  const int64_t shard = (n + world - 1) / world;
   std::vector<torch::Tensor> features, labels;
   std::vector<int64_t> indices;
-  for (int64_t start = 0; start < n; start += batch_size) {
-    indices.resize(std::min(batch_size, n - start));
-    std::iota(indices.begin(), indices.end(), start);
+  for (int64_t start = rank * shard; start < (rank + 1) * shard; start += batch_size) {
+    indices.resize(std::min(batch_size, (rank + 1) * shard - start));
+    for (size_t i = 0; i < indices.size(); ++i) indices[i] = std::min<int64_t>(start + i, n - 1);
     auto [images, batch_labels] = dataset.get_batch(indices);
-    features.push_back(encoder->features(data::normalize_batch(images, normalisation)));
+    features.push_back(encoder->features(data::normalize_batch(images, normalisation).to(device)).to(torch::kCPU));
     labels.push_back(batch_labels);
   }
   encoder->train(was_training);
-  return {torch::cat(features), torch::cat(labels)};
+  auto all_features = torch::cat(features), all_labels = torch::cat(labels);
+  if (world > 1) {
+    all_features = group->all_gather(all_features.contiguous());
+    all_labels = group->all_gather(all_labels.contiguous());
+  }
+  return {all_features.narrow(0, 0, n), all_labels.narrow(0, 0, n)};
 }
 
 }  // namespace moco::eval

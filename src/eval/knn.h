@@ -3,6 +3,7 @@
 #pragma once
 
 #include "data/augment.h"
+#include "dist/process_group.h"
 #include "data/dataset.h"
 #include "model/resnet.h"
 
@@ -27,9 +28,12 @@ double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memor
                 int64_t num_classes, const KnnOptions& options);
 
 // Backbone features [N, feature_dim] and labels [N] of dataset samples [0, limit) (all when limit
-// <= 0), in eval mode (BN running statistics) without a graph; the encoder's mode is restored.
+// <= 0), in eval mode (BN running statistics) without a graph; the encoder's mode is restored. With
+// a group of several ranks (identical encoders), each rank encodes one shard and all receive the
+// whole result. Features come back on the CPU.
 std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
                                                          const data::AugmentOptions& normalisation,
-                                                         int64_t batch_size, int64_t limit = 0);
+                                                         int64_t batch_size, int64_t limit = 0,
+                                                         dist::ProcessGroup* group = nullptr);
 
 }  // namespace moco::eval

@@ -1,5 +1,6 @@
 #include "model/moco.h"
 
+#include "model/batch_shuffle.h"
 #include "model/contrastive.h"
 
 #include <torch/torch.h>
@@ -10,7 +11,7 @@ namespace moco::model {
 
 MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options,
                    std::shared_ptr<dist::ProcessGroup> group, uint64_t seed)
-    : options_(options), group_(std::move(group)) {
+    : options_(options), group_(std::move(group)), seed_(seed) {
   if (!group_) throw std::invalid_argument("Moco needs a process group");
   if (options.queue_size < 1) throw std::invalid_argument("moco.queue_size must be positive");
   if (options.momentum < 0 || options.momentum > 1) throw std::invalid_argument("moco.momentum must lie in [0, 1]");
@@ -19,22 +20,22 @@ MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options,
   torch::manual_seed(seed);
   encoder_q = register_module("encoder_q", ResNet(encoder));
   encoder_k = register_module("encoder_k", ResNet(encoder));
-  {
-    torch::NoGradGuard no_grad;
-    auto q_params = encoder_q->parameters();
-    auto k_params = encoder_k->parameters();
-    for (size_t i = 0; i < q_params.size(); ++i) {
-      k_params[i].copy_(q_params[i]);
-      k_params[i].set_requires_grad(false);
-    }
-    auto q_buffers = encoder_q->buffers();
-    auto k_buffers = encoder_k->buffers();
-    for (size_t i = 0; i < q_buffers.size(); ++i) k_buffers[i].copy_(q_buffers[i]);
-  }
+  for (auto& p : encoder_k->parameters()) p.set_requires_grad(false);
+  copy_query_to_key();
   auto queue = torch::randn({encoder.out_dim, options.queue_size});
   queue_ = register_buffer("queue", torch::nn::functional::normalize(
                                         queue, torch::nn::functional::NormalizeFuncOptions().dim(0)));
   queue_ptr_ = register_buffer("queue_ptr", torch::zeros({1}, torch::kLong));
+}
+
+void MocoImpl::copy_query_to_key() {
+  torch::NoGradGuard no_grad;
+  const auto q_params = encoder_q->parameters();
+  const auto k_params = encoder_k->parameters();
+  for (size_t i = 0; i < q_params.size(); ++i) k_params[i].copy_(q_params[i]);
+  const auto q_buffers = encoder_q->buffers();
+  const auto k_buffers = encoder_k->buffers();
+  for (size_t i = 0; i < q_buffers.size(); ++i) k_buffers[i].copy_(q_buffers[i]);
 }
 
 void MocoImpl::momentum_update() {
@@ -46,11 +47,16 @@ void MocoImpl::momentum_update() {
 }
 
 torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
-  // With split BN on one device the key batch is permuted first, so that a key's BN group differs
-  // from its query's: the statistics cannot tell the model which key is the positive.
-  if (encoder_k->options().bn_splits == 1) return encoder_k->forward(im_k);
-  const auto order = torch::randperm(im_k.size(0), torch::TensorOptions().dtype(torch::kLong).device(im_k.device()));
-  return encoder_k->forward(im_k.index_select(0, order)).index_select(0, order.argsort());
+  const int world = group_->world_size();
+  if (world == 1 && encoder_k->options().bn_splits == 1) return encoder_k->forward(im_k);
+  // Shuffle-BN: the key batch is permuted across ranks (or, on one device, across BN groups) so that
+  // a key's BN statistics come from other samples than its query's: otherwise the statistics tell
+  // the model which key is the positive.
+  const BatchShuffle plan(shared_permutation(im_k.size(0) * world, seed_, steps_), group_->rank(), world);
+  const auto k = plan.unshuffle(encoder_k->forward(plan.shuffle(im_k, *group_)), *group_);
+  const int64_t row_bytes = (im_k.numel() / im_k.size(0)) * im_k.element_size() + (k.numel() / k.size(0)) * k.element_size();
+  last_shuffle_bytes_ = plan.rows_sent_to_others() * row_bytes;
+  return k;
 }
 
 MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_k) {
@@ -70,6 +76,7 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
 
   const auto all_keys = group_->all_gather(out.k);
   queue_ptr_.fill_(enqueue_keys(queue_, queue_pointer(), all_keys));
+  ++steps_;
   return out;
 }
 

@@ -34,6 +34,11 @@ class MocoImpl : public torch::nn::Module {
   MocoOutput forward(const torch::Tensor& im_q, const torch::Tensor& im_k);
 
   void momentum_update();
+  // Makes the key encoder an exact copy of the query encoder (at start, after rank 0's state arrives).
+  void copy_query_to_key();
+  // The queue and its pointer: rank 0's copy is broadcast once at start; after that every rank
+  // enqueues the same keys and they never travel again.
+  std::vector<torch::Tensor> queue_state() { return {queue_, queue_ptr_}; }
   // What the optimizer may train: the query encoder's parameters, nothing else.
   std::vector<torch::Tensor> trainable_parameters() const { return encoder_q->parameters(); }
 
@@ -42,12 +47,17 @@ class MocoImpl : public torch::nn::Module {
   const torch::Tensor& queue() const { return queue_; }  // [dim, K]
   int64_t queue_pointer() const { return queue_ptr_.item<int64_t>(); }
   const MocoOptions& options() const { return options_; }
+  // Bytes of images and keys this rank sent to other ranks for shuffle-BN in the last step.
+  int64_t last_shuffle_bytes() const { return last_shuffle_bytes_; }
 
  private:
   MocoOptions options_;
   torch::Tensor key_forward(const torch::Tensor& im_k);
 
   std::shared_ptr<dist::ProcessGroup> group_;
+  uint64_t seed_;
+  int64_t steps_ = 0;  // picks each step's shuffle permutation
+  int64_t last_shuffle_bytes_ = 0;
   torch::Tensor queue_;
   torch::Tensor queue_ptr_;  // int64 [1]; a tensor so that state_dict and checkpoints carry it
 };

@@ -106,6 +106,13 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(train.log_every, "steps between log lines"),
       MOCO_FIELD(train.output_dir, "folder for metrics.jsonl and config.yaml"),
       MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process"),
+      MOCO_FIELD(dist.bucket_mb, "MiB per gradient all-reduce bucket (several ranks)"),
+      MOCO_FIELD(dist.first_bucket_mb, "MiB of the first bucket, small so that communication starts early in backward"),
+      MOCO_FIELD(dist.broadcast_buffers, "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),
+      MOCO_FIELD(dist.queue_check_every, "steps between checks that every rank holds the same queue and pointer; 0: never"),
+      MOCO_FIELD(dist.check_collectives, "before each collective, verify that all ranks pass the same shapes and dtypes"),
+      MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank"),
+      MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
       MOCO_FIELD(knn.k, "neighbours of the kNN monitor"),
       MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)"),
       MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after"),
@@ -222,6 +229,9 @@ void validate(const Config& c, const std::string& where) {
   require(c.train.log_every > 0, where, "train.log_every", "must be positive");
   require(!c.train.output_dir.empty(), where, "train.output_dir", "must not be empty");
   require(c.train.threads >= 0, where, "train.threads", "must be >= 0");
+  require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb", "must be positive");
+  require(c.dist.queue_check_every >= 0, where, "dist.queue_check_every", "must be >= 0");
+  require(c.dist.timeout_s > 0, where, "dist.timeout_s", "must be positive");
   require(c.knn.k > 0, where, "knn.k", "must be positive");
   require(c.knn.temperature > 0, where, "knn.temperature", "must be positive");
   require(c.knn.every_epochs >= 0, where, "knn.every_epochs", "must be >= 0");

@@ -59,6 +59,15 @@ struct Config {
     std::string output_dir = "runs/default";
     int threads = 0;                // intra-op threads; 0: the cores this process may use
   } train;
+  struct Dist {
+    double bucket_mb = 25;          // gradient all-reduce bucket size
+    double first_bucket_mb = 1;     // the first bucket, small so communication starts early
+    bool broadcast_buffers = true;  // each step, BN buffers of both encoders follow rank 0
+    int64_t queue_check_every = 100;  // steps between cross-rank queue checksums; 0: never
+    bool check_collectives = true;  // verify shapes/dtypes agree across ranks before each collective
+    double timeout_s = 300;         // a collective not done by then is an error, not a hang
+    bool log_all_ranks = false;     // every rank logs to the console, not only rank 0
+  } dist;
   struct Knn {
     int64_t k = 200;
     double temperature = 0.1;

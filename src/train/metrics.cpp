@@ -12,7 +12,8 @@ MetricsLog::MetricsLog(const std::string& path) : path_(path), out_(path, std::i
 
 void MetricsLog::write(const StepRecord& r) {
   write_line(nlohmann::json{{"event", "train"}, {"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss},
-                            {"lr", r.lr}, {"img_per_s", r.img_per_s}, {"elapsed_s", r.elapsed_s}}
+                            {"lr", r.lr}, {"img_per_s", r.img_per_s}, {"elapsed_s", r.elapsed_s},
+                            {"shuffle_bytes_per_step", r.shuffle_bytes_per_step}, {"grad_bytes_per_step", r.grad_bytes_per_step}}
                  .dump());
 }
 

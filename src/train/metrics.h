@@ -14,6 +14,8 @@ struct StepRecord {
   double lr = 0;
   double img_per_s = 0;
   double elapsed_s = 0;
+  int64_t shuffle_bytes_per_step = 0;  // images and keys this rank sent to other ranks for shuffle-BN
+  int64_t grad_bytes_per_step = 0;     // gradient bytes all-reduced by this rank
 };
 
 struct KnnRecord {

@@ -3,6 +3,7 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "data/synthetic.h"
+#include "dist/reducer.h"
 #include "eval/knn.h"
 #include "model/moco.h"
 #include "train/metrics.h"
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 namespace moco::train {
 namespace {
@@ -55,13 +57,15 @@ data::AugmentOptions augment_options(const Config& c) {
   return a;
 }
 
-model::ResNetOptions encoder_options(const Config& c, int64_t in_channels) {
+model::ResNetOptions encoder_options(const Config& c, int64_t in_channels, int world_size) {
   auto e = model::resnet_options_for(c.model.arch);
   e.in_channels = in_channels;
   e.small_stem = c.model.small_stem;
   if (c.model.width > 0) e.width = c.model.width;
   e.out_dim = c.model.dim;
   e.mlp_head = c.model.mlp;
+  // Several ranks shuffle keys across devices; one device emulates that with BN groups.
+  if (world_size == 1) e.bn_splits = c.moco.bn_splits;
   return e;
 }
 
@@ -70,15 +74,36 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02d}:{:02d}", s / 3600, (s / 60) % 60, s % 60);
 }
 
+std::vector<torch::Tensor> cat_vectors(std::vector<torch::Tensor> a, const std::vector<torch::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Stops the run, naming the ranks whose queue or pointer differ from rank 0's. The queue is never
+// broadcast: it stays identical only because every rank enqueues the same all-gathered keys.
+void check_queue_consistency(model::MocoImpl& moco, dist::ProcessGroup& group, int64_t step) {
+  const auto queue = moco.queue().to(torch::kCPU).contiguous();
+  const auto* bytes = static_cast<const uint8_t*>(queue.data_ptr());
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a: any flipped bit changes it
+  for (size_t i = 0; i < queue.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;
+  const auto mine = torch::tensor({static_cast<int64_t>(hash), moco.queue_pointer()}, torch::kLong).view({1, 2});
+  const auto all = group.all_gather(mine);
+  std::string differing;
+  for (int64_t r = 1; r < all.size(0); ++r)
+    if (!torch::equal(all[r], all[0])) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+  if (!differing.empty())
+    throw std::runtime_error(fmt::format("step {}: the queue or its pointer on rank(s) {} differs from rank 0's", step, differing));
+}
+
 class KnnMonitor {
  public:
-  KnnMonitor(const Config& c, const Splits& splits, MetricsLog& metrics)
-      : config_(c), splits_(splits), metrics_(metrics), normalisation_(augment_options(c)) {}
+  KnnMonitor(const Config& c, const Splits& splits, MetricsLog* metrics, dist::ProcessGroup& group)
+      : config_(c), splits_(splits), metrics_(metrics), group_(group), normalisation_(augment_options(c)) {}
 
   double evaluate(model::ResNet& encoder, const std::string& label, int64_t step, double epoch) {
     const auto start = Clock::now();
-    const auto [memory, memory_labels] = eval::extract_features(encoder, *splits_.train, normalisation_, config_.knn.batch_size, config_.knn.memory_size);
-    const auto [queries, query_labels] = eval::extract_features(encoder, *splits_.test, normalisation_, config_.knn.batch_size, config_.knn.query_size);
+    const auto [memory, memory_labels] = eval::extract_features(encoder, *splits_.train, normalisation_, config_.knn.batch_size, config_.knn.memory_size, &group_);
+    const auto [queries, query_labels] = eval::extract_features(encoder, *splits_.test, normalisation_, config_.knn.batch_size, config_.knn.query_size, &group_);
     eval::KnnOptions options;
     options.k = config_.knn.k;
     options.temperature = config_.knn.temperature;
@@ -90,7 +115,7 @@ class KnnMonitor {
     r.memory_size = memory.size(0);
     r.query_size = queries.size(0);
     r.seconds = seconds_since(start);
-    metrics_.write(r);
+    if (metrics_) metrics_->write(r);
     spdlog::info("kNN ({} encoder, epoch {:.2f}): top-1 {:.2f}% ({} memory, {} queries, k={}, {:.1f}s)", label, epoch,
                  r.top1, r.memory_size, r.query_size, options.k, r.seconds);
     return r.top1;
@@ -99,69 +124,84 @@ class KnnMonitor {
  private:
   const Config& config_;
   Splits splits_;
-  MetricsLog& metrics_;
+  MetricsLog* metrics_;
+  dist::ProcessGroup& group_;
   data::AugmentOptions normalisation_;
 };
 
 }  // namespace
 
-TrainResult train(const Config& config, std::shared_ptr<dist::ProcessGroup> group) {
+TrainResult train(const Config& config, const RunContext& context) {
+  dist::ProcessGroup& group = *context.group;
+  const int rank = group.rank(), world = group.world_size();
+  const torch::Device device = context.device;
   const int threads = config.train.threads > 0 ? config.train.threads : available_cores();
   torch::set_num_threads(threads);
   torch::manual_seed(config.train.seed);
 
   const std::filesystem::path out_dir(config.train.output_dir);
   std::filesystem::create_directories(out_dir);
-  std::ofstream(out_dir / "config.yaml") << to_yaml(config);
-  MetricsLog metrics((out_dir / "metrics.jsonl").string());
+  std::optional<MetricsLog> metrics;
+  if (rank == 0) {
+    std::ofstream(out_dir / "config.yaml") << to_yaml(config);
+    metrics.emplace((out_dir / "metrics.jsonl").string());
+  }
 
   const Splits splits = load_splits(config);
-  const int world = group->world_size();
   if (config.optim.batch_size % world != 0)
     throw std::invalid_argument(fmt::format("optim.batch_size {} is not divisible by the {} ranks", config.optim.batch_size, world));
 
-  auto encoder = encoder_options(config, splits.train->channels());
-  if (world == 1) encoder.bn_splits = config.moco.bn_splits;
   model::MocoOptions moco_options{config.moco.queue_size, config.moco.momentum, config.moco.temperature};
-  model::Moco moco(encoder, moco_options, group, config.train.seed);
+  model::Moco moco(encoder_options(config, splits.train->channels(), world), moco_options, context.group, config.train.seed);
+  moco->to(device);
   moco->train();
-  spdlog::info("{}: {} parameters in the query encoder, feature dim {}, queue {}x{}, {} threads", config.model.arch,
+  const auto bn_buffers = cat_vectors(moco->encoder_q->buffers(), moco->encoder_k->buffers());
+  if (world > 1) {
+    // Rank 0's start everywhere: query encoder, its BN buffers, the queue; the key encoder copies it.
+    dist::broadcast_parameters(cat_vectors(cat_vectors(moco->encoder_q->parameters(), moco->encoder_q->buffers()), moco->queue_state()), group);
+    moco->copy_query_to_key();
+  }
+  spdlog::info("{}: {} parameters in the query encoder, feature dim {}, queue {}x{}, {} rank(s) on {}, {} threads", config.model.arch,
                model::count_parameters(*moco->encoder_q), moco->encoder_q->feature_dim(), config.model.dim,
-               config.moco.queue_size, threads);
+               config.moco.queue_size, world, device.str(), threads);
 
   torch::optim::SGD optimizer(moco->trainable_parameters(),
                               torch::optim::SGDOptions(learning_rate(config, 0))
                                   .momentum(config.optim.momentum)
                                   .weight_decay(config.optim.weight_decay));
+  std::vector<std::string> names;
+  for (const auto& item : moco->encoder_q->named_parameters()) names.push_back("encoder_q." + item.key());
+  dist::GradientReducer reducer(moco->trainable_parameters(), context.group,
+                                static_cast<int64_t>(config.dist.bucket_mb * (1 << 20)),
+                                static_cast<int64_t>(config.dist.first_bucket_mb * (1 << 20)), names);
 
   data::LoaderOptions loader_options;
   loader_options.batch_size = config.optim.batch_size / world;
   loader_options.workers = config.data.workers;
   loader_options.prefetch = config.data.prefetch;
   loader_options.seed = config.train.seed;
-  loader_options.rank = group->rank();
+  loader_options.rank = rank;
   loader_options.world_size = world;
   data::TwoViewLoader loader(splits.train, augment_options(config), loader_options);
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   if (steps_per_epoch < 1)
-    throw std::invalid_argument(fmt::format("the train split has {} images, fewer than one batch of {}", splits.train->size(), config.optim.batch_size));
+    throw std::invalid_argument(fmt::format("the train split has {} images, fewer than one global batch of {}", splits.train->size(), config.optim.batch_size));
   const auto total_steps = static_cast<int64_t>(std::ceil(config.train.epochs * static_cast<double>(steps_per_epoch)));
 
-  KnnMonitor knn(config, splits, metrics);
+  KnnMonitor knn(config, splits, metrics ? &*metrics : nullptr, group);
   TrainResult result;
   result.knn_random_init = knn.evaluate(moco->encoder_q, "random_init", 0, 0);
 
-  // Progress in [0, 1]: steps done, or the share of the time budget spent, whichever is ahead.
+  // Progress in [0, 1]: steps done, or the share of the time budget spent, whichever is ahead. Every
+  // rank sees rank 0's clock, so all agree on the lr and on when to stop.
   auto progress = [&](int64_t step) {
     double p = static_cast<double>(step) / static_cast<double>(total_steps);
     if (config.train.time_budget_s > 0) p = std::max(p, result.train_seconds / config.train.time_budget_s);
     return p;
   };
 
-  int64_t step = 0;
-  double loss_sum = 0;
-  int64_t interval_steps = 0;
-  double interval_seconds = 0;
+  int64_t step = 0, interval_steps = 0, shuffle_bytes = 0;
+  double loss_sum = 0, interval_seconds = 0;
   bool done = false;
   for (int64_t epoch = 0; !done; ++epoch) {
     loader.start_epoch(epoch);
@@ -170,18 +210,27 @@ TrainResult train(const Config& config, std::shared_ptr<dist::ProcessGroup> grou
       const double lr = learning_rate(config, progress(step) * config.train.epochs);
       for (auto& group_options : optimizer.param_groups()) group_options.options().set_lr(lr);
 
-      const auto out = moco->forward(batch->query, batch->key);
+      if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
+      const auto out = moco->forward(batch->query.to(device), batch->key.to(device));
       optimizer.zero_grad();
       out.loss.backward();
+      reducer.finalize();
       optimizer.step();
-      const double loss = out.loss.item<double>();
+
+      // One small all-reduce per step gives every rank the mean loss and rank 0's clock.
+      const double step_seconds = seconds_since(step_start);
+      auto shared = torch::tensor({out.loss.item<double>(), rank == 0 ? result.train_seconds + step_seconds : 0.0}, torch::kDouble);
+      if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
+      const double loss = shared[0].item<double>() / world;
       if (!std::isfinite(loss)) throw std::runtime_error(fmt::format("the loss became {} at step {}", loss, step));
+      result.train_seconds = shared[1].item<double>();
 
       ++step;
-      const double step_seconds = seconds_since(step_start);
-      result.train_seconds += step_seconds;
+      if (world > 1 && config.dist.queue_check_every > 0 && step % config.dist.queue_check_every == 0)
+        check_queue_consistency(*moco, group, step);
       interval_seconds += step_seconds;
       loss_sum += loss;
+      shuffle_bytes += moco->last_shuffle_bytes();
       ++interval_steps;
       const double p = progress(step);
       done = p >= 1.0;
@@ -193,21 +242,31 @@ TrainResult train(const Config& config, std::shared_ptr<dist::ProcessGroup> grou
         r.lr = lr;
         r.img_per_s = static_cast<double>(interval_steps * config.optim.batch_size) / interval_seconds;
         r.elapsed_s = result.train_seconds;
-        metrics.write(r);
-        spdlog::info("epoch {:.2f} step {}/{} loss {:.4f} lr {:.4g} {:.1f} img/s ETA {}", r.epoch, step,
+        r.shuffle_bytes_per_step = shuffle_bytes / interval_steps;
+        r.grad_bytes_per_step = reducer.last_stats().bytes_reduced;
+        if (metrics) metrics->write(r);
+        spdlog::info("epoch {:.2f} step {}/{} loss {:.4f} lr {:.4g} {:.1f} img/s ETA {}{}", r.epoch, step,
                      config.train.time_budget_s > 0 ? "~" : std::to_string(total_steps), r.loss, lr, r.img_per_s,
-                     format_duration(result.train_seconds * std::max(0.0, 1.0 - p) / std::max(p, 1e-9)));
+                     format_duration(result.train_seconds * std::max(0.0, 1.0 - p) / std::max(p, 1e-9)),
+                     world > 1 ? fmt::format(" | shuffle {:.1f} KiB/step, gradients {:.1f} MiB/step", r.shuffle_bytes_per_step / 1024.0,
+                                             r.grad_bytes_per_step / 1048576.0)
+                               : "");
         loss_sum = 0;
         interval_steps = 0;
         interval_seconds = 0;
+        shuffle_bytes = 0;
       }
       if (done) break;
     }
     const int64_t epochs_done = epoch + 1;
-    if (!done && config.knn.every_epochs > 0 && epochs_done % config.knn.every_epochs == 0)
+    if (!done && config.knn.every_epochs > 0 && epochs_done % config.knn.every_epochs == 0) {
+      if (world > 1) dist::broadcast_parameters(bn_buffers, group);
       knn.evaluate(moco->encoder_q, "trained", step, static_cast<double>(epochs_done));
+    }
   }
   result.steps = step;
+  // The BN running statistics that evaluation uses are rank 0's, as in the reference.
+  if (world > 1) dist::broadcast_parameters(bn_buffers, group);
   result.knn_trained = knn.evaluate(moco->encoder_q, "trained", step, static_cast<double>(step) / static_cast<double>(steps_per_epoch));
   spdlog::info("kNN top-1: random init {:.2f}% -> trained {:.2f}% ({:+.2f} points) after {} steps, {:.0f}s of training",
                result.knn_random_init, result.knn_trained, result.knn_trained - result.knn_random_init, step,

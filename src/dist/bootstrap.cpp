@@ -1,0 +1,171 @@
+#include "dist/bootstrap.h"
+
+#include "dist/mpi_comm.h"  // <mpi.h> without its C++ bindings
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "dist/errors.h"
+
+namespace moco::dist {
+namespace {
+
+std::mutex g_world_mutex;
+bool g_we_initialized = false;
+std::optional<WorldInfo> g_world;
+
+const char* const kEnvVars[] = {
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "SLURM_PROCID",         "SLURM_NTASKS",         "SLURM_LOCALID",              "SLURM_STEP_ID",
+    "PMI_SIZE",
+};
+
+const char* get(const EnvMap& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() ? nullptr : it->second.c_str();
+}
+
+// An environment value that is not a plain non-negative integer is itself a launcher problem.
+long long parse(const EnvMap& env, const char* name, int rank) {
+  const char* text = get(env, name);
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || errno != 0 || value < 0)
+    throw DistError(rank, std::string("launcher environment: ") + name + "='" + text + "' is not a non-negative integer");
+  return value;
+}
+
+// Slurm's step ids at and above 0xfffffff0 are the batch, extern, interactive and pending
+// pseudo-steps: nothing there was started by srun as one task of an MPI job.
+bool is_srun_step(const EnvMap& env) {
+  if (get(env, "SLURM_STEP_ID") == nullptr || get(env, "OMPI_COMM_WORLD_RANK") != nullptr) return false;
+  const char* step = get(env, "SLURM_STEP_ID");
+  char* end = nullptr;
+  const unsigned long long id = std::strtoull(step, &end, 10);
+  return *step != '\0' && *end == '\0' && id < 0xfffffff0ULL;
+}
+
+void expect(const EnvMap& env, const char* name, long long mpi_value, const char* mpi_what, int rank,
+            std::vector<std::string>& conflicts) {
+  if (get(env, name) == nullptr) return;
+  const long long claimed = parse(env, name, rank);
+  if (claimed != mpi_value)
+    conflicts.push_back(std::string(name) + "=" + std::to_string(claimed) + " but " + mpi_what + " is " +
+                        std::to_string(mpi_value));
+}
+
+WorldInfo query_world() {
+  WorldInfo info;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &info.rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &info.world_size));
+  // Ranks that share memory are the ones on this node: the local rank picks the GPU.
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, /*key=*/info.rank, MPI_INFO_NULL, &local));
+  MPI_CHECK(MPI_Comm_rank(local, &info.local_rank));
+  MPI_CHECK(MPI_Comm_size(local, &info.local_size));
+  MPI_CHECK(MPI_Comm_free(&local));
+  return info;
+}
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "unknown thread level";
+  }
+}
+
+}  // namespace
+
+EnvMap launcher_env() {
+  EnvMap env;
+  for (const char* name : kEnvVars)
+    if (const char* value = std::getenv(name)) env[name] = value;
+  return env;
+}
+
+void check_launcher_env(const WorldInfo& mpi, const EnvMap& env) {
+  std::vector<std::string> conflicts;
+  expect(env, "OMPI_COMM_WORLD_RANK", mpi.rank, "the MPI_COMM_WORLD rank", mpi.rank, conflicts);
+  expect(env, "OMPI_COMM_WORLD_SIZE", mpi.world_size, "the MPI_COMM_WORLD size", mpi.rank, conflicts);
+  expect(env, "OMPI_COMM_WORLD_LOCAL_RANK", mpi.local_rank, "the node-local rank", mpi.rank, conflicts);
+  expect(env, "OMPI_COMM_WORLD_LOCAL_SIZE", mpi.local_size, "the node-local size", mpi.rank, conflicts);
+  if (is_srun_step(env)) {
+    expect(env, "SLURM_PROCID", mpi.rank, "the MPI_COMM_WORLD rank", mpi.rank, conflicts);
+    expect(env, "SLURM_NTASKS", mpi.world_size, "the MPI_COMM_WORLD size", mpi.rank, conflicts);
+    expect(env, "SLURM_LOCALID", mpi.local_rank, "the node-local rank", mpi.rank, conflicts);
+  }
+  if (conflicts.empty()) return;
+  std::string message = "the launcher and MPI disagree: ";
+  for (size_t i = 0; i < conflicts.size(); ++i) message += (i ? "; " : "") + conflicts[i];
+  message +=
+      " (is the binary linked against the MPI library of the launcher, and srun given the right --mpi "
+      "plugin?)";
+  throw DistError(mpi.rank, message);
+}
+
+std::optional<int> launcher_world_size(const EnvMap& env) {
+  const int unknown_rank = -1;
+  if (get(env, "OMPI_COMM_WORLD_SIZE")) return static_cast<int>(parse(env, "OMPI_COMM_WORLD_SIZE", unknown_rank));
+  if (get(env, "PMI_SIZE")) return static_cast<int>(parse(env, "PMI_SIZE", unknown_rank));
+  if (is_srun_step(env) && get(env, "SLURM_NTASKS"))
+    return static_cast<int>(parse(env, "SLURM_NTASKS", unknown_rank));
+  return std::nullopt;
+}
+
+WorldInfo init_world(int* argc, char*** argv) {
+  std::lock_guard<std::mutex> lock(g_world_mutex);
+  if (g_world) return *g_world;
+  // Read before MPI_Init: the library may export its own OMPI_* variables while starting, and the
+  // check is about what the launcher said.
+  const EnvMap env = launcher_env();
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) throw DistError(-1, "MPI_Init_thread failed with code " + std::to_string(rc));
+    g_we_initialized = true;
+  } else {
+    MPI_CHECK(MPI_Query_thread(&provided));
+  }
+  // Report failures as return codes we turn into DistError, not as an abort inside the library.
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  WorldInfo info = query_world();
+  if (provided < MPI_THREAD_SERIALIZED)
+    throw DistError(info.rank, std::string("MPI provides ") + thread_level_name(provided) +
+                                   ", but collectives may come from autograd threads and need MPI_THREAD_SERIALIZED");
+  check_launcher_env(info, env);
+  g_world = info;
+  return info;
+}
+
+void finalize_world() {
+  std::lock_guard<std::mutex> lock(g_world_mutex);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (g_we_initialized && initialized && !finalized) MPI_Finalize();
+  g_world.reset();
+}
+
+void abort_world(const std::string& why, int code) {
+  // A DistError's text already names the rank; anything else gets it here.
+  if (why.rfind("rank ", 0) == 0) spdlog::critical("{}; aborting every rank", why);
+  else spdlog::critical("rank {}: {}; aborting every rank", world_rank_or_unknown(), why);
+  spdlog::default_logger()->flush();
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  // MPI_Abort should not return; if it does, or MPI is gone, this process still ends.
+  std::_Exit(code);
+}
+
+}  // namespace moco::dist

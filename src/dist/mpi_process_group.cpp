@@ -1,0 +1,432 @@
+#include "dist/mpi_process_group.h"
+
+#include <spdlog/spdlog.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+
+#include "dist/collective_check.h"
+#include "dist/errors.h"
+#include "dist/mpi_comm.h"
+
+namespace moco::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// MPI_THREAD_SERIALIZED: one MPI call at a time in the whole process, whichever group makes it.
+std::mutex& mpi_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// A nonblocking MPI operation and the memory it reads or writes until it completes. Kept alive by
+// the group as well as by its Work, so that a Work dropped unwaited, or an operation abandoned after
+// a timeout (a collective can be neither cancelled nor freed), never leaves MPI writing into freed
+// memory.
+struct Pending {
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool done = false;
+  std::vector<torch::Tensor> tensors;
+  std::vector<int64_t> send_words, recv_words;
+};
+
+std::string seconds_text(std::chrono::milliseconds timeout) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(timeout.count()) / 1000.0);
+  return text;
+}
+
+MPI_Datatype mpi_type(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return MPI_FLOAT;
+    case torch::kFloat64: return MPI_DOUBLE;
+    case torch::kInt64: return MPI_INT64_T;
+    case torch::kInt32: return MPI_INT32_T;
+    case torch::kInt16: return MPI_INT16_T;
+    case torch::kInt8: return MPI_INT8_T;
+    case torch::kUInt8: return MPI_UINT8_T;
+    case torch::kBool: return MPI_C_BOOL;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+// "" when `tensor` can travel through MPI, else why not.
+std::string tensor_problem(const torch::Tensor& tensor) {
+  if (!tensor.defined()) return "the tensor is undefined";
+  if (!tensor.device().is_cpu())
+    return "the MPI backend takes CPU tensors, got one on " + tensor.device().str() + " (use the NCCL backend)";
+  if (mpi_type(tensor.scalar_type()) == MPI_DATATYPE_NULL)
+    return "dtype " + dtype_name(tensor.scalar_type()) + " has no MPI datatype here";
+  if (tensor.numel() > INT_MAX)
+    return std::to_string(tensor.numel()) + " elements exceed MPI's int counts; split the tensor";
+  return "";
+}
+
+// The caller's tensor if MPI can use its memory directly, else a contiguous copy.
+torch::Tensor contiguous_buffer(const torch::Tensor& tensor) { return tensor.is_contiguous() ? tensor : tensor.contiguous(); }
+
+}  // namespace
+
+struct MpiProcessGroup::State {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  MpiOptions options;
+  int64_t seq = 0;         // collectives started on this group, the same count on every rank
+  std::string broken;      // why the group is unusable; empty while it is fine
+  std::vector<std::shared_ptr<Pending>> in_flight;
+
+  // Polls until `pending` completes or the deadline passes. Backs off from yielding to sleeping up
+  // to 1 ms, so that a rank waiting for a slow peer leaves the core to it (ranks are oversubscribed
+  // in tests; in training the data loader threads want the core).
+  void wait_for(Pending& pending, CollectiveOp op, int64_t number, const char* phase) {
+    const auto deadline = Clock::now() + options.timeout;
+    for (int polls = 0;; ++polls) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_mutex());
+        if (pending.done) return;
+        int flag = 0;
+        const int rc = MPI_Test(&pending.request, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+          const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
+          broken = what + " failed";
+          pending.done = true;  // MPI has finished with the request, if not in the way we wanted
+          detail::throw_mpi_failed(rc, ("MPI_Test(" + what + ")").c_str(), __FILE__, __LINE__);
+        }
+        if (flag) {
+          pending.done = true;
+          return;
+        }
+      }
+      if (Clock::now() >= deadline) {
+        std::lock_guard<std::mutex> lock(mpi_mutex());
+        const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
+        broken = what + " timed out";
+        throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + phase +
+                                  "; a rank may have died or called a different collective");
+      }
+      if (polls < 64) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(polls - 64, 7))));
+    }
+  }
+
+  // Registers `pending` so that its memory outlives any Work, and forgets finished ones.
+  void track(const std::shared_ptr<Pending>& pending) {
+    std::vector<std::shared_ptr<Pending>> live;
+    for (auto& p : in_flight)
+      if (!p->done) live.push_back(std::move(p));
+    live.push_back(pending);
+    in_flight = std::move(live);
+  }
+
+  int64_t begin(CollectiveOp op) {
+    std::lock_guard<std::mutex> lock(mpi_mutex());
+    if (!broken.empty())
+      throw DistError(rank, std::string(collective_name(op)) + ": process group unusable since " + broken +
+                                "; end the job (abort_world)");
+    return ++seq;
+  }
+
+  // Every rank learns what every other rank is about to do; all throw the same verdict if they
+  // disagree. Only then is the data collective started, so a throw here leaves the group usable.
+  void agree(CollectiveDescriptor descriptor, const std::string& problem) {
+    const auto op = static_cast<CollectiveOp>(descriptor.op);
+    const std::string what = std::string(collective_name(op)) + " #" + std::to_string(descriptor.seq);
+    if (!options.check_collectives) {
+      if (!problem.empty()) throw DistError(rank, what + ": " + problem);
+      return;
+    }
+    descriptor.invalid_arguments = problem.empty() ? 0 : 1;
+    auto pending = std::make_shared<Pending>();
+    pending->send_words.resize(kDescriptorWords);
+    std::memcpy(pending->send_words.data(), &descriptor, sizeof descriptor);
+    pending->recv_words.resize(static_cast<size_t>(kDescriptorWords) * size);
+    {
+      std::lock_guard<std::mutex> lock(mpi_mutex());
+      MPI_CHECK(MPI_Iallgather(pending->send_words.data(), kDescriptorWords, MPI_INT64_T, pending->recv_words.data(),
+                               kDescriptorWords, MPI_INT64_T, comm, &pending->request));
+      track(pending);
+    }
+    wait_for(*pending, op, descriptor.seq, " (not every rank reached it)");
+
+    std::vector<CollectiveDescriptor> all(static_cast<size_t>(size));
+    static_assert(std::is_trivially_copyable_v<CollectiveDescriptor>, "copied as words");
+    std::memcpy(static_cast<void*>(all.data()), pending->recv_words.data(), sizeof(CollectiveDescriptor) * all.size());
+    const std::string usable = "; no data was exchanged, the group remains usable";
+    if (!problem.empty()) throw DistError(rank, what + ": " + problem + " (every rank throws)" + usable);
+    const std::vector<int> invalid = ranks_with_invalid_arguments(all);
+    if (!invalid.empty())
+      throw DistError(rank, what + ": " + rank_list(invalid) + " rejected " + (invalid.size() == 1 ? "its" : "their") +
+                                " arguments (see " + (invalid.size() == 1 ? "its" : "their") + " error)" + usable);
+    if (auto disagreement = find_disagreement(all)) throw DistError(rank, *disagreement + usable);
+  }
+
+  // Starts `start` (an MPI_I* call filling pending.request) on the buffers of `pending`.
+  std::shared_ptr<Pending> launch(std::shared_ptr<Pending> pending, const std::function<int(MPI_Request*)>& start,
+                                  const char* call) {
+    std::lock_guard<std::mutex> lock(mpi_mutex());
+    const int rc = start(&pending->request);
+    if (rc != MPI_SUCCESS) {
+      broken = std::string(call) + " failed";
+      detail::throw_mpi_failed(rc, call, __FILE__, __LINE__);
+    }
+    track(pending);
+    return pending;
+  }
+};
+
+namespace {
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(std::shared_ptr<MpiProcessGroup::State> state, std::shared_ptr<Pending> pending, int64_t seq,
+          std::function<void()> finish)
+      : state_(std::move(state)), pending_(std::move(pending)), seq_(seq), finish_(std::move(finish)) {}
+
+  void wait() override {
+    if (error_) std::rethrow_exception(error_);
+    if (finished_) return;
+    try {
+      state_->wait_for(*pending_, CollectiveOp::kAllReduce, seq_, "");
+      finish_();
+      finished_ = true;
+    } catch (...) {
+      error_ = std::current_exception();
+      throw;
+    }
+  }
+
+ private:
+  std::shared_ptr<MpiProcessGroup::State> state_;
+  std::shared_ptr<Pending> pending_;
+  int64_t seq_;
+  std::function<void()> finish_;  // what remains after MPI is done: the average, the copy back
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+std::shared_ptr<MpiProcessGroup::State> make_state(MPI_Comm parent, MpiOptions options) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) throw DistError(-1, "MpiProcessGroup needs MPI running: call init_world() first");
+  auto state = std::make_shared<MpiProcessGroup::State>();
+  state->options = options;
+  MPI_CHECK(MPI_Comm_rank(parent, &state->rank));
+  MPI_CHECK(MPI_Comm_size(parent, &state->size));
+  // A private communicator: our collectives cannot match anyone else's. MPI_Comm_idup rather than
+  // MPI_Comm_dup so that a rank that never constructs its group is a timeout, not a hang.
+  Pending pending;
+  MPI_CHECK(MPI_Comm_idup(parent, &state->comm, &pending.request));
+  try {
+    state->wait_for(pending, CollectiveOp::kBarrier, 0, " (creating the process group)");
+  } catch (const DistError&) {
+    // The idup may still complete into state->comm; the state must then never be freed.
+    new std::shared_ptr<MpiProcessGroup::State>(state);
+    throw;
+  }
+  MPI_CHECK(MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN));
+  return state;
+}
+
+}  // namespace
+
+MpiProcessGroup::MpiProcessGroup(MpiOptions options) : state_(make_state(MPI_COMM_WORLD, options)) {}
+
+MpiProcessGroup::MpiProcessGroup(const MpiComm& comm, MpiOptions options) : state_(make_state(comm.comm, options)) {}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (state_->broken.empty()) {
+    // Finish what is in flight: freeing the communicator under a running collective is erroneous.
+    try {
+      for (const auto& pending : std::vector<std::shared_ptr<Pending>>(state_->in_flight))
+        state_->wait_for(*pending, CollectiveOp::kBarrier, state_->seq, " (destroying the process group)");
+    } catch (const DistError& e) {
+      spdlog::warn("{}", e.what());
+    }
+  }
+  if (!state_->broken.empty()) {
+    // Some operation will never complete: its request, its buffers and the communicator must stay
+    // valid until the process ends, so the state is deliberately leaked.
+    new std::shared_ptr<State>(state_);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mpi_mutex());
+  MPI_Comm_free(&state_->comm);
+}
+
+int MpiProcessGroup::rank() const { return state_->rank; }
+int MpiProcessGroup::world_size() const { return state_->size; }
+
+std::shared_ptr<Work> MpiProcessGroup::all_reduce_async(torch::Tensor& tensor, ReduceOp op) {
+  State& s = *state_;
+  const int64_t seq = s.begin(CollectiveOp::kAllReduce);
+  std::string problem = tensor_problem(tensor);
+  if (problem.empty() && tensor.scalar_type() == torch::kBool) problem = "all_reduce of bool tensors is not supported";
+  if (problem.empty() && op == ReduceOp::kAvg && !tensor.is_floating_point())
+    problem = "kAvg of " + dtype_name(tensor.scalar_type()) + " would truncate; reduce with kSum and divide yourself";
+  s.agree(describe_collective(CollectiveOp::kAllReduce, seq, &tensor, static_cast<int64_t>(op)), problem);
+
+  torch::Tensor buffer = contiguous_buffer(tensor);
+  auto pending = std::make_shared<Pending>();
+  pending->tensors = {buffer};
+  const auto count = static_cast<int>(buffer.numel());
+  const MPI_Datatype type = mpi_type(buffer.scalar_type());
+  const MPI_Comm comm = s.comm;
+  s.launch(pending,
+           [&](MPI_Request* request) {
+             return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, MPI_SUM, comm, request);
+           },
+           "MPI_Iallreduce");
+  const int size = s.size;
+  torch::Tensor target = tensor;  // a handle on the caller's storage, for the copy back
+  return std::make_shared<MpiWork>(state_, pending, seq, [target, buffer, op, size]() mutable {
+    if (op == ReduceOp::kAvg) buffer.div_(size);
+    if (!buffer.is_same(target)) target.copy_(buffer);
+  });
+}
+
+torch::Tensor MpiProcessGroup::all_gather(const torch::Tensor& tensor) {
+  State& s = *state_;
+  const int64_t seq = s.begin(CollectiveOp::kAllGather);
+  std::string problem = tensor_problem(tensor);
+  if (problem.empty() && tensor.dim() == 0) problem = "all_gather concatenates along dim 0; got a 0-dim tensor";
+  if (problem.empty() && tensor.numel() * s.size > INT_MAX)
+    problem = "the gathered result exceeds MPI's int counts; split the tensor";
+  s.agree(describe_collective(CollectiveOp::kAllGather, seq, &tensor, 0), problem);
+
+  const torch::Tensor input = contiguous_buffer(tensor);
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape[0] *= s.size;
+  torch::Tensor output = torch::empty(shape, input.options());
+  auto pending = std::make_shared<Pending>();
+  pending->tensors = {input, output};
+  const auto count = static_cast<int>(input.numel());
+  const MPI_Datatype type = mpi_type(input.scalar_type());
+  s.launch(pending,
+           [&](MPI_Request* request) {
+             return MPI_Iallgather(input.data_ptr(), count, type, output.data_ptr(), count, type, s.comm, request);
+           },
+           "MPI_Iallgather");
+  s.wait_for(*pending, CollectiveOp::kAllGather, seq, "");
+  return output;
+}
+
+void MpiProcessGroup::broadcast(torch::Tensor& tensor, int root) {
+  State& s = *state_;
+  const int64_t seq = s.begin(CollectiveOp::kBroadcast);
+  std::string problem = tensor_problem(tensor);
+  if (problem.empty() && (root < 0 || root >= s.size))
+    problem = "root " + std::to_string(root) + " is not a rank of a world of " + std::to_string(s.size);
+  s.agree(describe_collective(CollectiveOp::kBroadcast, seq, &tensor, root), problem);
+
+  torch::Tensor buffer = contiguous_buffer(tensor);
+  auto pending = std::make_shared<Pending>();
+  pending->tensors = {buffer};
+  const auto count = static_cast<int>(buffer.numel());
+  const MPI_Datatype type = mpi_type(buffer.scalar_type());
+  s.launch(pending,
+           [&](MPI_Request* request) { return MPI_Ibcast(buffer.data_ptr(), count, type, root, s.comm, request); },
+           "MPI_Ibcast");
+  s.wait_for(*pending, CollectiveOp::kBroadcast, seq, "");
+  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+}
+
+torch::Tensor MpiProcessGroup::all_to_all(const torch::Tensor& input, const std::vector<int64_t>& send_counts,
+                                          const std::vector<int64_t>& recv_counts) {
+  State& s = *state_;
+  const int64_t seq = s.begin(CollectiveOp::kAllToAll);
+  const auto world = static_cast<size_t>(s.size);
+  std::string problem = tensor_problem(input);
+  if (problem.empty() && input.dim() == 0) problem = "all_to_all splits along dim 0; got a 0-dim tensor";
+  if (problem.empty() && (send_counts.size() != world || recv_counts.size() != world))
+    problem = "send_counts and recv_counts need one entry per rank (" + std::to_string(world) + "), got " +
+              std::to_string(send_counts.size()) + " and " + std::to_string(recv_counts.size());
+  int64_t row_numel = 1;
+  int64_t sent_rows = 0, received_rows = 0;
+  if (problem.empty()) {
+    for (int64_t i = 1; i < input.dim(); ++i) row_numel *= input.size(i);
+    for (size_t j = 0; j < world; ++j) {
+      if (send_counts[j] < 0 || recv_counts[j] < 0) problem = "counts must not be negative";
+      sent_rows += send_counts[j];
+      received_rows += recv_counts[j];
+    }
+  }
+  if (problem.empty() && sent_rows != input.size(0))
+    problem = "send_counts sum to " + std::to_string(sent_rows) + " rows but the input has " +
+              std::to_string(input.size(0));
+  if (problem.empty() && std::max(sent_rows, received_rows) * row_numel > INT_MAX)
+    problem = "the rows exceed MPI's int counts and displacements; split the tensor";
+  s.agree(describe_collective(CollectiveOp::kAllToAll, seq, &input, 0), problem);
+
+  if (s.options.check_collectives) {
+    // Every rank gets the whole count matrix, so every rank reaches the same verdict.
+    auto pending = std::make_shared<Pending>();
+    pending->send_words = send_counts;
+    pending->send_words.insert(pending->send_words.end(), recv_counts.begin(), recv_counts.end());
+    pending->recv_words.resize(2 * world * world);
+    s.launch(pending,
+             [&](MPI_Request* request) {
+               return MPI_Iallgather(pending->send_words.data(), static_cast<int>(2 * world), MPI_INT64_T,
+                                     pending->recv_words.data(), static_cast<int>(2 * world), MPI_INT64_T, s.comm,
+                                     request);
+             },
+             "MPI_Iallgather");
+    s.wait_for(*pending, CollectiveOp::kAllToAll, seq, " (exchanging counts)");
+    std::vector<std::vector<int64_t>> counts(world);
+    for (size_t r = 0; r < world; ++r)
+      counts[r].assign(pending->recv_words.begin() + static_cast<std::ptrdiff_t>(2 * world * r),
+                       pending->recv_words.begin() + static_cast<std::ptrdiff_t>(2 * world * (r + 1)));
+    if (auto mismatch = find_count_mismatch(counts))
+      throw DistError(s.rank, "all_to_all #" + std::to_string(seq) + ": " + *mismatch +
+                                  "; no data was exchanged, the group remains usable");
+  }
+
+  const torch::Tensor send = contiguous_buffer(input);
+  std::vector<int64_t> shape = send.sizes().vec();
+  shape[0] = received_rows;
+  torch::Tensor output = torch::empty(shape, send.options());
+  std::vector<int> scounts(world), sdispls(world), rcounts(world), rdispls(world);
+  for (size_t j = 0, soff = 0, roff = 0; j < world; ++j) {
+    scounts[j] = static_cast<int>(send_counts[j] * row_numel);
+    rcounts[j] = static_cast<int>(recv_counts[j] * row_numel);
+    sdispls[j] = static_cast<int>(soff);
+    rdispls[j] = static_cast<int>(roff);
+    soff += static_cast<size_t>(scounts[j]);
+    roff += static_cast<size_t>(rcounts[j]);
+  }
+  auto pending = std::make_shared<Pending>();
+  pending->tensors = {send, output};
+  const MPI_Datatype type = mpi_type(send.scalar_type());
+  s.launch(pending,
+           [&](MPI_Request* request) {
+             return MPI_Ialltoallv(send.data_ptr(), scounts.data(), sdispls.data(), type, output.data_ptr(),
+                                   rcounts.data(), rdispls.data(), type, s.comm, request);
+           },
+           "MPI_Ialltoallv");
+  s.wait_for(*pending, CollectiveOp::kAllToAll, seq, "");
+  return output;
+}
+
+void MpiProcessGroup::barrier() {
+  State& s = *state_;
+  const int64_t seq = s.begin(CollectiveOp::kBarrier);
+  s.agree(describe_collective(CollectiveOp::kBarrier, seq, nullptr, 0), "");
+  // The argument check completes only once every rank has contributed: it already is the barrier.
+  if (s.options.check_collectives) return;
+  auto pending = std::make_shared<Pending>();
+  s.launch(pending, [&](MPI_Request* request) { return MPI_Ibarrier(s.comm, request); }, "MPI_Ibarrier");
+  s.wait_for(*pending, CollectiveOp::kBarrier, seq, "");
+}
+
+}  // namespace moco::dist

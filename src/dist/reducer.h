@@ -1,0 +1,126 @@
+// defines: GradientReducer (DDP-style bucketed gradient averaging that overlaps backward),
+// ReducerStats (what one step's reduction did), compute_bucket_layout, broadcast_parameters
+#pragma once
+
+#include <torch/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+
+namespace moco::dist {
+
+// One flat buffer's worth of parameters. Every parameter of a bucket has the same device and dtype.
+struct BucketSpec {
+  std::vector<size_t> param_indices;  // into the reducer's parameter list, in slot order
+  std::vector<int64_t> offsets;       // element offset of each parameter's slot in the flat buffer
+  int64_t numel = 0;
+  int64_t bytes = 0;
+};
+
+// Groups parameters into buckets as c10d does: walk them in reverse order (the order in which
+// backward roughly produces their gradients), one open bucket per (device, dtype); close a bucket
+// before a parameter would push it past its cap. The first bucket of each (device, dtype) uses
+// first_bucket_cap_bytes. A bucket exceeds its cap only when it holds a single parameter larger than
+// the cap. Buckets are numbered in the order they close; that is the order they are reduced in.
+std::vector<BucketSpec> compute_bucket_layout(const std::vector<torch::Tensor>& params, int64_t bucket_cap_bytes,
+                                              int64_t first_bucket_cap_bytes);
+
+// What one step (one backward + finalize) of the reducer did. Indexed by bucket where it says so.
+struct ReducerStats {
+  std::vector<int64_t> launch_order;           // bucket indices in the order their all-reduce started
+  std::vector<int64_t> hooks_fired_at_launch;  // per bucket: gradient hooks fired when it started
+  int64_t num_params = 0;
+  int64_t bytes_reduced = 0;
+  double finalize_wait_seconds = 0.0;  // time finalize() spent waiting for the all-reduces
+};
+
+// Averages the gradients of `params` over the ranks of `group` while backward runs.
+//
+// Per step: run backward (hooks copy each gradient, pre-scaled by 1/world_size, into its bucket and
+// start each bucket's all-reduce as soon as it and all lower-numbered buckets are complete), then
+// call finalize() before the optimizer step: it waits and writes the averages into param.grad().
+// Every parameter must get a gradient in every backward (no find_unused_parameters), and backward
+// may run once per finalize() (no gradient accumulation over several backward passes).
+//
+// Disabled when world_size == 1: no buffers, no hooks, finalize() returns at once. set_enabled(true)
+// forces the full path anyway (tests, overhead benchmarks).
+//
+// After an exception from a hook or finalize() the step is abandoned: collectives already started
+// are not waited for, so a multi-rank job must treat it as fatal.
+class GradientReducer {
+ public:
+  static constexpr int64_t kDefaultBucketCapBytes = 25 * 1024 * 1024;
+  static constexpr int64_t kDefaultFirstBucketCapBytes = 1024 * 1024;
+
+  // params: leaves that require grad, dense, no duplicates. names: empty or one per parameter; used
+  // in error messages only.
+  GradientReducer(std::vector<torch::Tensor> params, std::shared_ptr<ProcessGroup> group,
+                  int64_t bucket_cap_bytes = kDefaultBucketCapBytes,
+                  int64_t first_bucket_cap_bytes = kDefaultFirstBucketCapBytes,
+                  std::vector<std::string> names = {});
+  ~GradientReducer();
+
+  // Hooks hold `this`.
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Between steps only (throws while a backward has started feeding gradients).
+  void set_enabled(bool enabled);
+  bool enabled() const { return enabled_.load(); }
+
+  // After backward, before the optimizer step. Throws naming any parameter that got no gradient.
+  void finalize();
+
+  const std::vector<BucketSpec>& buckets() const { return buckets_; }
+  // Flat per-bucket buffers (empty until first enabled). For tests and diagnostics.
+  const std::vector<torch::Tensor>& bucket_buffers() const { return flat_; }
+  // The record of the last step that finalize() completed.
+  const ReducerStats& last_stats() const { return last_stats_; }
+
+ private:
+  struct Slot {
+    size_t bucket = 0;
+    torch::Tensor view;  // this parameter's slice of its bucket's flat buffer, shaped like it
+    bool ready = false;
+  };
+
+  void ensure_armed();
+  void on_gradient(size_t param_index, const torch::Tensor& grad);
+  void launch_ready_buckets_in_order();
+  void launch(size_t bucket);
+  void throw_if_any_missing() const;
+  void reset_step();
+  std::string describe(size_t param_index) const;
+
+  std::vector<torch::Tensor> params_;
+  std::vector<std::string> names_;
+  std::shared_ptr<ProcessGroup> group_;
+  std::vector<BucketSpec> buckets_;
+  std::atomic<bool> enabled_{false};
+  bool armed_ = false;  // buffers allocated and hooks registered
+  std::vector<unsigned> hook_handles_;
+
+  // Step state. Hooks of parameters on different devices run on different autograd threads.
+  mutable std::mutex mutex_;
+  std::vector<torch::Tensor> flat_;
+  std::vector<Slot> slots_;
+  std::vector<int64_t> pending_;  // per bucket: parameters still without gradient this step
+  std::vector<std::shared_ptr<Work>> work_;
+  size_t next_launch_ = 0;
+  int64_t hooks_fired_ = 0;
+  ReducerStats stats_;
+  ReducerStats last_stats_;
+};
+
+// Makes every rank's `tensors` equal to root's (model parameters and buffers at start). Tensors of
+// one (device, dtype) travel as one flat buffer, so a model costs a collective or two.
+void broadcast_parameters(const std::vector<torch::Tensor>& tensors, ProcessGroup& group, int root = 0);
+
+}  // namespace moco::dist

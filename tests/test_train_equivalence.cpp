@@ -1,0 +1,116 @@
+// N ranks, each with its share of the global batch, must train exactly as one process that sees the
+// whole global batch with its BatchNorm split into N groups (shuffle-BN's single-device twin).
+#include "dist/reducer.h"
+#include "model/moco.h"
+
+#include "test_world.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+using namespace moco;
+
+namespace {
+
+model::ResNetOptions tiny_encoder(int64_t bn_splits) {
+  auto o = model::resnet_options_for("resnet_tiny");
+  o.in_channels = 1;
+  o.small_stem = true;
+  o.width = 0.125;
+  o.out_dim = 16;
+  o.mlp_head = true;
+  o.bn_splits = bn_splits;
+  return o;
+}
+
+model::MocoOptions moco_options() {
+  model::MocoOptions o;
+  o.queue_size = 50;  // no multiple of the global batch: the queue wraps mid-batch
+  o.momentum = 0.9;
+  o.temperature = 0.2;
+  return o;
+}
+
+torch::optim::SGD make_sgd(model::Moco& moco) {
+  return torch::optim::SGD(moco->trainable_parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+}
+
+// The step's global batch, the same on every rank.
+std::pair<torch::Tensor, torch::Tensor> global_batch(int64_t step, int64_t n) {
+  auto gen = at::detail::createCPUGenerator(1000 + step);
+  return {torch::randn({n, 1, 8, 8}, gen), torch::randn({n, 1, 8, 8}, gen)};
+}
+
+torch::Tensor flat(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& t : tensors) parts.push_back(t.detach().to(torch::kDouble).flatten());
+  return torch::cat(parts);
+}
+
+// Every rank's copy of `tensors` equals rank 0's, bit for bit.
+void expect_identical_across_ranks(dist::ProcessGroup& group, const std::vector<torch::Tensor>& tensors,
+                                   const std::string& what) {
+  const auto all = group.all_gather(flat(tensors).unsqueeze(0).contiguous());
+  for (int64_t r = 1; r < all.size(0); ++r) EXPECT_TRUE(torch::equal(all[r], all[0])) << what << " differs on rank " << r;
+}
+
+void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
+  const double scale = b.abs().max().item<double>() + 1e-12;
+  const double err = (a - b).abs().max().item<double>();
+  EXPECT_LE(err, 1e-5 * scale) << what << ": max difference " << err << " against max magnitude " << scale;
+}
+
+}  // namespace
+
+TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) {
+  auto group = test_world_group();
+  const int rank = group->rank(), world = group->world_size();
+  const int64_t b = 4, global = b * world, steps = 4;
+  const uint64_t seed = 5;
+
+  model::Moco distributed(tiny_encoder(1), moco_options(), group, seed);
+  distributed->train();
+  dist::broadcast_parameters(distributed->encoder_q->parameters(), *group);
+  distributed->copy_query_to_key();
+  auto sgd = make_sgd(distributed);
+  dist::GradientReducer reducer(distributed->trainable_parameters(), group, /*bucket=*/16 << 10, /*first=*/4 << 10);
+  const auto bn_buffers = [&] {
+    auto v = distributed->encoder_q->buffers();
+    for (const auto& t : distributed->encoder_k->buffers()) v.push_back(t);
+    return v;
+  }();
+
+  model::Moco single(tiny_encoder(world), moco_options(), std::make_shared<dist::LocalProcessGroup>(), seed);
+  single->train();
+  auto single_sgd = make_sgd(single);
+
+  for (int64_t step = 0; step < steps; ++step) {
+    const auto [im_q, im_k] = global_batch(step, global);
+
+    dist::broadcast_parameters(bn_buffers, *group);
+    expect_identical_across_ranks(*group, distributed->parameters(), "parameters at step start");
+    expect_identical_across_ranks(*group, distributed->buffers(), "buffers at step start");
+    const auto out = distributed->forward(im_q.narrow(0, rank * b, b), im_k.narrow(0, rank * b, b));
+    sgd.zero_grad();
+    out.loss.backward();
+    reducer.finalize();
+    sgd.step();
+    auto loss = out.loss.detach().clone().view({1});
+    group->all_reduce(loss, dist::ReduceOp::kAvg);
+    expect_identical_across_ranks(*group, distributed->queue_state(), "queue and pointer after the step");
+
+    const auto ref = single->forward(im_q, im_k);
+    single_sgd.zero_grad();
+    ref.loss.backward();
+    single_sgd.step();
+
+    expect_close(loss, ref.loss.detach().view({1}), "loss at step " + std::to_string(step));
+    expect_close(flat(distributed->encoder_q->parameters()), flat(single->encoder_q->parameters()), "query encoder after step " + std::to_string(step));
+    expect_close(flat(distributed->encoder_k->parameters()), flat(single->encoder_k->parameters()), "key encoder after step " + std::to_string(step));
+    expect_close(distributed->queue(), single->queue(), "queue after step " + std::to_string(step));
+    EXPECT_EQ(distributed->queue_pointer(), single->queue_pointer());
+  }
+  if (world > 1) {
+    EXPECT_GT(distributed->last_shuffle_bytes(), 0);
+  }
+}
