@@ -1,0 +1,181 @@
+// bench_dist: what communication costs, run under the launcher (mpirun -np N build/bench_dist).
+//
+// 1. Gradient all-reduce bus bandwidth (nccl-tests convention: algbw = bytes/time, busbw = algbw x
+//    2(n-1)/n) of the reducer's bucketed collectives through the ProcessGroup, against one raw
+//    MPI_Allreduce of the same bytes.
+// 2. Shuffle-BN: time and bytes per step of the all-to-all shuffle + unshuffle, against the
+//    reference's way (all-gather every rank's images and keys, keep a slice).
+// 3. Exposed communication per training step: the step with N ranks minus the same per-rank step
+//    with communication off (a world of one with plain BN), timed in the same run.
+#include "dist/bootstrap.h"
+#include "dist/mpi_comm.h"
+#include "dist/mpi_process_group.h"
+#include "dist/reducer.h"
+#include "model/batch_shuffle.h"
+#include "model/moco.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using moco::dist::ProcessGroup;
+
+// Seconds per call of fn, the slowest rank's (a collective is as slow as its slowest member).
+template <typename Fn>
+double time_per_call(ProcessGroup& group, int warmup, int iters, Fn fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  group.barrier();
+  const auto start = Clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  auto t = torch::tensor({std::chrono::duration<double>(Clock::now() - start).count() / iters}, torch::kDouble);
+  return group.all_gather(t).max().item<double>();
+}
+
+moco::model::ResNetOptions encoder(const std::string& arch, int64_t channels, int64_t bn_splits) {
+  auto o = moco::model::resnet_options_for(arch);
+  o.in_channels = channels;
+  o.small_stem = true;
+  o.mlp_head = true;
+  o.bn_splits = bn_splits;
+  return o;
+}
+
+nlohmann::json allreduce_bench(ProcessGroup& group, const std::string& arch, int iters) {
+  const int n = group.world_size();
+  moco::model::ResNet net(encoder(arch, 3, 1));
+  const auto params = net->parameters();
+  const auto buckets = moco::dist::compute_bucket_layout(params, 25 << 20, 1 << 20);
+  std::vector<torch::Tensor> flats;
+  int64_t bytes = 0;
+  for (const auto& b : buckets) {
+    flats.push_back(torch::randn({b.numel}));
+    bytes += b.bytes;
+  }
+  const double reducer_s = time_per_call(group, 2, iters, [&] {
+    std::vector<std::shared_ptr<moco::dist::Work>> work;
+    for (auto& f : flats) work.push_back(group.all_reduce_async(f, moco::dist::ReduceOp::kSum));
+    for (auto& w : work) w->wait();
+  });
+  auto raw = torch::randn({bytes / 4});
+  const double raw_s = time_per_call(group, 2, iters, [&] {
+    MPI_Allreduce(MPI_IN_PLACE, raw.data_ptr<float>(), static_cast<int>(raw.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  });
+  const double factor = 2.0 * (n - 1) / n;
+  auto gbps = [](double b, double s) { return b / s / 1e9; };
+  return {{"model", arch}, {"bytes", bytes}, {"buckets", buckets.size()},
+          {"reducer_s", reducer_s}, {"reducer_algbw_GBps", gbps(bytes, reducer_s)}, {"reducer_busbw_GBps", gbps(bytes, reducer_s) * factor},
+          {"raw_mpi_s", raw_s}, {"raw_mpi_algbw_GBps", gbps(bytes, raw_s)}, {"raw_mpi_busbw_GBps", gbps(bytes, raw_s) * factor}};
+}
+
+nlohmann::json shuffle_bench(ProcessGroup& group, int64_t b, int64_t side, int iters) {
+  const int n = group.world_size(), rank = group.rank();
+  const auto images = torch::randn({b, 3, side, side});
+  const auto keys = torch::randn({b, 128});
+  int64_t step = 0, rows_to_others = 0;
+  const double a2a_s = time_per_call(group, 2, iters, [&] {
+    const moco::model::BatchShuffle plan(moco::model::shared_permutation(b * n, 0, step++), rank, n);
+    plan.shuffle(images, group);
+    plan.unshuffle(keys, group);
+    rows_to_others = plan.rows_sent_to_others();
+  });
+  const double gather_s = time_per_call(group, 2, iters, [&] {
+    const auto perm = torch::tensor(moco::model::shared_permutation(b * n, 0, step++), torch::kLong);
+    const auto all_images = group.all_gather(images).index_select(0, perm).narrow(0, rank * b, b);
+    const auto all_keys = group.all_gather(keys).index_select(0, perm.argsort()).narrow(0, rank * b, b);
+  });
+  const int64_t row_bytes = images[0].numel() * 4 + keys[0].numel() * 4;
+  return {{"per_rank_batch", b}, {"image", side},
+          {"all_to_all_s", a2a_s}, {"all_to_all_bytes_sent_per_rank", rows_to_others * row_bytes},
+          {"all_gather_s", gather_s}, {"all_gather_bytes_received_per_rank", (n - 1) * b * row_bytes}};
+}
+
+double step_seconds(std::shared_ptr<ProcessGroup> group, int64_t bn_splits, int64_t b, int iters, bool communicate) {
+  moco::model::MocoOptions options;
+  options.queue_size = 4096;
+  moco::model::Moco moco(encoder("resnet_tiny", 1, bn_splits), options, group, 0);
+  moco->train();
+  torch::optim::SGD sgd(moco->trainable_parameters(), torch::optim::SGDOptions(0.03).momentum(0.9));
+  moco::dist::GradientReducer reducer(moco->trainable_parameters(), group);
+  auto buffers = moco->encoder_q->buffers();
+  for (const auto& t : moco->encoder_k->buffers()) buffers.push_back(t);
+  const auto im_q = torch::randn({b, 1, 28, 28}), im_k = torch::randn({b, 1, 28, 28});
+  auto step = [&] {
+    if (communicate) moco::dist::broadcast_parameters(buffers, *group);
+    auto out = moco->forward(im_q, im_k);
+    sgd.zero_grad();
+    out.loss.backward();
+    reducer.finalize();
+    sgd.step();
+  };
+  for (int i = 0; i < 2; ++i) step();
+  const auto start = Clock::now();
+  for (int i = 0; i < iters; ++i) step();
+  return std::chrono::duration<double>(Clock::now() - start).count() / iters;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_dist: collective bandwidth, shuffle-BN cost and exposed communication; run under mpirun"};
+  int iters = 10;
+  std::string json_path = "bench_dist.json";
+  app.add_option("--iters", iters, "timed repetitions of each measurement");
+  app.add_option("--json", json_path, "where rank 0 writes the results");
+  CLI11_PARSE(app, argc, argv);
+
+  const auto world = moco::dist::init_world(&argc, &argv);
+  if (world.world_size < 2) {
+    std::cerr << "bench_dist needs several ranks: mpirun -np 2 " << argv[0] << "\n";
+    moco::dist::finalize_world();
+    return 2;
+  }
+  {
+    moco::dist::MpiOptions options;
+    auto group = std::make_shared<moco::dist::MpiProcessGroup>(options);
+    nlohmann::json results;
+    results["ranks"] = world.world_size;
+    results["threads_per_rank"] = torch::get_num_threads();
+    results["allreduce"] = {allreduce_bench(*group, "resnet_tiny", iters), allreduce_bench(*group, "resnet18", iters)};
+    results["shuffle"] = {shuffle_bench(*group, 32, 32, iters), shuffle_bench(*group, 32, 224, std::max(2, iters / 4))};
+    const int64_t b = 64;
+    const double with_comm = step_seconds(group, 1, b, iters, true);
+    auto local = std::make_shared<moco::dist::LocalProcessGroup>();
+    const double without_comm = step_seconds(local, 1, b, iters, false);
+    results["step"] = {{"model", "resnet_tiny 28px"}, {"per_rank_batch", b}, {"step_s", with_comm},
+                       {"step_without_comm_s", without_comm}, {"exposed_comm_s", with_comm - without_comm}};
+
+    if (world.rank == 0) {
+      std::cout << fmt::format("{} ranks, {} threads each\n\n", world.world_size, torch::get_num_threads());
+      std::cout << fmt::format("{:<12} {:>10} {:>8} {:>14} {:>14} {:>14} {:>14}\n", "all-reduce", "MiB", "buckets",
+                               "reducer algbw", "reducer busbw", "raw MPI algbw", "raw MPI busbw");
+      for (const auto& r : results["allreduce"])
+        std::cout << fmt::format("{:<12} {:>10.2f} {:>8} {:>11.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s\n",
+                                 r["model"].get<std::string>(), r["bytes"].get<double>() / 1048576, r["buckets"].get<int>(),
+                                 r["reducer_algbw_GBps"].get<double>(), r["reducer_busbw_GBps"].get<double>(),
+                                 r["raw_mpi_algbw_GBps"].get<double>(), r["raw_mpi_busbw_GBps"].get<double>());
+      std::cout << fmt::format("\n{:<16} {:>18} {:>22} {:>18} {:>24}\n", "shuffle-BN", "all-to-all ms",
+                               "all-to-all KiB sent", "all-gather ms", "all-gather KiB received");
+      for (const auto& r : results["shuffle"])
+        std::cout << fmt::format("b={} {}px{:>10} {:>18.2f} {:>22.1f} {:>18.2f} {:>24.1f}\n", r["per_rank_batch"].get<int>(),
+                                 r["image"].get<int>(), "", r["all_to_all_s"].get<double>() * 1e3,
+                                 r["all_to_all_bytes_sent_per_rank"].get<double>() / 1024, r["all_gather_s"].get<double>() * 1e3,
+                                 r["all_gather_bytes_received_per_rank"].get<double>() / 1024);
+      const auto& s = results["step"];
+      std::cout << fmt::format("\nstep (resnet_tiny 28px, {} per rank): {:.1f} ms with communication, {:.1f} ms without: "
+                               "{:.1f} ms exposed\n", b, s["step_s"].get<double>() * 1e3,
+                               s["step_without_comm_s"].get<double>() * 1e3, s["exposed_comm_s"].get<double>() * 1e3);
+      std::ofstream(json_path) << results.dump(2) << "\n";
+      std::cout << "results written to " << json_path << "\n";
+    }
+  }
+  moco::dist::finalize_world();
+  return 0;
+}
