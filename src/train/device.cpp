@@ -1,5 +1,10 @@
 #include "train/device.h"
 
+#include "dist/device_dispatch_group.h"
+#if MOCO_WITH_NCCL
+#include "dist/nccl_process_group.h"
+#endif
+
 #include <torch/torch.h>
 
 #include <stdexcept>
@@ -17,11 +22,20 @@ torch::Device select_device(int local_rank, int local_size) {
 }
 
 std::shared_ptr<dist::ProcessGroup> make_world_group(torch::Device device, const dist::MpiOptions& options) {
-  if (device.is_cuda()) {
-    throw std::runtime_error("multi-rank training on CUDA needs the NCCL process group, not wired into moco_dist yet; "
-                             "run on CPU or with one rank");
-  }
-  return std::make_shared<dist::MpiProcessGroup>(options);
+  auto mpi = std::make_shared<dist::MpiProcessGroup>(options);
+  if (!device.is_cuda()) return mpi;
+#if MOCO_WITH_NCCL
+  dist::NcclOptions nccl_options;
+  nccl_options.check_collectives = options.check_collectives;
+  nccl_options.timeout = options.timeout;
+  const auto raw = dist::raw_exchange(mpi);
+  auto nccl = std::make_shared<dist::NcclProcessGroup>(mpi->rank(), mpi->world_size(),
+                                                       dist::HostExchange{raw.broadcast, raw.all_gather}, device.index(),
+                                                       nccl_options);
+  return std::make_shared<dist::DeviceDispatchGroup>(mpi, nccl);
+#else
+  throw std::runtime_error("this moco_dist was built without NCCL (MOCO_WITH_NCCL=OFF): it cannot train several ranks on CUDA");
+#endif
 }
 
 }  // namespace moco::train
