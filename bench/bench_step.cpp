@@ -16,6 +16,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 namespace {
 
@@ -93,11 +94,12 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps per measurement");
   app.add_option("--steps", steps, "timed steps per measurement");
   app.add_option("--queue-size", queue_size, "K");
-  app.add_option("--threads", threads, "intra-op threads (0: default)");
+  app.add_option("--threads", threads, "intra-op threads (0: one per core)");
   app.add_option("--only", only, "run only this case: tiny28, r18_32, r50_224");
   app.add_option("--json", json_path, "where to write the results");
   CLI11_PARSE(app, argc, argv);
-  if (threads > 0) torch::set_num_threads(threads);
+  // Debian's LibTorch starts with one intra-op thread; the trainer uses every core, so do the same.
+  torch::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 
   const std::vector<Case> cases = {
       {"tiny28", "resnet_tiny", 28, 1, 256, true, 0},
