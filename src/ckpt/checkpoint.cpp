@@ -1,0 +1,258 @@
+#include "ckpt/checkpoint.h"
+
+#include "ckpt/checkpoint_dir.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <regex>
+
+namespace moco::ckpt {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kMessageBytes = 1024;
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+struct Fault {
+  std::string what;
+  int rank = 0;
+};
+
+// The fault MOCO_CKPT_FAULT asks for at this save, if any (see checkpoint.h).
+Fault fault_for(int64_t step) {
+  static int saves = 0;
+  const bool first_save = saves++ == 0;
+  const char* env = std::getenv("MOCO_CKPT_FAULT");
+  if (!env || !*env) return {};
+  std::smatch m;
+  const std::string spec = env;
+  static const std::regex pattern(R"((kill_in_shard|kill_before_manifest)(?::(\d+))?(?:@(\d+))?)");
+  if (!std::regex_match(spec, m, pattern))
+    throw CheckpointError("MOCO_CKPT_FAULT='" + spec + "': expected kill_in_shard|kill_before_manifest[:RANK][@STEP]");
+  const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;
+  if (!hit) return {};
+  return {m[1].str(), m[2].matched ? std::stoi(m[2].str()) : 0};
+}
+
+[[noreturn]] void die_for_test(const std::string& where) {
+  std::fprintf(stderr, "MOCO_CKPT_FAULT: SIGKILL %s\n", where.c_str());
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+  std::abort();
+}
+
+void write_text_durably(const fs::path& path, const std::string& text) {
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw CheckpointError(path.string() + ": cannot write");
+  }
+  fsync_path(path.string());
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) { return shape.empty() ? "scalar" : fmt::format("{}", fmt::join(shape, "x")); }
+
+// Every entry of `state` must be in the manifest with its shape and dtype, and nothing else.
+void check_matches(const Manifest& m, const std::vector<StateEntry>& state, int rank, const std::string& dir) {
+  std::set<std::string> expected;
+  for (const auto& e : state) {
+    expected.insert(e.name);
+    const auto* record = m.find(e.name, e.rank_local ? rank % m.world_size : -1);
+    if (!record || record->rank_local != e.rank_local)
+      throw CheckpointError(fmt::format("{}: has no tensor '{}' (a checkpoint of another model or configuration?)", dir, e.name));
+    const auto shape = e.tensor.sizes().vec();
+    const auto dtype = dtype_name(e.tensor.scalar_type());
+    if (record->shape != shape || record->dtype != dtype)
+      throw CheckpointError(fmt::format("{}: tensor '{}' is {} {} in the checkpoint, this run has {} {}", dir, e.name,
+                                        record->dtype, shape_text(record->shape), dtype, shape_text(shape)));
+  }
+  for (const auto& record : m.tensors)
+    if (!expected.count(record.name))
+      throw CheckpointError(fmt::format("{}: holds tensor '{}' that this run does not have (a checkpoint of another model?)", dir, record.name));
+}
+
+}  // namespace
+
+void agree_no_errors(const std::string& error, dist::ProcessGroup& group) {
+  auto mine = torch::zeros({1, kMessageBytes}, torch::kUInt8);
+  const std::string text = error.substr(0, kMessageBytes - 1);
+  std::memcpy(mine.data_ptr(), text.data(), text.size());
+  const auto all = group.world_size() > 1 ? group.all_gather(mine).contiguous() : mine;
+  int failed = 0;
+  std::string first;
+  for (int64_t r = 0; r < all.size(0); ++r) {
+    const auto* bytes = static_cast<const char*>(all[r].data_ptr());
+    if (bytes[0] == '\0') continue;
+    if (failed++ == 0) first = fmt::format("rank {}: {}", r, std::string(bytes, strnlen(bytes, kMessageBytes)));
+  }
+  if (failed > 1) first += fmt::format(" (and {} other rank(s) failed, see their logs)", failed - 1);
+  if (failed) throw CheckpointError(first);
+}
+
+std::vector<int> assign_writers(const std::vector<StateEntry>& state, int world_size) {
+  std::vector<size_t> order(state.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto sa = state[a].tensor.numel() * state[a].tensor.element_size();
+    const auto sb = state[b].tensor.numel() * state[b].tensor.element_size();
+    return sa != sb ? sa > sb : state[a].name < state[b].name;
+  });
+  std::vector<int64_t> load(static_cast<size_t>(world_size), 0);
+  std::vector<int> writer(state.size(), -1);
+  for (size_t i : order) {
+    if (state[i].rank_local) continue;
+    const auto least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    writer[i] = least;
+    load[static_cast<size_t>(least)] += state[i].tensor.numel() * state[i].tensor.element_size();
+  }
+  return writer;
+}
+
+std::string save_checkpoint(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info,
+                            dist::ProcessGroup& group) {
+  const int rank = group.rank(), world = group.world_size();
+  const fs::path final_dir = step_dir(root, info.step);
+  const fs::path tmp_dir = final_dir.string() + ".tmp";
+  const Fault fault = fault_for(info.step);
+
+  std::string error;
+  if (rank == 0) {
+    try {
+      fs::create_directories(root);
+      fs::remove_all(tmp_dir);
+      fs::create_directories(tmp_dir);
+    } catch (const std::exception& e) {
+      error = tmp_dir.string() + ": cannot create: " + e.what();
+    }
+  }
+  agree_no_errors(error, group);
+
+  const auto writers = assign_writers(state, world);
+  const auto n = static_cast<int64_t>(state.size());
+  auto crcs = torch::zeros({n * world}, torch::kInt64);  // slot i*W + r: entry i as written by rank r
+  auto* crc = crcs.data_ptr<int64_t>();
+  try {
+    H5TensorWriter shard((tmp_dir / shard_file_name(rank, world)).string());
+    shard.write_string_attribute("moco_dist", fmt::format("checkpoint shard {} of {}, step {}", rank, world, info.step));
+    int64_t mine = 0, written = 0;
+    for (int64_t i = 0; i < n; ++i) mine += state[i].rank_local || writers[i] == rank;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!state[i].rank_local && writers[i] != rank) continue;
+      if (fault.what == "kill_in_shard" && fault.rank == rank && written == mine / 2)
+        die_for_test(fmt::format("rank {} after {} of {} tensors of its shard", rank, written, mine));
+      const auto host = state[i].tensor.detach().to(torch::kCPU).contiguous();
+      shard.write(state[i].name, host);
+      crc[i * world + rank] = tensor_crc32(host);
+      ++written;
+    }
+    shard.close();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree_no_errors(error, group);
+  if (world > 1) group.all_reduce(crcs, dist::ReduceOp::kSum);
+
+  if (rank == 0) {
+    if (fault.what == "kill_before_manifest") die_for_test("rank 0 with every shard written, before the manifest");
+    try {
+      Manifest m;
+      m.step = info.step;
+      m.epoch = info.epoch;
+      m.world_size = world;
+      m.global_batch = info.global_batch;
+      m.config_yaml = info.config_yaml;
+      m.torch_version = TORCH_VERSION;
+      m.created_utc = utc_now();
+      for (int64_t i = 0; i < n; ++i) {
+        for (int r = 0; r < world; ++r) {
+          if (!state[i].rank_local && writers[i] != r) continue;
+          TensorRecord t;
+          t.name = state[i].name;
+          t.shard = r;
+          t.rank_local = state[i].rank_local;
+          t.shape = state[i].tensor.sizes().vec();
+          t.dtype = dtype_name(state[i].tensor.scalar_type());
+          t.crc32 = static_cast<uint32_t>(crc[i * world + r]);
+          t.bytes = state[i].tensor.numel() * static_cast<int64_t>(state[i].tensor.element_size());
+          m.tensors.push_back(std::move(t));
+        }
+      }
+      write_text_durably(tmp_dir / kManifestFile, manifest_to_json(m));
+      fsync_path(tmp_dir.string());
+      // A checkpoint of this step from an earlier, abandoned attempt of the run makes way for this one.
+      const fs::path old_dir = final_dir.string() + ".old";
+      if (fs::exists(final_dir)) {
+        fs::remove_all(old_dir);
+        fs::rename(final_dir, old_dir);
+      }
+      fs::rename(tmp_dir, final_dir);
+      fsync_path(root);
+      fs::remove_all(old_dir);
+      write_latest(root, info.step);
+    } catch (const std::exception& e) {
+      error = final_dir.string() + ": commit failed: " + e.what();
+    }
+  }
+  agree_no_errors(error, group);
+  return final_dir.string();
+}
+
+Manifest load_checkpoint(const std::string& dir, const std::vector<StateEntry>& state, dist::ProcessGroup& group) {
+  const int rank = group.rank(), world = group.world_size();
+  const auto n = state.size();
+  std::string error;
+  std::vector<torch::Tensor> host(n);
+  std::vector<int> reader_of(n, -1);
+  Manifest manifest;
+  try {
+    CheckpointReader reader(dir);
+    manifest = reader.manifest();
+    check_matches(manifest, state, rank, dir);
+    // Each stored replicated tensor is read by one rank (shards spread over the new world) and
+    // broadcast; rank-local ones by their own rank.
+    for (size_t i = 0; i < n; ++i) {
+      const auto* record = manifest.find(state[i].name, state[i].rank_local ? rank % manifest.world_size : -1);
+      reader_of[i] = state[i].rank_local ? rank : record->shard % world;
+      if (reader_of[i] == rank) host[i] = reader.read(*record);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree_no_errors(error, group);
+
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < n; ++i) {
+    torch::Tensor target = state[i].tensor;  // a handle: writes reach the caller's tensor
+    if (reader_of[i] == rank) target.copy_(host[i]);
+    if (state[i].rank_local || world == 1) continue;
+    // As raw bytes: every backend carries uint8, not every one carries every dtype (bf16 on MPI).
+    auto buffer = target.is_contiguous() ? target : target.contiguous();
+    auto bytes = buffer.reshape({-1}).view(torch::kUInt8);
+    group.broadcast(bytes, reader_of[i]);
+    if (!buffer.is_same(target)) target.copy_(buffer);
+  }
+  return manifest;
+}
+
+}  // namespace moco::ckpt

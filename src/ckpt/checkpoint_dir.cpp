@@ -1,0 +1,113 @@
+#include "ckpt/checkpoint_dir.h"
+
+#include "ckpt/h5_tensor_file.h"
+#include "ckpt/manifest.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+namespace moco::ckpt {
+namespace fs = std::filesystem;
+
+namespace {
+const std::regex& step_pattern() {
+  static const std::regex pattern(R"(step_(\d{8,})(\.tmp)?)");
+  return pattern;
+}
+}  // namespace
+
+std::string step_dir_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+
+std::string step_dir(const std::string& root, int64_t step) { return (fs::path(root) / step_dir_name(step)).string(); }
+
+std::vector<int64_t> committed_steps(const std::string& root) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return steps;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, step_pattern()) || m[2].matched) continue;
+    if (fs::exists(entry.path() / kManifestFile, ec)) steps.push_back(std::stoll(m[1].str()));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<int64_t> latest_step(const std::string& root) {
+  std::ifstream in(fs::path(root) / "latest");
+  std::string name;
+  if (!(in >> name)) return std::nullopt;
+  std::smatch m;
+  if (!std::regex_match(name, m, step_pattern()) || m[2].matched) return std::nullopt;
+  return std::stoll(m[1].str());
+}
+
+void write_latest(const std::string& root, int64_t step) {
+  const auto tmp = fs::path(root) / "latest.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << step_dir_name(step) << "\n";
+    out.flush();
+    if (!out) throw CheckpointError(tmp.string() + ": cannot write");
+  }
+  fsync_path(tmp.string());
+  std::error_code ec;
+  fs::rename(tmp, fs::path(root) / "latest", ec);
+  if (ec) throw CheckpointError((fs::path(root) / "latest").string() + ": cannot replace: " + ec.message());
+  fsync_path(root);
+}
+
+std::vector<std::string> apply_retention(const std::string& root, const RetentionPolicy& policy, std::optional<int64_t> protect) {
+  std::set<int64_t> keep;
+  const auto steps = committed_steps(root);
+  const auto newest_kept = static_cast<size_t>(std::max<int64_t>(policy.keep_last, 0));
+  for (size_t i = steps.size() > newest_kept ? steps.size() - newest_kept : 0; i < steps.size(); ++i) keep.insert(steps[i]);
+  if (policy.keep_every_steps > 0)
+    for (int64_t s : steps)
+      if (s % policy.keep_every_steps == 0) keep.insert(s);
+  if (const auto latest = latest_step(root)) keep.insert(*latest);
+  if (protect) keep.insert(*protect);
+
+  std::vector<fs::path> doomed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, step_pattern())) continue;
+    const int64_t step = std::stoll(m[1].str());
+    if (m[2].matched) {
+      if (!(protect && step == *protect)) doomed.push_back(entry.path());  // a save that never committed
+    } else if (fs::exists(entry.path() / kManifestFile) && keep.count(step) == 0) {
+      doomed.push_back(entry.path());
+    }
+    // A step folder without a manifest was damaged by hand: left for its owner to look at.
+  }
+  std::vector<std::string> deleted;
+  for (const auto& path : doomed) {
+    fs::remove_all(path, ec);
+    if (!ec) deleted.push_back(path.string());
+  }
+  return deleted;
+}
+
+}  // namespace moco::ckpt
+
+namespace moco::ckpt {
+std::string resolve_checkpoint_dir(const std::string& path) {
+  if (fs::exists(fs::path(path) / kManifestFile)) return path;
+  for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
+    if (const auto latest = latest_step(root.string()); latest && fs::exists(fs::path(step_dir(root.string(), *latest)) / kManifestFile))
+      return step_dir(root.string(), *latest);
+    if (const auto steps = committed_steps(root.string()); !steps.empty()) return step_dir(root.string(), steps.back());
+  }
+  throw CheckpointError(path + ": no checkpoint here (neither a checkpoint folder with a " + kManifestFile +
+                        ", nor a checkpoints folder or run output_dir holding one)");
+}
+}  // namespace moco::ckpt

@@ -1,0 +1,40 @@
+// defines: the on-disk layout of a run's checkpoints (<root>/step_<8 digits>/, step_<n>.tmp while
+// being written, the `latest` pointer), discovery of committed checkpoints, retention. Filesystem
+// only: rank 0 calls these.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moco::ckpt {
+
+std::string step_dir_name(int64_t step);  // "step_00000042"
+std::string step_dir(const std::string& root, int64_t step);
+
+// Steps of the committed checkpoints under root (a step_<n> folder holding a manifest), ascending.
+// Leftover .tmp folders and anything else are ignored.
+std::vector<int64_t> committed_steps(const std::string& root);
+
+// The step `latest` names, if the file exists and parses.
+std::optional<int64_t> latest_step(const std::string& root);
+// Points `latest` at step (temp file + rename + fsync of root).
+void write_latest(const std::string& root, int64_t step);
+
+struct RetentionPolicy {
+  int64_t keep_last = 3;         // the newest this many committed checkpoints
+  int64_t keep_every_steps = 0;  // > 0: also every checkpoint whose step is a multiple of this
+};
+// Deletes committed checkpoints the policy does not keep (never the one `latest` names, never
+// `protect`) and leftover .tmp folders other than `protect`'s. Returns the deleted folders.
+std::vector<std::string> apply_retention(const std::string& root, const RetentionPolicy& policy,
+                                         std::optional<int64_t> protect = std::nullopt);
+
+}  // namespace moco::ckpt
+
+namespace moco::ckpt {
+// A checkpoint folder from what a user names: the folder itself, a checkpoints root (its `latest`,
+// else its newest committed step), or a run's output_dir (its checkpoints/). Throws CheckpointError.
+std::string resolve_checkpoint_dir(const std::string& path);
+}  // namespace moco::ckpt

@@ -1,0 +1,299 @@
+// The checkpoint layer: HDF5 round trips, checksums that catch corruption, the collective save/load
+// (at world 1 under ctest, at N ranks under the mpi.npN entries), retention, writer balance.
+#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_dir.h"
+#include "ckpt/h5_tensor_file.h"
+#include "ckpt/manifest.h"
+
+#include "test_world.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+
+using namespace moco;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder per test (and per rank-0 view of it: all ranks share rank 0's name).
+std::string scratch_dir(const std::string& name) {
+  auto group = test_world_group();
+  const auto dir = fs::temp_directory_path() / ("moco_ckpt_test_" + name + "_" + std::to_string(group->world_size()));
+  if (group->rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  group->barrier();
+  return dir.string();
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<ckpt::StateEntry> sample_state(uint64_t seed) {
+  torch::manual_seed(seed);
+  return {{"encoder_q/conv1.weight", torch::randn({16, 3, 3, 3})},
+          {"encoder_q/bn1.num_batches_tracked", torch::tensor(int64_t{7})},  // 0-d, as torchvision's
+          {"moco/queue", torch::randn({8, 300})},
+          {"moco/queue_ptr", torch::tensor({int64_t{42}})},
+          {"progress/train_seconds", torch::tensor({123.5}, torch::kFloat64)},
+          {"half/bf16", torch::randn({5, 7}).to(torch::kBFloat16)},
+          {"rng/state", torch::randint(0, 255, {64}, torch::kUInt8), /*rank_local=*/true}};
+}
+
+// Zeroed tensors of the same names, shapes and dtypes.
+std::vector<ckpt::StateEntry> zeros_like(const std::vector<ckpt::StateEntry>& state) {
+  std::vector<ckpt::StateEntry> out;
+  for (const auto& e : state) out.push_back({e.name, torch::zeros_like(e.tensor), e.rank_local});
+  return out;
+}
+
+}  // namespace
+
+TEST(CkptH5, EveryDtypeAndShapeRoundTripsBitwise) {
+  const auto dir = fs::temp_directory_path() / "moco_ckpt_h5_roundtrip";
+  fs::create_directories(dir);
+  const auto file = (dir / "t.h5").string();
+  torch::manual_seed(3);
+  std::vector<std::pair<std::string, torch::Tensor>> tensors = {
+      {"a/f32", torch::randn({3, 4, 5})},
+      {"a/f64", torch::randn({9}, torch::kFloat64)},
+      {"b/c/i64", torch::randint(-1000, 1000, {2, 3}, torch::kInt64)},
+      {"i32", torch::randint(-5, 5, {4}, torch::kInt32)},
+      {"u8", torch::randint(0, 255, {11}, torch::kUInt8)},
+      {"bf16", torch::randn({6}).to(torch::kBFloat16)},
+      {"f16", torch::randn({6}).to(torch::kFloat16)},
+      {"bool", torch::rand({5}) > 0.5},
+      {"scalar", torch::tensor(3.25)},
+      {"big", torch::randn({300, 5000})},  // several 4 MiB chunks
+      {"strided", torch::randn({6, 4}).t()},  // non-contiguous input
+  };
+  {
+    ckpt::H5TensorWriter w(file);
+    for (const auto& [name, t] : tensors) w.write(name, t);
+    w.close();
+  }
+  ckpt::H5TensorReader r(file);
+  EXPECT_EQ(r.list().size(), tensors.size());
+  for (const auto& [name, t] : tensors) {
+    const auto back = r.read(name);
+    EXPECT_EQ(back.scalar_type(), t.scalar_type()) << name;
+    EXPECT_EQ(back.sizes(), t.sizes()) << name;
+    EXPECT_TRUE(torch::equal(back, t.contiguous())) << name;
+  }
+  EXPECT_FALSE(r.contains("a/missing"));
+  EXPECT_NE(error_of([&] { r.read("a/missing"); }).find("'a/missing': not in the file"), std::string::npos);
+}
+
+TEST(CkptH5, AFlippedByteIsCaughtNamingFileAndTensor) {
+  const auto dir = fs::temp_directory_path() / "moco_ckpt_h5_flip";
+  fs::create_directories(dir);
+  const auto file = (dir / "t.h5").string();
+  torch::manual_seed(4);
+  const auto victim = torch::randn({64, 64});
+  {
+    ckpt::H5TensorWriter w(file);
+    w.write("encoder_q/layer1.0.conv1.weight", victim);
+    w.write("other", torch::randn({10}));
+    w.close();
+  }
+  auto bytes = read_bytes(file);
+  const std::string needle(static_cast<const char*>(victim.data_ptr()), 64);
+  const auto at = bytes.find(needle);
+  ASSERT_NE(at, std::string::npos) << "the tensor's bytes are stored as they are";
+  bytes[at + 1000] ^= 0x10;
+  write_bytes(file, bytes);
+  ckpt::H5TensorReader r(file);
+  const auto error = error_of([&] { r.read("encoder_q/layer1.0.conv1.weight"); });
+  EXPECT_NE(error.find(file), std::string::npos) << error;
+  EXPECT_NE(error.find("encoder_q/layer1.0.conv1.weight"), std::string::npos) << error;
+  EXPECT_EQ(r.read("other").numel(), 10) << "the other tensors stay readable";
+}
+
+TEST(CkptH5, ATruncatedOrMissingFileIsNamed) {
+  const auto dir = fs::temp_directory_path() / "moco_ckpt_h5_trunc";
+  fs::create_directories(dir);
+  const auto file = (dir / "t.h5").string();
+  {
+    ckpt::H5TensorWriter w(file);
+    w.write("x", torch::randn({1000, 100}));
+    w.close();
+  }
+  const auto bytes = read_bytes(file);
+  write_bytes(file, bytes.substr(0, bytes.size() / 2));
+  auto error = error_of([&] { ckpt::H5TensorReader r(file); r.read("x"); });
+  EXPECT_NE(error.find(file), std::string::npos) << error;
+  error = error_of([&] { ckpt::H5TensorReader r((dir / "absent.h5").string()); });
+  EXPECT_NE(error.find("absent.h5"), std::string::npos) << error;
+}
+
+TEST(CkptManifest, JsonRoundTripAndRefusals) {
+  ckpt::Manifest m;
+  m.step = 12;
+  m.epoch = 0.75;
+  m.world_size = 2;
+  m.global_batch = 64;
+  m.config_yaml = "model:\n  arch: resnet18\n";
+  m.torch_version = "1.13.0";
+  m.tensors.push_back({"encoder_q/conv1.weight", 1, false, {64, 3, 7, 7}, "float32", 0xdeadbeef, 37632});
+  m.tensors.push_back({"rng/torch_cpu", 0, true, {5056}, "uint8", 1, 5056});
+  const auto back = ckpt::manifest_from_json(ckpt::manifest_to_json(m), "m.json");
+  EXPECT_EQ(back.step, 12);
+  EXPECT_EQ(back.world_size, 2);
+  EXPECT_EQ(back.config_yaml, m.config_yaml);
+  ASSERT_EQ(back.tensors.size(), 2u);
+  EXPECT_EQ(back.tensors[0].crc32, 0xdeadbeefu);
+  EXPECT_EQ(back.tensors[0].shape, (std::vector<int64_t>{64, 3, 7, 7}));
+  EXPECT_TRUE(back.tensors[1].rank_local);
+  EXPECT_NE(error_of([] { ckpt::manifest_from_json("{\"format\": \"x\"}", "m.json"); }).find("m.json: not a moco_dist"), std::string::npos);
+  EXPECT_NE(error_of([] { ckpt::manifest_from_json("{not json", "m.json"); }).find("m.json: malformed"), std::string::npos);
+  auto future = m;
+  future.format_version = 99;
+  EXPECT_NE(error_of([&] { ckpt::manifest_from_json(ckpt::manifest_to_json(future), "m.json"); }).find("format version 99"), std::string::npos);
+}
+
+TEST(CkptWriters, ReplicatedBytesAreBalancedAndTheSameOnEveryRank) {
+  torch::manual_seed(5);
+  std::vector<ckpt::StateEntry> state;
+  for (int i = 0; i < 200; ++i) state.push_back({"t" + std::to_string(i), torch::empty({torch::randint(1, 5000, {1}).item<int64_t>()})});
+  state.push_back({"local", torch::empty({100000}), true});
+  for (int world : {1, 2, 3, 4, 8}) {
+    const auto writers = ckpt::assign_writers(state, world);
+    EXPECT_EQ(writers, ckpt::assign_writers(state, world));
+    EXPECT_EQ(writers.back(), -1) << "rank-local entries have no single writer";
+    std::vector<int64_t> load(static_cast<size_t>(world), 0);
+    int64_t total = 0, largest = 0;
+    for (size_t i = 0; i + 1 < state.size(); ++i) {
+      ASSERT_GE(writers[i], 0);
+      ASSERT_LT(writers[i], world);
+      const int64_t bytes = state[i].tensor.numel() * 4;
+      load[static_cast<size_t>(writers[i])] += bytes;
+      total += bytes;
+      largest = std::max(largest, bytes);
+    }
+    // Greedy largest-first: no rank exceeds the mean by more than one tensor.
+    for (int64_t l : load) EXPECT_LE(l, total / world + largest) << "world " << world;
+  }
+}
+
+TEST(CkptRetention, KeepsTheNewestTheMultiplesAndLatestAndDropsLeftovers) {
+  const auto root = fs::temp_directory_path() / "moco_ckpt_retention";
+  fs::remove_all(root);
+  for (int64_t s = 1; s <= 10; ++s) {
+    fs::create_directories(ckpt::step_dir(root.string(), s));
+    std::ofstream(fs::path(ckpt::step_dir(root.string(), s)) / ckpt::kManifestFile) << "{}";
+  }
+  fs::create_directories(ckpt::step_dir(root.string(), 11) + ".tmp");  // a crashed save
+  fs::create_directories(ckpt::step_dir(root.string(), 12) + ".tmp");  // the save in flight
+  fs::create_directories(ckpt::step_dir(root.string(), 13));           // damaged by hand: no manifest
+  ckpt::write_latest(root.string(), 2);
+  ckpt::RetentionPolicy policy;
+  policy.keep_last = 3;
+  policy.keep_every_steps = 4;
+  ckpt::apply_retention(root.string(), policy, 12);
+  EXPECT_EQ(ckpt::committed_steps(root.string()), (std::vector<int64_t>{2, 4, 8, 9, 10}));
+  EXPECT_FALSE(fs::exists(ckpt::step_dir(root.string(), 11) + ".tmp"));
+  EXPECT_TRUE(fs::exists(ckpt::step_dir(root.string(), 12) + ".tmp"));
+  EXPECT_TRUE(fs::exists(ckpt::step_dir(root.string(), 13)));
+  EXPECT_EQ(ckpt::latest_step(root.string()), 2);
+  EXPECT_EQ(ckpt::resolve_checkpoint_dir(root.string()), ckpt::step_dir(root.string(), 2));
+}
+
+// Collective: the same test at world 1 (ctest) and at 2 and 4 ranks (mpi.np2, mpi.np4).
+TEST(CkptCollective, SaveThenLoadRestoresEveryTensorAndSpreadsTheBytes) {
+  auto group = test_world_group();
+  const int rank = group->rank(), world = group->world_size();
+  const auto root = scratch_dir("roundtrip");
+  auto state = sample_state(11);
+  // Rank-local state differs per rank; replicated state is the same everywhere.
+  state.back().tensor.fill_(static_cast<uint8_t>(rank + 1));
+  ckpt::SaveInfo info{7, 0.5, 64, "model: {arch: resnet_tiny}\n"};
+  const auto dir = ckpt::save_checkpoint(root, state, info, *group);
+  EXPECT_EQ(dir, ckpt::step_dir(root, 7));
+  EXPECT_EQ(ckpt::latest_step(root), 7);
+  EXPECT_FALSE(fs::exists(dir + ".tmp"));
+
+  const auto manifest = ckpt::read_manifest(dir);
+  EXPECT_EQ(manifest.world_size, world);
+  EXPECT_EQ(manifest.step, 7);
+  EXPECT_EQ(manifest.tensors.size(), state.size() - 1 + static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(fs::exists(fs::path(dir) / ckpt::shard_file_name(r, world)));
+  if (world > 1) {  // moco/queue (9.6 KB) and conv1 (1.7 KB) land on different ranks
+    EXPECT_NE(manifest.find("moco/queue")->shard, manifest.find("encoder_q/conv1.weight")->shard);
+  }
+
+  auto restored = zeros_like(state);
+  ckpt::load_checkpoint(dir, restored, *group);
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_TRUE(torch::equal(restored[i].tensor, state[i].tensor)) << state[i].name << " on rank " << rank;
+}
+
+TEST(CkptCollective, ABadCheckpointFailsOnEveryRankAndTouchesNothing) {
+  auto group = test_world_group();
+  const int world = group->world_size();
+  const auto root = scratch_dir("bad");
+  const auto state = sample_state(12);
+  const auto dir = ckpt::save_checkpoint(root, state, {3, 0.1, 64, ""}, *group);
+  group->barrier();
+
+  // Corrupt, in the data itself, the largest tensor that a rank other than 0 wrote (at world 1: the
+  // largest).
+  const auto manifest = ckpt::read_manifest(dir);
+  const ckpt::TensorRecord* victim = nullptr;
+  for (const auto& t : manifest.tensors)
+    if (!t.rank_local && (world == 1 || t.shard != 0) && (!victim || t.bytes > victim->bytes)) victim = &t;
+  ASSERT_NE(victim, nullptr);
+  const auto shard_path = (fs::path(dir) / manifest.shard_file(victim->shard)).string();
+  if (group->rank() == 0) {
+    ckpt::CheckpointReader reader(dir);
+    const auto t = reader.read(*victim);
+    auto bytes = read_bytes(shard_path);
+    const auto at = bytes.find(std::string(static_cast<const char*>(t.data_ptr()), 64));
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + 100] ^= 0x01;
+    write_bytes(shard_path, bytes);
+  }
+  group->barrier();
+
+  auto target = zeros_like(state);
+  const auto error = error_of([&] { ckpt::load_checkpoint(dir, target, *group); });
+  EXPECT_NE(error.find(shard_path), std::string::npos) << error;
+  EXPECT_NE(error.find(victim->name), std::string::npos) << error;
+  for (const auto& e : target) EXPECT_EQ(e.tensor.count_nonzero().item<int64_t>(), 0) << e.name << " was touched";
+
+  // A shape the checkpoint does not have, and a tensor it lacks, are named too.
+  auto other = zeros_like(state);
+  other[0].tensor = torch::zeros({16, 3, 7, 7});
+  EXPECT_NE(error_of([&] { ckpt::load_checkpoint(dir, other, *group); }).find("'encoder_q/conv1.weight' is float32 16x3x3x3 in the checkpoint, this run has float32 16x3x7x7"),
+            std::string::npos);
+  auto extra = zeros_like(state);
+  extra.push_back({"encoder_q/fc.weight", torch::zeros({2})});
+  EXPECT_NE(error_of([&] { ckpt::load_checkpoint(dir, extra, *group); }).find("has no tensor 'encoder_q/fc.weight'"), std::string::npos);
+}
+
+TEST(CkptCollective, AnErrorOnOneRankIsRaisedOnEveryRankNamingIt) {
+  auto group = test_world_group();
+  const int world = group->world_size();
+  const std::string mine = group->rank() == world - 1 ? "disk full" : "";
+  const auto error = error_of([&] { ckpt::agree_no_errors(mine, *group); });
+  EXPECT_EQ(error, "rank " + std::to_string(world - 1) + ": disk full");
+  EXPECT_EQ(error_of([&] { ckpt::agree_no_errors("", *group); }), "");
+}
