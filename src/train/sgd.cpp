@@ -1,0 +1,29 @@
+#include "train/sgd.h"
+
+#include <torch/torch.h>
+
+namespace moco::train {
+
+MomentumSgd::MomentumSgd(std::vector<torch::Tensor> parameters, double momentum, double weight_decay)
+    : parameters_(std::move(parameters)), momentum_(momentum), weight_decay_(weight_decay) {
+  for (const auto& p : parameters_) buffers_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+}
+
+void MomentumSgd::zero_grad() {
+  for (auto& p : parameters_)
+    if (p.grad().defined()) p.mutable_grad().zero_();
+}
+
+void MomentumSgd::step() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    auto& p = parameters_[i];
+    if (!p.grad().defined()) continue;
+    auto d = p.grad();
+    if (weight_decay_ != 0) d = d.add(p, weight_decay_);
+    buffers_[i].mul_(momentum_).add_(d);
+    p.add_(buffers_[i], -lr_);
+  }
+}
+
+}  // namespace moco::train

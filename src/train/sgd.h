@@ -1,0 +1,30 @@
+// defines: MomentumSgd, SGD with momentum and weight decay whose momentum buffers are plain named
+// tensors, so that checkpoints save and restore them exactly
+#pragma once
+
+#include <torch/types.h>
+
+#include <vector>
+
+namespace moco::train {
+
+// The update of torch.optim.SGD (dampening 0, no Nesterov): d = g + wd*p; buf = momentum*buf + d;
+// p -= lr*buf. The buffers start at zero, which gives torch's first step (buf = d) bit for bit.
+// (LibTorch's own SGD keeps its buffers in a map keyed by tensor addresses, whose format changed
+// between versions; a checkpoint needs them by name.)
+class MomentumSgd {
+ public:
+  MomentumSgd(std::vector<torch::Tensor> parameters, double momentum, double weight_decay);
+  void set_lr(double lr) { lr_ = lr; }
+  double lr() const { return lr_; }
+  void zero_grad();
+  void step();
+  // One per parameter, same order and shape.
+  const std::vector<torch::Tensor>& momentum_buffers() const { return buffers_; }
+
+ private:
+  std::vector<torch::Tensor> parameters_, buffers_;
+  double momentum_, weight_decay_, lr_ = 0;
+};
+
+}  // namespace moco::train
