@@ -284,3 +284,38 @@ TEST(LoaderTest, DatasetErrorsPropagateFromNext) {
 }
 
 }  // namespace
+
+// A resumed run starts the loader at the saved batch: it must deliver exactly the rest of the epoch.
+TEST(LoaderTest, StartMidEpochDeliversTheRestOfTheEpoch) {
+  const auto full = run_epoch(2, 2, 3);
+  TwoViewLoader loader(small_dataset(), small_augment(), loader_options(2, 2));
+  loader.start_epoch(3, 5);
+  const auto rest = drain(loader);
+  expect_same(rest, std::vector<TwoViewBatch>(full.begin() + 5, full.end()));
+  loader.start_epoch(3, static_cast<int64_t>(full.size()));
+  EXPECT_FALSE(loader.next().has_value());
+  EXPECT_THROW(loader.start_epoch(3, static_cast<int64_t>(full.size()) + 1), std::invalid_argument);
+}
+
+// Save on 4 ranks after k global batches, resume on 2 (or 1) with the same global batch: together
+// the two runs visit the epoch's global order exactly once, nothing repeated or skipped.
+TEST(EpochOrderTest, ResumingOnAnotherWorldSizeNeitherRepeatsNorSkips) {
+  const int64_t size = 1003, global_batch = 24, k = 17;
+  const auto global = epoch_order(size, order_options(global_batch, 1, 0), 4);
+  for (int resumed_world : {1, 2, 3}) {
+    std::vector<int64_t> visited;
+    auto visit = [&](int world, int64_t from, int64_t to) {
+      std::vector<std::vector<int64_t>> ranks;
+      for (int r = 0; r < world; ++r) ranks.push_back(epoch_order(size, order_options(global_batch / world, world, r), 4));
+      const int64_t per_rank = global_batch / world;
+      for (int64_t b = from; b < to; ++b)
+        for (int r = 0; r < world; ++r)
+          visited.insert(visited.end(), ranks[r].begin() + b * per_rank, ranks[r].begin() + (b + 1) * per_rank);
+    };
+    visit(4, 0, k);
+    visit(resumed_world, k, size / global_batch);
+    EXPECT_EQ(visited, global) << "resumed on " << resumed_world;
+    std::sort(visited.begin(), visited.end());
+    EXPECT_EQ(std::adjacent_find(visited.begin(), visited.end()), visited.end()) << "a sample repeats";
+  }
+}

@@ -61,6 +61,13 @@ int main(int argc, char** argv) {
       context.group = moco::train::make_world_group(context.device, options);
     }
     moco::train::train(config, context);
+  } catch (const moco::train::ConfigError& e) {
+    // Found once the ranks could look (a checkpoint's saved config, the world size): still the
+    // config's fault, still before any training.
+    if (world.world_size > 1) moco::dist::abort_world(e.what(), 2);
+    spdlog::error("{}", e.what());
+    moco::dist::finalize_world();
+    return 2;
   } catch (const std::exception& e) {
     // Other ranks may be waiting in a collective this rank will never join: take them down too.
     if (world.world_size > 1) moco::dist::abort_world(e.what(), 1);

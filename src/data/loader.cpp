@@ -174,13 +174,16 @@ TwoViewLoader::~TwoViewLoader() { state_->stop(); }
 
 int64_t TwoViewLoader::batches_per_epoch() const { return state_->batches; }
 
-void TwoViewLoader::start_epoch(int64_t epoch) {
+void TwoViewLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   State& s = *state_;
+  if (first_batch < 0 || first_batch > s.batches)
+    throw std::invalid_argument("TwoViewLoader: first batch " + std::to_string(first_batch) + " outside an epoch of " +
+                                std::to_string(s.batches) + " batches");
   s.stop();
   s.epoch = epoch;
   s.order = epoch_order(s.dataset->size(), s.options, epoch);
   s.results.clear();
-  s.next_to_claim = s.next_to_deliver = 0;
+  s.next_to_claim = s.next_to_deliver = first_batch;
   s.cancelled = s.failed = false;
   s.started = true;
   const int64_t threads = std::min<int64_t>(s.options.workers, s.batches);

@@ -41,8 +41,10 @@ class TwoViewLoader {
   TwoViewLoader& operator=(const TwoViewLoader&) = delete;
 
   int64_t batches_per_epoch() const;
-  // Starts producing the batches of `epoch` in the background (stops any epoch in flight).
-  void start_epoch(int64_t epoch);
+  // Starts producing the batches of `epoch` in the background (stops any epoch in flight), from batch
+  // `first_batch` on: a resumed run continues mid-epoch. Batch j of an epoch holds the same global
+  // samples for any world size with the same global batch.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the current epoch in order, or nullopt at its end. A worker's exception is
   // rethrown here (and again on later calls, until the next start_epoch). Call start_epoch and
   // next from one thread.

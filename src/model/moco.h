@@ -47,6 +47,10 @@ class MocoImpl : public torch::nn::Module {
   const torch::Tensor& queue() const { return queue_; }  // [dim, K]
   int64_t queue_pointer() const { return queue_ptr_.item<int64_t>(); }
   const MocoOptions& options() const { return options_; }
+  // Steps taken so far: each step's shuffle permutation is drawn from (seed, this count), so a
+  // resumed run must restore it to draw the permutations the uninterrupted run would have.
+  int64_t shuffle_steps() const { return steps_; }
+  void set_shuffle_steps(int64_t steps) { steps_ = steps; }
   // Bytes of images and keys this rank sent to other ranks for shuffle-BN in the last step.
   int64_t last_shuffle_bytes() const { return last_shuffle_bytes_; }
 

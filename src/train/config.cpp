@@ -77,7 +77,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(moco.queue_size, "K, negatives in the queue; need not be a multiple of the batch"),
       MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q"),
       MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)"),
-      MOCO_FIELD(moco.bn_splits, "on one device, BatchNorm runs in this many groups of the batch and keys are shuffled across them (shuffle-BN); 1: plain BN"),
+      MOCO_FIELD(moco.bn_splits, "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on one device"),
       MOCO_FIELD(data.dataset, "fashion_mnist, mnist (IDX files under data.root) or synthetic"),
       MOCO_FIELD(data.root, "folder of the IDX files"),
       MOCO_FIELD(data.image_size, "side in pixels of the augmented crops"),
@@ -106,6 +106,12 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(train.log_every, "steps between log lines"),
       MOCO_FIELD(train.output_dir, "folder for metrics.jsonl and config.yaml"),
       MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process"),
+      MOCO_FIELD(train.resume, "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); never: refuse to start if one exists; or the path of one checkpoint folder"),
+      MOCO_FIELD(train.stop_at_step, "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs (jobs sliced into time windows)"),
+      MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off"),
+      MOCO_FIELD(ckpt.every_minutes, "minutes of training between checkpoints; 0: off (a final checkpoint is always written)"),
+      MOCO_FIELD(ckpt.keep_last, "committed checkpoints kept, newest first (the one 'latest' names is never deleted)"),
+      MOCO_FIELD(ckpt.keep_every_steps, "if > 0, checkpoints at multiples of this step are kept forever"),
       MOCO_FIELD(dist.bucket_mb, "MiB per gradient all-reduce bucket (several ranks)"),
       MOCO_FIELD(dist.first_bucket_mb, "MiB of the first bucket, small so that communication starts early in backward"),
       MOCO_FIELD(dist.broadcast_buffers, "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),
@@ -229,6 +235,12 @@ void validate(const Config& c, const std::string& where) {
   require(c.train.log_every > 0, where, "train.log_every", "must be positive");
   require(!c.train.output_dir.empty(), where, "train.output_dir", "must not be empty");
   require(c.train.threads >= 0, where, "train.threads", "must be >= 0");
+  require(!c.train.resume.empty(), where, "train.resume", "must be auto, never or the path of a checkpoint folder");
+  require(c.train.stop_at_step >= 0, where, "train.stop_at_step", "must be >= 0");
+  require(c.ckpt.every_steps >= 0, where, "ckpt.every_steps", "must be >= 0");
+  require(c.ckpt.every_minutes >= 0, where, "ckpt.every_minutes", "must be >= 0");
+  require(c.ckpt.keep_last >= 1, where, "ckpt.keep_last", "must be at least 1");
+  require(c.ckpt.keep_every_steps >= 0, where, "ckpt.keep_every_steps", "must be >= 0");
   require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb", "must be positive");
   require(c.dist.queue_check_every >= 0, where, "dist.queue_check_every", "must be >= 0");
   require(c.dist.timeout_s > 0, where, "dist.timeout_s", "must be positive");
@@ -241,8 +253,20 @@ void validate(const Config& c, const std::string& where) {
 
 }  // namespace
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+namespace {
+
+Config apply_root(const YAML::Node& root, const std::string& where) {
   Config config;
+  if (root.IsDefined() && !root.IsNull()) {
+    if (!root.IsMap()) throw ConfigError(where + ": the top level must be a mapping of sections");
+    apply_mapping(config, root, "", where);
+  }
+  return config;
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -251,10 +275,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   } catch (const YAML::Exception& e) {
     throw ConfigError(path + ": not valid YAML: " + e.what());
   }
-  if (root.IsDefined() && !root.IsNull()) {
-    if (!root.IsMap()) throw ConfigError(path + ": the top level must be a mapping of sections");
-    apply_mapping(config, root, "", path);
-  }
+  Config config = apply_root(root, path);
   for (const auto& item : overrides) {
     const auto eq = item.find('=');
     const std::string where = "command-line override '" + item + "'";
@@ -272,6 +293,34 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
   validate(config, overrides.empty() ? path : path + " (with overrides)");
   return config;
+}
+
+Config load_config_text(const std::string& yaml, const std::string& where) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(where + ": not valid YAML: " + e.what());
+  }
+  Config config = apply_root(root, where);
+  validate(config, where);
+  return config;
+}
+
+std::vector<ConfigChange> config_changes(const Config& before, const Config& after) {
+  static const std::set<std::string> free_in_math_sections{"data.workers", "data.prefetch"};
+  std::vector<ConfigChange> changes;
+  for (const auto& f : fields()) {
+    YAML::Emitter a, b;
+    a << YAML::Flow << f.get(before);
+    b << YAML::Flow << f.get(after);
+    if (std::string(a.c_str()) == b.c_str()) continue;
+    const std::string section = f.key.substr(0, f.key.find('.'));
+    const bool math = (section == "model" || section == "moco" || section == "optim" || section == "data" || f.key == "train.seed") &&
+                      !free_in_math_sections.count(f.key);
+    changes.push_back({f.key, a.c_str(), b.c_str(), math});
+  }
+  return changes;
 }
 
 std::string to_yaml(const Config& config) {

@@ -27,7 +27,7 @@ struct Config {
     int64_t queue_size = 65536;
     double momentum = 0.999;
     double temperature = 0.07;
-    int64_t bn_splits = 8;  // one device: BN in this many batch groups, keys shuffled (shuffle-BN)
+    int64_t bn_splits = 8;  // BN groups in the global batch (each rank runs its share), keys shuffled across them
   } moco;
   struct Data {
     std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic
@@ -58,7 +58,15 @@ struct Config {
     int64_t log_every = 50;         // steps
     std::string output_dir = "runs/default";
     int threads = 0;                // intra-op threads; 0: the cores this process may use
+    std::string resume = "auto";    // auto | never | path to a checkpoint folder
+    int64_t stop_at_step = 0;       // > 0: end (with a checkpoint) after this step; the schedule still spans epochs
   } train;
+  struct Ckpt {
+    int64_t every_steps = 0;        // 0: off
+    double every_minutes = 30;      // of training time; 0: off
+    int64_t keep_last = 3;
+    int64_t keep_every_steps = 0;   // > 0: checkpoints at multiples of this are never deleted
+  } ckpt;
   struct Dist {
     double bucket_mb = 25;          // gradient all-reduce bucket size
     double first_bucket_mb = 1;     // the first bucket, small so communication starts early
@@ -82,8 +90,20 @@ struct Config {
 // Unknown keys, wrong types and out-of-range values throw ConfigError naming the file and the key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// The same from YAML text (a checkpoint's saved config); `where` names its origin in errors.
+Config load_config_text(const std::string& yaml, const std::string& where);
+
 // The effective configuration as YAML (written beside the run's metrics).
 std::string to_yaml(const Config& config);
+
+// A key whose value differs between two configs. changes_math: the run would compute something else
+// (model, moco, optim, data other than loader threads, train.seed); the rest (logging, kNN,
+// checkpoints, dist, length of the run) may change when a run resumes.
+struct ConfigChange {
+  std::string key, before, after;
+  bool changes_math = false;
+};
+std::vector<ConfigChange> config_changes(const Config& before, const Config& after);
 
 // One line per key: name, type, default, meaning.
 std::string config_reference();

@@ -6,7 +6,7 @@
 
 namespace moco::train {
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
   if (!out_) throw std::runtime_error(path + ": cannot open for writing");
 }
 
@@ -22,6 +22,10 @@ void MetricsLog::write(const KnnRecord& r) {
                             {"epoch", r.epoch}, {"memory_size", r.memory_size},
                             {"query_size", r.query_size}, {"seconds", r.seconds}}
                  .dump());
+}
+
+void MetricsLog::write(const CheckpointRecord& r) {
+  write_line(nlohmann::json{{"event", r.event}, {"step", r.step}, {"path", r.path}, {"seconds", r.seconds}, {"bytes", r.bytes}}.dump());
 }
 
 void MetricsLog::write_line(const std::string& line) {

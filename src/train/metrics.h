@@ -27,12 +27,24 @@ struct KnnRecord {
   double seconds = 0;
 };
 
+// A checkpoint written ("checkpoint") or resumed from ("resume"). After a "resume" row the run goes
+// on from `step`: rows of a killed attempt beyond that step, if any, are superseded by the ones after it.
+struct CheckpointRecord {
+  std::string event;  // "checkpoint" | "resume"
+  int64_t step = 0;
+  std::string path;
+  double seconds = 0;  // to write or to load
+  int64_t bytes = 0;
+};
+
 // Each record is flushed as it is written, so a killed run keeps every line it logged.
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path);  // truncates; throws naming the path
+  // Truncates, or appends (a resumed run keeps every line logged before); throws naming the path.
+  MetricsLog(const std::string& path, bool append);
   void write(const StepRecord& record);
   void write(const KnnRecord& record);
+  void write(const CheckpointRecord& record);
 
  private:
   void write_line(const std::string& line);

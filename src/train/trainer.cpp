@@ -6,8 +6,11 @@
 #include "dist/reducer.h"
 #include "eval/knn.h"
 #include "model/moco.h"
+#include "train/checkpointing.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
+#include "train/sgd.h"
+#include "train/train_state.h"
 
 #include <sched.h>
 #include <spdlog/spdlog.h>
@@ -57,6 +60,19 @@ data::AugmentOptions augment_options(const Config& c) {
   return a;
 }
 
+// moco.bn_splits counts BatchNorm groups in the global batch; each rank runs its share. The math is
+// then the same for any world size that divides it (a checkpoint resumes on another number of
+// ranks exactly); with more ranks than groups, each rank's batch is one group, as in the reference.
+int64_t bn_splits_per_rank(const Config& c, int world_size) {
+  if (c.moco.bn_splits <= world_size) return 1;
+  if (c.moco.bn_splits % world_size != 0) {
+    spdlog::warn("moco.bn_splits {} is not a multiple of the {} ranks: each rank normalises its batch as one BatchNorm group",
+                 c.moco.bn_splits, world_size);
+    return 1;
+  }
+  return c.moco.bn_splits / world_size;
+}
+
 model::ResNetOptions encoder_options(const Config& c, int64_t in_channels, int world_size) {
   auto e = model::resnet_options_for(c.model.arch);
   e.in_channels = in_channels;
@@ -64,8 +80,7 @@ model::ResNetOptions encoder_options(const Config& c, int64_t in_channels, int w
   if (c.model.width > 0) e.width = c.model.width;
   e.out_dim = c.model.dim;
   e.mlp_head = c.model.mlp;
-  // Several ranks shuffle keys across devices; one device emulates that with BN groups.
-  if (world_size == 1) e.bn_splits = c.moco.bn_splits;
+  e.bn_splits = bn_splits_per_rank(c, world_size);
   return e;
 }
 
@@ -138,19 +153,19 @@ TrainResult train(const Config& config, const RunContext& context) {
   const int threads = config.train.threads > 0 ? config.train.threads : available_cores();
   torch::set_num_threads(threads);
   torch::manual_seed(config.train.seed);
+  if (config.optim.batch_size % world != 0)
+    throw ConfigError(fmt::format("optim.batch_size {} is not divisible by the {} ranks", config.optim.batch_size, world));
+  Checkpointing checkpointing(config, group);  // what to resume from, checked before any data is loaded
 
   const std::filesystem::path out_dir(config.train.output_dir);
   std::filesystem::create_directories(out_dir);
   std::optional<MetricsLog> metrics;
   if (rank == 0) {
     std::ofstream(out_dir / "config.yaml") << to_yaml(config);
-    metrics.emplace((out_dir / "metrics.jsonl").string());
+    metrics.emplace((out_dir / "metrics.jsonl").string(), /*append=*/checkpointing.will_try_resume());
   }
 
   const Splits splits = load_splits(config);
-  if (config.optim.batch_size % world != 0)
-    throw std::invalid_argument(fmt::format("optim.batch_size {} is not divisible by the {} ranks", config.optim.batch_size, world));
-
   model::MocoOptions moco_options{config.moco.queue_size, config.moco.momentum, config.moco.temperature};
   model::Moco moco(encoder_options(config, splits.train->channels(), world), moco_options, context.group, config.train.seed);
   moco->to(device);
@@ -165,10 +180,7 @@ TrainResult train(const Config& config, const RunContext& context) {
                model::count_parameters(*moco->encoder_q), moco->encoder_q->feature_dim(), config.model.dim,
                config.moco.queue_size, world, device.str(), threads);
 
-  torch::optim::SGD optimizer(moco->trainable_parameters(),
-                              torch::optim::SGDOptions(learning_rate(config, 0))
-                                  .momentum(config.optim.momentum)
-                                  .weight_decay(config.optim.weight_decay));
+  MomentumSgd optimizer(moco->trainable_parameters(), config.optim.momentum, config.optim.weight_decay);
   std::vector<std::string> names;
   for (const auto& item : moco->encoder_q->named_parameters()) names.push_back("encoder_q." + item.key());
   dist::GradientReducer reducer(moco->trainable_parameters(), context.group,
@@ -188,9 +200,24 @@ TrainResult train(const Config& config, const RunContext& context) {
     throw std::invalid_argument(fmt::format("the train split has {} images, fewer than one global batch of {}", splits.train->size(), config.optim.batch_size));
   const auto total_steps = static_cast<int64_t>(std::ceil(config.train.epochs * static_cast<double>(steps_per_epoch)));
 
+  // Without the per-step broadcast the ranks' BN statistics differ: each rank keeps its own.
+  const bool bn_rank_local = world > 1 && !config.dist.broadcast_buffers;
+  TrainState state(*moco, optimizer, bn_rank_local);
+  Progress at;
+  if (const auto dir = checkpointing.resume(state.entries())) {
+    at = state.restored_progress();
+    if (at.epoch * steps_per_epoch + at.batch_in_epoch != at.step)
+      throw std::runtime_error(fmt::format("{}: step {} is not epoch {} batch {} of {} batches per epoch", *dir, at.step,
+                                           at.epoch, at.batch_in_epoch, steps_per_epoch));
+    checkpointing.mark_saved(at.step, at.train_seconds);
+    if (metrics) metrics->write(CheckpointRecord{"resume", at.step, *dir, 0, 0});
+  }
+
   KnnMonitor knn(config, splits, metrics ? &*metrics : nullptr, group);
   TrainResult result;
-  result.knn_random_init = knn.evaluate(moco->encoder_q, "random_init", 0, 0);
+  result.train_seconds = at.train_seconds;
+  result.knn_random_init = std::isnan(at.knn_random_init) ? knn.evaluate(moco->encoder_q, "random_init", 0, 0) : at.knn_random_init;
+  at.knn_random_init = result.knn_random_init;
 
   // Progress in [0, 1]: steps done, or the share of the time budget spent, whichever is ahead. Every
   // rank sees rank 0's clock, so all agree on the lr and on when to stop.
@@ -199,16 +226,28 @@ TrainResult train(const Config& config, const RunContext& context) {
     if (config.train.time_budget_s > 0) p = std::max(p, result.train_seconds / config.train.time_budget_s);
     return p;
   };
+  auto stop_requested = [&](int64_t step) { return config.train.stop_at_step > 0 && step >= config.train.stop_at_step; };
+  auto save = [&](int64_t step) {
+    // BN buffers follow rank 0 from the next step on: save those.
+    if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
+    at.shuffle_steps = moco->shuffle_steps();
+    at.train_seconds = result.train_seconds;
+    const auto saved = checkpointing.save(state.entries_for_save(at), step, static_cast<double>(step) / static_cast<double>(steps_per_epoch),
+                                          result.train_seconds);
+    if (metrics) metrics->write(CheckpointRecord{"checkpoint", step, saved.path, saved.seconds, saved.bytes});
+  };
 
-  int64_t step = 0, interval_steps = 0, shuffle_bytes = 0;
+  int64_t step = at.step, interval_steps = 0, shuffle_bytes = 0;
   double loss_sum = 0, interval_seconds = 0;
-  bool done = false;
-  for (int64_t epoch = 0; !done; ++epoch) {
-    loader.start_epoch(epoch);
+  bool done = progress(step) >= 1.0 || stop_requested(step);
+  if (done) spdlog::info("nothing to train: the run is at step {} of {}", step, total_steps);
+  for (int64_t epoch = at.epoch, first_batch = at.batch_in_epoch; !done; ++epoch, first_batch = 0) {
+    loader.start_epoch(epoch, first_batch);
+    int64_t batch_in_epoch = first_batch;
     while (auto batch = loader.next()) {
       const auto step_start = Clock::now();
       const double lr = learning_rate(config, progress(step) * config.train.epochs);
-      for (auto& group_options : optimizer.param_groups()) group_options.options().set_lr(lr);
+      optimizer.set_lr(lr);
 
       if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
       const auto out = moco->forward(batch->query.to(device), batch->key.to(device));
@@ -226,6 +265,10 @@ TrainResult train(const Config& config, const RunContext& context) {
       result.train_seconds = shared[1].item<double>();
 
       ++step;
+      ++batch_in_epoch;
+      at.step = step;
+      at.epoch = batch_in_epoch == steps_per_epoch ? epoch + 1 : epoch;
+      at.batch_in_epoch = batch_in_epoch == steps_per_epoch ? 0 : batch_in_epoch;
       if (world > 1 && config.dist.queue_check_every > 0 && step % config.dist.queue_check_every == 0)
         check_queue_consistency(*moco, group, step);
       interval_seconds += step_seconds;
@@ -233,7 +276,7 @@ TrainResult train(const Config& config, const RunContext& context) {
       shuffle_bytes += moco->last_shuffle_bytes();
       ++interval_steps;
       const double p = progress(step);
-      done = p >= 1.0;
+      done = p >= 1.0 || stop_requested(step);
       if (step % config.train.log_every == 0 || done) {
         StepRecord r;
         r.step = step;
@@ -257,6 +300,7 @@ TrainResult train(const Config& config, const RunContext& context) {
         shuffle_bytes = 0;
       }
       if (done) break;
+      if (checkpointing.due(step, result.train_seconds)) save(step);
     }
     const int64_t epochs_done = epoch + 1;
     if (!done && config.knn.every_epochs > 0 && epochs_done % config.knn.every_epochs == 0) {
@@ -265,6 +309,13 @@ TrainResult train(const Config& config, const RunContext& context) {
     }
   }
   result.steps = step;
+  if (!checkpointing.saved_at(step)) save(step);
+  if (progress(step) < 1.0) {
+    result.knn_trained = std::nan("");
+    spdlog::info("stopped after step {} of {} (train.stop_at_step); the same command with train.stop_at_step=0 continues from {}",
+                 step, total_steps, ckpt::step_dir(checkpointing.root(), step));
+    return result;
+  }
   // The BN running statistics that evaluation uses are rank 0's, as in the reference.
   if (world > 1) dist::broadcast_parameters(bn_buffers, group);
   result.knn_trained = knn.evaluate(moco->encoder_q, "trained", step, static_cast<double>(step) / static_cast<double>(steps_per_epoch));

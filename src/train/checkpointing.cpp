@@ -1,0 +1,128 @@
+#include "train/checkpointing.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+
+namespace moco::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Rank 0's list of committed steps, on every rank.
+std::vector<int64_t> agreed_steps(const std::string& root, dist::ProcessGroup& group) {
+  std::vector<int64_t> steps = group.rank() == 0 ? ckpt::committed_steps(root) : std::vector<int64_t>{};
+  if (group.world_size() == 1) return steps;
+  auto count = torch::tensor({static_cast<int64_t>(steps.size())}, torch::kInt64);
+  group.broadcast(count, 0);
+  auto list = torch::zeros({count.item<int64_t>()}, torch::kInt64);
+  for (size_t i = 0; i < steps.size(); ++i) list[static_cast<int64_t>(i)] = steps[i];
+  if (list.numel() > 0) group.broadcast(list, 0);
+  return std::vector<int64_t>(list.data_ptr<int64_t>(), list.data_ptr<int64_t>() + list.numel());
+}
+
+}  // namespace
+
+Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group)
+    : config_(config), group_(group), root_((fs::path(config.train.output_dir) / "checkpoints").string()) {
+  const auto steps = agreed_steps(root_, group);
+  const std::string& resume = config.train.resume;
+  if (resume == "never") {
+    if (!steps.empty())
+      throw ConfigError(fmt::format("train.resume=never, but {} already holds a checkpoint ({}): choose another "
+                                    "train.output_dir, delete it, or resume with train.resume=auto",
+                                    root_, ckpt::step_dir(root_, steps.back())));
+    return;
+  }
+  if (resume == "auto") {
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) candidates_.push_back(ckpt::step_dir(root_, *it));
+  } else {
+    if (!fs::exists(fs::path(resume) / ckpt::kManifestFile))
+      throw ConfigError(fmt::format("train.resume: '{}' is not a committed checkpoint folder (no {} in it)", resume, ckpt::kManifestFile));
+    candidates_.push_back(resume);
+  }
+  // The config check comes before any data is loaded; a candidate whose manifest cannot be read is
+  // left for resume() to skip.
+  for (const auto& dir : candidates_) {
+    try {
+      const auto manifest = ckpt::read_manifest(dir);
+      check_config(manifest, dir, false);
+      break;
+    } catch (const ckpt::CheckpointError&) {
+      if (resume != "auto") throw;
+    }
+  }
+}
+
+void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::string& dir, bool log_allowed_changes) const {
+  const Config saved = load_config_text(manifest.config_yaml, dir + "/" + ckpt::kManifestFile + " (the saved config)");
+  if (saved.optim.batch_size != config_.optim.batch_size)
+    throw ConfigError(fmt::format("{} was trained with a global batch of {} (optim.batch_size), this run has {}: a resumed "
+                                  "run needs the same global batch (any number of ranks that divides it will do)",
+                                  dir, saved.optim.batch_size, config_.optim.batch_size));
+  std::string math;
+  for (const auto& change : config_changes(saved, config_)) {
+    if (change.changes_math) {
+      math += fmt::format("\n  {}: {} in the checkpoint, {} now", change.key, change.before, change.after);
+    } else if (log_allowed_changes) {
+      spdlog::info("resume: {} changes from {} to {}", change.key, change.before, change.after);
+    }
+  }
+  if (!math.empty())
+    throw ConfigError(fmt::format("{}: cannot resume, the config differs in keys that change the computation:{}\n"
+                                  "(restore them, or start a new run in another train.output_dir)", dir, math));
+}
+
+std::optional<std::string> Checkpointing::resume(const std::vector<ckpt::StateEntry>& state) {
+  for (const auto& dir : candidates_) {
+    try {
+      const auto start = std::chrono::steady_clock::now();
+      check_config(ckpt::read_manifest(dir), dir, true);
+      const auto manifest = ckpt::load_checkpoint(dir, state, group_);
+      spdlog::info("resumed from {} (step {}, written by {} rank(s), {:.1f} MiB) in {:.2f}s", dir, manifest.step,
+                   manifest.world_size, manifest.total_bytes() / 1048576.0,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (manifest.world_size != group_.world_size())
+        spdlog::info("resume: the checkpoint was written by {} rank(s), this run has {}", manifest.world_size, group_.world_size());
+      return dir;
+    } catch (const ckpt::CheckpointError& e) {
+      if (config_.train.resume != "auto") throw;
+      spdlog::warn("resume: skipping {}: {}", dir, e.what());
+    }
+  }
+  if (!candidates_.empty()) spdlog::warn("resume: no checkpoint under {} could be loaded; starting fresh", root_);
+  return std::nullopt;
+}
+
+bool Checkpointing::due(int64_t step, double train_seconds) const {
+  if (config_.ckpt.every_steps > 0 && step % config_.ckpt.every_steps == 0) return true;
+  return config_.ckpt.every_minutes > 0 && train_seconds - last_saved_seconds_ >= config_.ckpt.every_minutes * 60;
+}
+
+SavedCheckpoint Checkpointing::save(const std::vector<ckpt::StateEntry>& state, int64_t step, double epoch, double train_seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  ckpt::SaveInfo info;
+  info.step = step;
+  info.epoch = epoch;
+  info.global_batch = config_.optim.batch_size;
+  info.config_yaml = to_yaml(config_);
+  SavedCheckpoint saved;
+  saved.path = ckpt::save_checkpoint(root_, state, info, group_);
+  if (group_.rank() == 0) {
+    ckpt::RetentionPolicy policy;
+    policy.keep_last = config_.ckpt.keep_last;
+    policy.keep_every_steps = config_.ckpt.keep_every_steps;
+    for (const auto& gone : ckpt::apply_retention(root_, policy, step)) spdlog::info("checkpoint retention: deleted {}", gone);
+  }
+  for (const auto& e : state) saved.bytes += e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size()) * (e.rank_local ? group_.world_size() : 1);
+  saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  last_saved_step_ = step;
+  last_saved_seconds_ = train_seconds;
+  spdlog::info("checkpoint {} ({:.1f} MiB, {:.2f}s)", saved.path, saved.bytes / 1048576.0, saved.seconds);
+  return saved;
+}
+
+}  // namespace moco::train

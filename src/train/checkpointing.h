@@ -1,0 +1,62 @@
+// defines: Checkpointing, the run's checkpoint policy: which checkpoint a run resumes from (and whether
+// its config allows it), when it saves, and retention. The checkpoint format lives in src/ckpt.
+#pragma once
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_dir.h"
+#include "dist/process_group.h"
+#include "train/config.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moco::train {
+
+struct SavedCheckpoint {
+  std::string path;
+  double seconds = 0;  // the run was blocked this long
+  int64_t bytes = 0;   // written by all ranks together
+};
+
+class Checkpointing {
+ public:
+  // Decides what to resume from, before any data is loaded or model built: train.resume=never with a
+  // checkpoint present, a resume path that is no committed checkpoint, or a checkpoint whose saved
+  // config differs in a key that changes the math (or in the global batch) throw ConfigError. Every
+  // rank agrees on the candidates (rank 0's listing).
+  Checkpointing(const Config& config, dist::ProcessGroup& group);
+
+  const std::string& root() const { return root_; }  // <train.output_dir>/checkpoints
+  bool will_try_resume() const { return !candidates_.empty(); }
+
+  // Restores `state` from the newest candidate that loads and returns its folder; under
+  // train.resume=auto a corrupt or incomplete one is skipped with a warning saying why and the one
+  // before it is tried. nullopt: nothing to resume, start fresh. Collective.
+  std::optional<std::string> resume(const std::vector<ckpt::StateEntry>& state);
+
+  // Whether the step just finished should be checkpointed (ckpt.every_steps, ckpt.every_minutes of
+  // training time); the same answer on every rank, since all share rank 0's clock.
+  bool due(int64_t step, double train_seconds) const;
+  bool saved_at(int64_t step) const { return last_saved_step_ == step; }
+  // The cadence counts from here (a resumed run's restored step and training time).
+  void mark_saved(int64_t step, double train_seconds) {
+    last_saved_step_ = step;
+    last_saved_seconds_ = train_seconds;
+  }
+  // Collective save, then retention (rank 0).
+  SavedCheckpoint save(const std::vector<ckpt::StateEntry>& state, int64_t step, double epoch, double train_seconds);
+
+ private:
+  // ConfigError if the saved config differs in math; logs the other differences.
+  void check_config(const ckpt::Manifest& manifest, const std::string& dir, bool log_allowed_changes) const;
+
+  const Config& config_;
+  dist::ProcessGroup& group_;
+  std::string root_;
+  std::vector<std::string> candidates_;  // newest first
+  int64_t last_saved_step_ = -1;
+  double last_saved_seconds_ = 0;
+};
+
+}  // namespace moco::train
