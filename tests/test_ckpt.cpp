@@ -1,5 +1,6 @@
 // The checkpoint layer: HDF5 round trips, checksums that catch corruption, the collective save/load
 // (at world 1 under ctest, at N ranks under the mpi.npN entries), retention, writer balance.
+#include "ckpt/async_saver.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/h5_tensor_file.h"
@@ -296,4 +297,34 @@ TEST(CkptCollective, AnErrorOnOneRankIsRaisedOnEveryRankNamingIt) {
   const auto error = error_of([&] { ckpt::agree_no_errors(mine, *group); });
   EXPECT_EQ(error, "rank " + std::to_string(world - 1) + ": disk full");
   EXPECT_EQ(error_of([&] { ckpt::agree_no_errors("", *group); }), "");
+}
+
+TEST(CkptCollective, AsyncSaveWritesTheSnapshotTakenAtTheCall) {
+  auto group = test_world_group();
+  const auto root = scratch_dir("async");
+  auto state = sample_state(13);
+  const auto expected = zeros_like(state);
+  for (size_t i = 0; i < state.size(); ++i) expected[i].tensor.copy_(state[i].tensor);
+  std::vector<int64_t> committed;
+  {
+    ckpt::AsyncSaver saver(*group, [&](int64_t step) { committed.push_back(step); });
+    const auto dir = saver.save(root, state, {5, 0.2, 64, ""});
+    for (auto& e : state) e.tensor.zero_();  // training goes on and changes the state
+    saver.wait();
+    EXPECT_FALSE(saver.in_flight());
+    auto restored = zeros_like(state);
+    ckpt::load_checkpoint(dir, restored, *group);
+    for (size_t i = 0; i < state.size(); ++i) EXPECT_TRUE(torch::equal(restored[i].tensor, expected[i].tensor)) << state[i].name;
+    EXPECT_TRUE(fs::is_empty(dir) == false && !fs::exists(fs::path(dir) / "rank-0.done")) << "markers are removed before the commit";
+  }
+  EXPECT_EQ(committed, (group->rank() == 0 ? std::vector<int64_t>{5} : std::vector<int64_t>{}));
+
+  // A save that cannot be written fails on every rank at the next wait.
+  const auto blocked = fs::path(root) / "a_file";
+  if (group->rank() == 0) std::ofstream(blocked) << "x";
+  group->barrier();
+  ckpt::AsyncSaver saver(*group);
+  const auto error = error_of([&] { saver.save((blocked / "checkpoints").string(), state, {6, 0.3, 64, ""}); saver.wait(); });
+  EXPECT_NE(error.find("rank 0: "), std::string::npos) << error;
+  EXPECT_NE(error.find("cannot create"), std::string::npos) << error;
 }

@@ -1,6 +1,7 @@
 #include "ckpt/checkpoint.h"
 
 #include "ckpt/checkpoint_dir.h"
+#include "ckpt/save_phases.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -52,6 +53,12 @@ Fault fault_for(int64_t step) {
   const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;
   if (!hit) return {};
   return {m[1].str(), m[2].matched ? std::stoi(m[2].str()) : 0};
+}
+
+// kill_before_manifest is decided when the shard is written and fires at the commit.
+bool& pending_fault_before_manifest() {
+  static bool pending = false;
+  return pending;
 }
 
 [[noreturn]] void die_for_test(const std::string& where) {
@@ -129,93 +136,112 @@ std::vector<int> assign_writers(const std::vector<StateEntry>& state, int world_
   return writer;
 }
 
+namespace detail {
+
+std::string prepare_save_dir(const std::string& root, int64_t step) {
+  const fs::path tmp_dir = step_dir(root, step) + ".tmp";
+  try {
+    fs::create_directories(root);
+    fs::remove_all(tmp_dir);
+    fs::create_directories(tmp_dir);
+  } catch (const std::exception& e) {
+    return tmp_dir.string() + ": cannot create: " + e.what();
+  }
+  return "";
+}
+
+std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<StateEntry>& state, const std::vector<int>& writers,
+                                 int rank, int world, int64_t step) {
+  const Fault fault = fault_for(step);
+  const auto n = static_cast<int64_t>(state.size());
+  std::vector<int64_t> crc(static_cast<size_t>(n * world), 0);
+  H5TensorWriter shard((fs::path(tmp_dir) / shard_file_name(rank, world)).string());
+  shard.write_string_attribute("moco_dist", fmt::format("checkpoint shard {} of {}, step {}", rank, world, step));
+  int64_t mine = 0, written = 0;
+  for (int64_t i = 0; i < n; ++i) mine += state[i].rank_local || writers[i] == rank;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!state[i].rank_local && writers[i] != rank) continue;
+    if (fault.what == "kill_in_shard" && fault.rank == rank && written == mine / 2)
+      die_for_test(fmt::format("rank {} after {} of {} tensors of its shard", rank, written, mine));
+    const auto host = state[i].tensor.detach().to(torch::kCPU).contiguous();
+    shard.write(state[i].name, host);
+    crc[static_cast<size_t>(i * world + rank)] = tensor_crc32(host);
+    ++written;
+  }
+  shard.close();
+  if (rank == 0 && fault.what == "kill_before_manifest") pending_fault_before_manifest() = true;
+  return crc;
+}
+
+void commit(const std::string& root, const std::string& tmp, const std::vector<StateEntry>& state, const std::vector<int>& writers,
+            const std::vector<int64_t>& crc, const SaveInfo& info, int world) {
+  if (pending_fault_before_manifest()) die_for_test("rank 0 with every shard written, before the manifest");
+  const fs::path tmp_dir = tmp, final_dir = step_dir(root, info.step);
+  Manifest m;
+  m.step = info.step;
+  m.epoch = info.epoch;
+  m.world_size = world;
+  m.global_batch = info.global_batch;
+  m.config_yaml = info.config_yaml;
+  m.torch_version = TORCH_VERSION;
+  m.created_utc = utc_now();
+  for (size_t i = 0; i < state.size(); ++i) {
+    for (int r = 0; r < world; ++r) {
+      if (!state[i].rank_local && writers[i] != r) continue;
+      TensorRecord t;
+      t.name = state[i].name;
+      t.shard = r;
+      t.rank_local = state[i].rank_local;
+      t.shape = state[i].tensor.sizes().vec();
+      t.dtype = dtype_name(state[i].tensor.scalar_type());
+      t.crc32 = static_cast<uint32_t>(crc[i * static_cast<size_t>(world) + static_cast<size_t>(r)]);
+      t.bytes = state[i].tensor.numel() * static_cast<int64_t>(state[i].tensor.element_size());
+      m.tensors.push_back(std::move(t));
+    }
+  }
+  write_text_durably(tmp_dir / kManifestFile, manifest_to_json(m));
+  fsync_path(tmp_dir.string());
+  // A checkpoint of this step from an earlier, abandoned attempt of the run makes way for this one.
+  const fs::path old_dir = final_dir.string() + ".old";
+  if (fs::exists(final_dir)) {
+    fs::remove_all(old_dir);
+    fs::rename(final_dir, old_dir);
+  }
+  fs::rename(tmp_dir, final_dir);
+  fsync_path(root);
+  fs::remove_all(old_dir);
+  write_latest(root, info.step);
+}
+
+}  // namespace detail
+
 std::string save_checkpoint(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info,
                             dist::ProcessGroup& group) {
   const int rank = group.rank(), world = group.world_size();
-  const fs::path final_dir = step_dir(root, info.step);
-  const fs::path tmp_dir = final_dir.string() + ".tmp";
-  const Fault fault = fault_for(info.step);
-
-  std::string error;
-  if (rank == 0) {
-    try {
-      fs::create_directories(root);
-      fs::remove_all(tmp_dir);
-      fs::create_directories(tmp_dir);
-    } catch (const std::exception& e) {
-      error = tmp_dir.string() + ": cannot create: " + e.what();
-    }
-  }
-  agree_no_errors(error, group);
+  const std::string tmp_dir = step_dir(root, info.step) + ".tmp";
+  agree_no_errors(rank == 0 ? detail::prepare_save_dir(root, info.step) : "", group);
 
   const auto writers = assign_writers(state, world);
-  const auto n = static_cast<int64_t>(state.size());
-  auto crcs = torch::zeros({n * world}, torch::kInt64);  // slot i*W + r: entry i as written by rank r
-  auto* crc = crcs.data_ptr<int64_t>();
+  std::string error;
+  std::vector<int64_t> crc;
   try {
-    H5TensorWriter shard((tmp_dir / shard_file_name(rank, world)).string());
-    shard.write_string_attribute("moco_dist", fmt::format("checkpoint shard {} of {}, step {}", rank, world, info.step));
-    int64_t mine = 0, written = 0;
-    for (int64_t i = 0; i < n; ++i) mine += state[i].rank_local || writers[i] == rank;
-    for (int64_t i = 0; i < n; ++i) {
-      if (!state[i].rank_local && writers[i] != rank) continue;
-      if (fault.what == "kill_in_shard" && fault.rank == rank && written == mine / 2)
-        die_for_test(fmt::format("rank {} after {} of {} tensors of its shard", rank, written, mine));
-      const auto host = state[i].tensor.detach().to(torch::kCPU).contiguous();
-      shard.write(state[i].name, host);
-      crc[i * world + rank] = tensor_crc32(host);
-      ++written;
-    }
-    shard.close();
+    crc = detail::write_shard(tmp_dir, state, writers, rank, world, info.step);
   } catch (const std::exception& e) {
     error = e.what();
   }
   agree_no_errors(error, group);
-  if (world > 1) group.all_reduce(crcs, dist::ReduceOp::kSum);
+  auto crcs = torch::from_blob(crc.data(), {static_cast<int64_t>(crc.size())}, torch::kInt64);
+  if (world > 1) group.all_reduce(crcs, dist::ReduceOp::kSum);  // each slot is written by one rank
 
   if (rank == 0) {
-    if (fault.what == "kill_before_manifest") die_for_test("rank 0 with every shard written, before the manifest");
     try {
-      Manifest m;
-      m.step = info.step;
-      m.epoch = info.epoch;
-      m.world_size = world;
-      m.global_batch = info.global_batch;
-      m.config_yaml = info.config_yaml;
-      m.torch_version = TORCH_VERSION;
-      m.created_utc = utc_now();
-      for (int64_t i = 0; i < n; ++i) {
-        for (int r = 0; r < world; ++r) {
-          if (!state[i].rank_local && writers[i] != r) continue;
-          TensorRecord t;
-          t.name = state[i].name;
-          t.shard = r;
-          t.rank_local = state[i].rank_local;
-          t.shape = state[i].tensor.sizes().vec();
-          t.dtype = dtype_name(state[i].tensor.scalar_type());
-          t.crc32 = static_cast<uint32_t>(crc[i * world + r]);
-          t.bytes = state[i].tensor.numel() * static_cast<int64_t>(state[i].tensor.element_size());
-          m.tensors.push_back(std::move(t));
-        }
-      }
-      write_text_durably(tmp_dir / kManifestFile, manifest_to_json(m));
-      fsync_path(tmp_dir.string());
-      // A checkpoint of this step from an earlier, abandoned attempt of the run makes way for this one.
-      const fs::path old_dir = final_dir.string() + ".old";
-      if (fs::exists(final_dir)) {
-        fs::remove_all(old_dir);
-        fs::rename(final_dir, old_dir);
-      }
-      fs::rename(tmp_dir, final_dir);
-      fsync_path(root);
-      fs::remove_all(old_dir);
-      write_latest(root, info.step);
+      detail::commit(root, tmp_dir, state, writers, crc, info, world);
     } catch (const std::exception& e) {
-      error = final_dir.string() + ": commit failed: " + e.what();
+      error = step_dir(root, info.step) + ": commit failed: " + e.what();
     }
   }
   agree_no_errors(error, group);
-  return final_dir.string();
+  return step_dir(root, info.step);
 }
 
 Manifest load_checkpoint(const std::string& dir, const std::vector<StateEntry>& state, dist::ProcessGroup& group) {

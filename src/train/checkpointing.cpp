@@ -28,6 +28,9 @@ std::vector<int64_t> agreed_steps(const std::string& root, dist::ProcessGroup& g
 
 Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group)
     : config_(config), group_(group), root_((fs::path(config.train.output_dir) / "checkpoints").string()) {
+  if (config.ckpt.async)
+    async_ = std::make_unique<ckpt::AsyncSaver>(group, [this](int64_t step) { apply_retention(step); },
+                                                std::chrono::seconds(static_cast<int64_t>(std::max(600.0, config.dist.timeout_s))));
   const auto steps = agreed_steps(root_, group);
   const std::string& resume = config.train.resume;
   if (resume == "never") {
@@ -110,19 +113,30 @@ SavedCheckpoint Checkpointing::save(const std::vector<ckpt::StateEntry>& state, 
   info.global_batch = config_.optim.batch_size;
   info.config_yaml = to_yaml(config_);
   SavedCheckpoint saved;
-  saved.path = ckpt::save_checkpoint(root_, state, info, group_);
-  if (group_.rank() == 0) {
-    ckpt::RetentionPolicy policy;
-    policy.keep_last = config_.ckpt.keep_last;
-    policy.keep_every_steps = config_.ckpt.keep_every_steps;
-    for (const auto& gone : ckpt::apply_retention(root_, policy, step)) spdlog::info("checkpoint retention: deleted {}", gone);
+  if (async_) {
+    saved.path = async_->save(root_, state, info);
+  } else {
+    saved.path = ckpt::save_checkpoint(root_, state, info, group_);
+    if (group_.rank() == 0) apply_retention(step);
   }
   for (const auto& e : state) saved.bytes += e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size()) * (e.rank_local ? group_.world_size() : 1);
   saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   last_saved_step_ = step;
   last_saved_seconds_ = train_seconds;
-  spdlog::info("checkpoint {} ({:.1f} MiB, {:.2f}s)", saved.path, saved.bytes / 1048576.0, saved.seconds);
+  spdlog::info("checkpoint {} ({:.1f} MiB, {:.2f}s{})", saved.path, saved.bytes / 1048576.0, saved.seconds,
+               async_ ? " blocked, the rest in the background" : "");
   return saved;
+}
+
+void Checkpointing::finish() {
+  if (async_) async_->wait();
+}
+
+void Checkpointing::apply_retention(int64_t protect) const {
+  ckpt::RetentionPolicy policy;
+  policy.keep_last = config_.ckpt.keep_last;
+  policy.keep_every_steps = config_.ckpt.keep_every_steps;
+  for (const auto& gone : ckpt::apply_retention(root_, policy, protect)) spdlog::info("checkpoint retention: deleted {}", gone);
 }
 
 }  // namespace moco::train

@@ -2,6 +2,7 @@
 // its config allows it), when it saves, and retention. The checkpoint format lives in src/ckpt.
 #pragma once
 
+#include "ckpt/async_saver.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_dir.h"
 #include "dist/process_group.h"
@@ -14,7 +15,7 @@
 namespace moco::train {
 
 struct SavedCheckpoint {
-  std::string path;
+  std::string path;    // committed, or (ckpt.async) to be committed by the writer thread
   double seconds = 0;  // the run was blocked this long
   int64_t bytes = 0;   // written by all ranks together
 };
@@ -44,12 +45,16 @@ class Checkpointing {
     last_saved_step_ = step;
     last_saved_seconds_ = train_seconds;
   }
-  // Collective save, then retention (rank 0).
+  // Collective save, then retention (rank 0); with ckpt.async the writing and the retention go on
+  // in the background.
   SavedCheckpoint save(const std::vector<ckpt::StateEntry>& state, int64_t step, double epoch, double train_seconds);
+  // Collective: the background save, if any, is committed (or its failure thrown on every rank).
+  void finish();
 
  private:
   // ConfigError if the saved config differs in math; logs the other differences.
   void check_config(const ckpt::Manifest& manifest, const std::string& dir, bool log_allowed_changes) const;
+  void apply_retention(int64_t protect) const;  // rank 0
 
   const Config& config_;
   dist::ProcessGroup& group_;
@@ -57,6 +62,7 @@ class Checkpointing {
   std::vector<std::string> candidates_;  // newest first
   int64_t last_saved_step_ = -1;
   double last_saved_seconds_ = 0;
+  std::unique_ptr<ckpt::AsyncSaver> async_;
 };
 
 }  // namespace moco::train

@@ -112,6 +112,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(ckpt.every_minutes, "minutes of training between checkpoints; 0: off (a final checkpoint is always written)"),
       MOCO_FIELD(ckpt.keep_last, "committed checkpoints kept, newest first (the one 'latest' names is never deleted)"),
       MOCO_FIELD(ckpt.keep_every_steps, "if > 0, checkpoints at multiples of this step are kept forever"),
+      MOCO_FIELD(ckpt.async, "write checkpoints in a background thread: training waits only for a copy of the state in host memory (at most one save in flight)"),
       MOCO_FIELD(dist.bucket_mb, "MiB per gradient all-reduce bucket (several ranks)"),
       MOCO_FIELD(dist.first_bucket_mb, "MiB of the first bucket, small so that communication starts early in backward"),
       MOCO_FIELD(dist.broadcast_buffers, "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),

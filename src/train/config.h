@@ -66,6 +66,7 @@ struct Config {
     double every_minutes = 30;      // of training time; 0: off
     int64_t keep_last = 3;
     int64_t keep_every_steps = 0;   // > 0: checkpoints at multiples of this are never deleted
+    bool async = true;              // write in the background; the loop waits only for a host copy
   } ckpt;
   struct Dist {
     double bucket_mb = 25;          // gradient all-reduce bucket size

@@ -310,6 +310,7 @@ TrainResult train(const Config& config, const RunContext& context) {
   }
   result.steps = step;
   if (!checkpointing.saved_at(step)) save(step);
+  checkpointing.finish();
   if (progress(step) < 1.0) {
     result.knn_trained = std::nan("");
     spdlog::info("stopped after step {} of {} (train.stop_at_step); the same command with train.stop_at_step=0 continues from {}",

@@ -68,8 +68,14 @@ expect_fails_with() {  # CODE TEXT command...: the command exits CODE and prints
 
 committed() { ls "$1/checkpoints" | grep -E '^step_[0-9]+$' | tr '\n' ' '; }
 
+# Checkpoints are written in the background by default (ckpt.async); the *_sync cases and
+# kill_before_manifest write them in the loop.
 case $case_name in
-resume_bitwise)
+*_sync | kill_before_manifest) base+=(ckpt.async=false) ;;
+esac
+
+case $case_name in
+resume_bitwise | resume_bitwise_sync)
   # Straight, with periodic checkpoints on the way; and the same run stopped mid-epoch at step 5,
   # resumed, stopped again at 10 (after the epoch boundary), resumed to the end.
   run "$np" "$work/straight" ckpt.every_steps=4

@@ -1,0 +1,128 @@
+#include "ckpt/async_saver.h"
+
+#include "ckpt/checkpoint_dir.h"
+#include "ckpt/save_phases.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace moco::ckpt {
+namespace fs = std::filesystem;
+
+// The writer threads use no collectives (the training loop owns the communicators): each rank
+// leaves a marker file in the .tmp folder once its shard is durable, with its CRC-32 slots or its
+// error, and rank 0 commits when every marker of this save (the token tells saves apart) is there.
+namespace {
+
+std::string marker_path(const std::string& tmp_dir, int rank) { return (fs::path(tmp_dir) / fmt::format("rank-{}.done", rank)).string(); }
+
+void write_marker(const std::string& tmp_dir, int rank, int64_t token, const std::vector<int64_t>& crc, const std::string& error) {
+  const auto path = marker_path(tmp_dir, rank);
+  {
+    std::ofstream out(path + ".part", std::ios::trunc);
+    out << nlohmann::json{{"token", token}, {"crc", crc}, {"error", error}}.dump();
+  }
+  fs::rename(path + ".part", path);  // whole or absent
+}
+
+}  // namespace
+
+AsyncSaver::AsyncSaver(dist::ProcessGroup& group, std::function<void(int64_t)> on_commit, std::chrono::seconds timeout)
+    : group_(group), on_commit_(std::move(on_commit)), timeout_(timeout) {}
+
+AsyncSaver::~AsyncSaver() {
+  if (!thread_.joinable()) return;
+  thread_.join();
+  if (!error_.empty()) spdlog::error("asynchronous checkpoint: {}", error_);
+}
+
+void AsyncSaver::wait() {
+  if (thread_.joinable()) thread_.join();
+  std::string error;
+  std::swap(error, error_);
+  agree_no_errors(error, group_);
+}
+
+std::string AsyncSaver::save(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info) {
+  wait();
+  const std::string tmp_dir = step_dir(root, info.step) + ".tmp";
+  agree_no_errors(group_.rank() == 0 ? detail::prepare_save_dir(root, info.step) : "", group_);
+  auto token = torch::tensor({static_cast<int64_t>(std::random_device{}() & 0x7fffffff) + 1}, torch::kInt64);
+  group_.broadcast(token, 0);
+  std::vector<StateEntry> snapshot;
+  snapshot.reserve(state.size());
+  for (const auto& e : state) snapshot.push_back({e.name, e.tensor.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous(), e.rank_local});
+  thread_ = std::thread(&AsyncSaver::write_in_background, this, root, tmp_dir, std::move(snapshot), info, token.item<int64_t>());
+  return step_dir(root, info.step);
+}
+
+void AsyncSaver::write_in_background(std::string root, std::string tmp_dir, std::vector<StateEntry> snapshot, SaveInfo info,
+                                     int64_t token) {
+  const int rank = group_.rank(), world = group_.world_size();
+  const auto writers = assign_writers(snapshot, world);
+  std::vector<int64_t> crc;
+  std::string error;
+  try {
+    crc = detail::write_shard(tmp_dir, snapshot, writers, rank, world, info.step);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  try {
+    write_marker(tmp_dir, rank, token, crc, error);
+  } catch (const std::exception& e) {
+    error += std::string(error.empty() ? "" : "; ") + "cannot write its marker: " + e.what();
+  }
+  if (rank != 0) {
+    error_ = error;
+    return;
+  }
+  // Rank 0 gathers every rank's slots from the markers, then commits.
+  std::vector<int64_t> all(crc.size(), 0);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (int r = 0; r < world && error.empty(); ++r) {
+    for (;;) {
+      std::ifstream in(marker_path(tmp_dir, r));
+      nlohmann::json marker;
+      if (in) {
+        try {
+          marker = nlohmann::json::parse(in);
+        } catch (const std::exception&) {
+        }
+      }
+      if (marker.is_object() && marker.value("token", int64_t{0}) == token) {
+        const auto theirs = marker.at("error").get<std::string>();
+        if (!theirs.empty()) {
+          error = fmt::format("rank {}: {}", r, theirs);
+        } else {
+          const auto slots = marker.at("crc").get<std::vector<int64_t>>();
+          for (size_t i = 0; i < all.size() && i < slots.size(); ++i) all[i] += slots[i];
+        }
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        error = fmt::format("rank {} did not finish its shard of step {} within {} s", r, info.step, timeout_.count());
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  if (error.empty()) {
+    try {
+      for (int r = 0; r < world; ++r) fs::remove(marker_path(tmp_dir, r));
+      detail::commit(root, tmp_dir, snapshot, writers, all, info, world);
+      if (on_commit_) on_commit_(info.step);
+    } catch (const std::exception& e) {
+      error = step_dir(root, info.step) + ": commit failed: " + e.what();
+    }
+  }
+  error_ = error;
+}
+
+}  // namespace moco::ckpt
