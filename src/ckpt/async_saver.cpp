@@ -56,9 +56,19 @@ std::string AsyncSaver::save(const std::string& root, const std::vector<StateEnt
   agree_no_errors(group_.rank() == 0 ? detail::prepare_save_dir(root, info.step) : "", group_);
   auto token = torch::tensor({static_cast<int64_t>(std::random_device{}() & 0x7fffffff) + 1}, torch::kInt64);
   group_.broadcast(token, 0);
+  // A host copy of what this rank writes (its share and its rank-local state); of the rest only the
+  // shapes and dtypes, which rank 0's manifest needs.
+  const auto writers = assign_writers(state, group_.world_size());
   std::vector<StateEntry> snapshot;
   snapshot.reserve(state.size());
-  for (const auto& e : state) snapshot.push_back({e.name, e.tensor.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous(), e.rank_local});
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& e = state[i];
+    snapshot.push_back({e.name,
+                        e.rank_local || writers[i] == group_.rank()
+                            ? e.tensor.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous()
+                            : torch::empty(e.tensor.sizes(), e.tensor.options().device(torch::kMeta)),
+                        e.rank_local});
+  }
   thread_ = std::thread(&AsyncSaver::write_in_background, this, root, tmp_dir, std::move(snapshot), info, token.item<int64_t>());
   return step_dir(root, info.step);
 }

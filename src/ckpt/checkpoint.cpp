@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <numeric>
 #include <regex>
 
@@ -157,17 +158,31 @@ std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<S
   std::vector<int64_t> crc(static_cast<size_t>(n * world), 0);
   H5TensorWriter shard((fs::path(tmp_dir) / shard_file_name(rank, world)).string());
   shard.write_string_attribute("moco_dist", fmt::format("checkpoint shard {} of {}, step {}", rank, world, step));
-  int64_t mine = 0, written = 0;
-  for (int64_t i = 0; i < n; ++i) mine += state[i].rank_local || writers[i] == rank;
+  std::vector<int64_t> mine;
+  std::vector<torch::Tensor> host;
   for (int64_t i = 0; i < n; ++i) {
     if (!state[i].rank_local && writers[i] != rank) continue;
-    if (fault.what == "kill_in_shard" && fault.rank == rank && written == mine / 2)
-      die_for_test(fmt::format("rank {} after {} of {} tensors of its shard", rank, written, mine));
-    const auto host = state[i].tensor.detach().to(torch::kCPU).contiguous();
-    shard.write(state[i].name, host);
-    crc[static_cast<size_t>(i * world + rank)] = tensor_crc32(host);
-    ++written;
+    mine.push_back(i);
+    host.push_back(state[i].tensor.detach().to(torch::kCPU).contiguous());
   }
+  // CRC-32s on another thread while HDF5 writes (and runs Fletcher-32) on this one.
+  auto crcs = std::async(std::launch::async, [&] {
+    std::vector<uint32_t> out;
+    for (const auto& t : host) out.push_back(tensor_crc32(t));
+    return out;
+  });
+  try {
+    for (size_t j = 0; j < mine.size(); ++j) {
+      if (fault.what == "kill_in_shard" && fault.rank == rank && j == mine.size() / 2)
+        die_for_test(fmt::format("rank {} after {} of {} tensors of its shard", rank, j, mine.size()));
+      shard.write(state[static_cast<size_t>(mine[j])].name, host[j]);
+    }
+  } catch (...) {
+    crcs.wait();
+    throw;
+  }
+  const auto values = crcs.get();
+  for (size_t j = 0; j < mine.size(); ++j) crc[static_cast<size_t>(mine[j] * world + rank)] = values[j];
   shard.close();
   if (rank == 0 && fault.what == "kill_before_manifest") pending_fault_before_manifest() = true;
   return crc;

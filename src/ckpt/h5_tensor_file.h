@@ -35,6 +35,7 @@ class H5TensorWriter {
   const std::string& file_path() const { return file_path_; }
 
  private:
+  void start_writeback();
   std::string file_path_;
   int64_t file_ = -1;  // hid_t; HDF5's headers stay out of this header
 };
