@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -14,9 +15,15 @@ namespace {
 
 // HDF5 prints its error stack to stderr by default; we turn each failure into one exception with the
 // innermost messages instead.
+// Also: no HDF5 file locks unless the user asks for them. Every file here has one writer by
+// construction (its rank, in a .tmp folder), and flock fails on many cluster file systems (NFS,
+// Lustre), where HDF5 would then refuse to open anything.
 void silence_hdf5_once() {
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] {
+    setenv("HDF5_USE_FILE_LOCKING", "FALSE", /*overwrite=*/0);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
 }
 
 herr_t collect_error(unsigned depth, const H5E_error2_t* error, void* data) {
