@@ -3,6 +3,7 @@
 #include "dist/bootstrap.h"
 #include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
+#include "preempt/preemption.h"
 #include "train/config.h"
 #include "train/device.h"
 #include "train/run_logging.h"
@@ -19,12 +20,17 @@ int main(int argc, char** argv) {
                "One process per device: run it under mpirun or srun for several ranks, plain for one."};
   std::string config_path;
   std::vector<std::string> overrides;
-  bool print_config = false;
+  bool print_config = false, dry_run = false;
   app.add_option("-c,--config", config_path, "YAML config file (see configs/)")->required();
   app.add_option("overrides", overrides, "key=value settings applied over the file, e.g. optim.base_lr=0.06");
   app.add_flag("--print-config", print_config, "print the effective configuration as YAML and exit");
+  app.add_flag("--dry-run", dry_run,
+               "check the config, the data, train.output_dir and what would be resumed; print the effective config and the "
+               "plan (world, device, steps, checkpoints); exit 0 without training or writing anything");
   app.footer("Config keys (YAML sections in the file, dotted on the command line):\n" + moco::train::config_reference() +
-             "\nExit codes: 0 done, 1 failed while running, 2 bad command line or config.");
+             "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
+             "command resumes); a second SIGTERM ends the process at once.\n"
+             "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -41,16 +47,16 @@ int main(int argc, char** argv) {
     spdlog::error("{}", e.what());
     return 2;
   }
-  if (print_config) {
-    std::cout << moco::train::to_yaml(config);
-    return 0;
-  }
+  if (print_config || dry_run) std::cout << moco::train::to_yaml(config);
+  if (print_config) return 0;
 
   moco::dist::WorldInfo world;
   try {
     world = moco::dist::init_world(&argc, &argv);
-    moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
+    moco::preempt::install_preemption_handlers();
+    moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks, !dry_run);
     moco::train::RunContext context;
+    context.dry_run = dry_run;
     context.device = moco::train::select_device(world.local_rank, world.local_size);
     if (world.world_size == 1) {
       context.group = std::make_shared<moco::dist::LocalProcessGroup>();

@@ -30,6 +30,7 @@ class Checkpointing {
 
   const std::string& root() const { return root_; }  // <train.output_dir>/checkpoints
   bool will_try_resume() const { return !candidates_.empty(); }
+  const std::string& first_candidate() const { return candidates_.front(); }
 
   // Restores `state` from the newest candidate that loads and returns its folder; under
   // train.resume=auto a corrupt or incomplete one is skipped with a warning saying why and the one

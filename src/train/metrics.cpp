@@ -28,6 +28,10 @@ void MetricsLog::write(const CheckpointRecord& r) {
   write_line(nlohmann::json{{"event", r.event}, {"step", r.step}, {"path", r.path}, {"seconds", r.seconds}, {"bytes", r.bytes}}.dump());
 }
 
+void MetricsLog::write(const PreemptRecord& r) {
+  write_line(nlohmann::json{{"event", "preempted"}, {"step", r.step}, {"signal", r.signal}, {"checkpoint", r.checkpoint}}.dump());
+}
+
 void MetricsLog::write_line(const std::string& line) {
   out_ << line << '\n';
   out_.flush();

@@ -37,6 +37,14 @@ struct CheckpointRecord {
   int64_t bytes = 0;
 };
 
+// The run stopped on a signal after `step`, with a checkpoint (launch/slurm/moco.sbatch requeues the
+// job when the signal was SIGUSR1).
+struct PreemptRecord {
+  int64_t step = 0;
+  std::string signal;  // "SIGUSR1" | "SIGTERM" | "other rank"
+  std::string checkpoint;
+};
+
 // Each record is flushed as it is written, so a killed run keeps every line it logged.
 class MetricsLog {
  public:
@@ -45,6 +53,7 @@ class MetricsLog {
   void write(const StepRecord& record);
   void write(const KnnRecord& record);
   void write(const CheckpointRecord& record);
+  void write(const PreemptRecord& record);
 
  private:
   void write_line(const std::string& line);

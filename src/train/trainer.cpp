@@ -6,6 +6,7 @@
 #include "dist/reducer.h"
 #include "eval/knn.h"
 #include "model/moco.h"
+#include "preempt/preemption.h"
 #include "train/checkpointing.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
@@ -13,10 +14,12 @@
 #include "train/train_state.h"
 
 #include <sched.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -144,6 +147,42 @@ class KnnMonitor {
   data::AugmentOptions normalisation_;
 };
 
+// A rank's stop signal as a number whose sum over ranks still tells which was seen: SIGTERM (the job
+// is going away) outranks SIGUSR1 (checkpoint and requeue).
+double signal_code(int sig) { return sig == SIGTERM ? 1000.0 : sig == SIGUSR1 ? 1.0 : 0.0; }
+int signal_from_code(double sum) { return sum >= 1000.0 ? SIGTERM : sum > 0.0 ? SIGUSR1 : 0; }
+
+// The output folder can be created and written, checked without creating it.
+void check_writable(const std::filesystem::path& dir) {
+  auto existing = std::filesystem::absolute(dir);
+  while (!std::filesystem::exists(existing) && existing.has_parent_path() && existing != existing.parent_path()) existing = existing.parent_path();
+  if (!std::filesystem::is_directory(existing) || access(existing.c_str(), W_OK) != 0)
+    throw std::runtime_error(fmt::format("train.output_dir {}: cannot be created or written ({} is not a writable folder)", dir.string(),
+                                         existing.string()));
+}
+
+void print_plan(const Config& c, const RunContext& context, const data::Dataset& train_split, const data::Dataset& test_split,
+                int64_t steps_per_epoch, int64_t total_steps, const Checkpointing& checkpointing, int64_t parameters) {
+  const int world = context.group->world_size();
+  spdlog::info("dry run: nothing is trained or written");
+  spdlog::info("  world: {} rank(s), this one on {}; {} image(s) per rank per step, global batch {}", world, context.device.str(),
+               c.optim.batch_size / world, c.optim.batch_size);
+  spdlog::info("  data: {} ({} train / {} test images of {}x{}x{}), {} steps per epoch", c.data.dataset, train_split.size(),
+               test_split.size(), train_split.channels(), train_split.height(), train_split.width(), steps_per_epoch);
+  spdlog::info("  model: {} ({} parameters in the query encoder), queue {}, BatchNorm groups per rank {}", c.model.arch, parameters,
+               c.moco.queue_size, bn_splits_per_rank(c, world));
+  spdlog::info("  schedule: {} steps ({} epochs){}, lr {} ({}), stop at step {}", total_steps, c.train.epochs,
+               c.train.time_budget_s > 0 ? fmt::format(" or {} s of training, whichever comes first", c.train.time_budget_s) : "",
+               c.optim.base_lr * static_cast<double>(c.optim.batch_size) / 256.0, c.optim.schedule,
+               c.train.stop_at_step > 0 ? std::to_string(c.train.stop_at_step) : "none");
+  spdlog::info("  checkpoints: {} every {} steps / {} minutes and at the end ({}), keep the last {}{}", checkpointing.root(),
+               c.ckpt.every_steps > 0 ? std::to_string(c.ckpt.every_steps) : "-",
+               c.ckpt.every_minutes > 0 ? fmt::format("{}", c.ckpt.every_minutes) : "-", c.ckpt.async ? "in the background" : "synchronous",
+               c.ckpt.keep_last, c.ckpt.keep_every_steps > 0 ? fmt::format(" and every {} steps", c.ckpt.keep_every_steps) : "");
+  spdlog::info("  resume: {}", checkpointing.will_try_resume() ? "from " + checkpointing.first_candidate() + " (train.resume=" + c.train.resume + ")"
+                                                               : "none, a fresh start");
+}
+
 }  // namespace
 
 TrainResult train(const Config& config, const RunContext& context) {
@@ -158,9 +197,13 @@ TrainResult train(const Config& config, const RunContext& context) {
   Checkpointing checkpointing(config, group);  // what to resume from, checked before any data is loaded
 
   const std::filesystem::path out_dir(config.train.output_dir);
-  std::filesystem::create_directories(out_dir);
+  if (context.dry_run) {
+    check_writable(out_dir);
+  } else {
+    std::filesystem::create_directories(out_dir);
+  }
   std::optional<MetricsLog> metrics;
-  if (rank == 0) {
+  if (rank == 0 && !context.dry_run) {
     std::ofstream(out_dir / "config.yaml") << to_yaml(config);
     metrics.emplace((out_dir / "metrics.jsonl").string(), /*append=*/checkpointing.will_try_resume());
   }
@@ -200,6 +243,12 @@ TrainResult train(const Config& config, const RunContext& context) {
     throw std::invalid_argument(fmt::format("the train split has {} images, fewer than one global batch of {}", splits.train->size(), config.optim.batch_size));
   const auto total_steps = static_cast<int64_t>(std::ceil(config.train.epochs * static_cast<double>(steps_per_epoch)));
 
+  if (context.dry_run) {
+    print_plan(config, context, *splits.train, *splits.test, steps_per_epoch, total_steps, checkpointing,
+               model::count_parameters(*moco->encoder_q));
+    return {};
+  }
+
   // Without the per-step broadcast the ranks' BN statistics differ: each rank keeps its own.
   const bool bn_rank_local = world > 1 && !config.dist.broadcast_buffers;
   TrainState state(*moco, optimizer, bn_rank_local);
@@ -215,6 +264,7 @@ TrainResult train(const Config& config, const RunContext& context) {
 
   KnnMonitor knn(config, splits, metrics ? &*metrics : nullptr, group);
   TrainResult result;
+  result.knn_trained = std::nan("");
   result.train_seconds = at.train_seconds;
   result.knn_random_init = std::isnan(at.knn_random_init) ? knn.evaluate(moco->encoder_q, "random_init", 0, 0) : at.knn_random_init;
   at.knn_random_init = result.knn_random_init;
@@ -256,13 +306,17 @@ TrainResult train(const Config& config, const RunContext& context) {
       reducer.finalize();
       optimizer.step();
 
-      // One small all-reduce per step gives every rank the mean loss and rank 0's clock.
+      // One small all-reduce per step gives every rank the mean loss, rank 0's clock, and whether any
+      // rank was asked to stop (so that all stop after the same step).
       const double step_seconds = seconds_since(step_start);
-      auto shared = torch::tensor({out.loss.item<double>(), rank == 0 ? result.train_seconds + step_seconds : 0.0}, torch::kDouble);
+      auto shared = torch::tensor({out.loss.item<double>(), rank == 0 ? result.train_seconds + step_seconds : 0.0,
+                                   signal_code(preempt::preemption_signal())},
+                                  torch::kDouble);
       if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
       const double loss = shared[0].item<double>() / world;
       if (!std::isfinite(loss)) throw std::runtime_error(fmt::format("the loss became {} at step {}", loss, step));
       result.train_seconds = shared[1].item<double>();
+      const int stop_signal = signal_from_code(shared[2].item<double>());
 
       ++step;
       ++batch_in_epoch;
@@ -276,7 +330,8 @@ TrainResult train(const Config& config, const RunContext& context) {
       shuffle_bytes += moco->last_shuffle_bytes();
       ++interval_steps;
       const double p = progress(step);
-      done = p >= 1.0 || stop_requested(step);
+      result.preempted_by = stop_signal;
+      done = p >= 1.0 || stop_requested(step) || stop_signal != 0;
       if (step % config.train.log_every == 0 || done) {
         StepRecord r;
         r.step = step;
@@ -311,12 +366,20 @@ TrainResult train(const Config& config, const RunContext& context) {
   result.steps = step;
   if (!checkpointing.saved_at(step)) save(step);
   checkpointing.finish();
-  if (progress(step) < 1.0) {
-    result.knn_trained = std::nan("");
-    spdlog::info("stopped after step {} of {} (train.stop_at_step); the same command with train.stop_at_step=0 continues from {}",
-                 step, total_steps, ckpt::step_dir(checkpointing.root(), step));
+  result.checkpoint = ckpt::step_dir(checkpointing.root(), step);
+  if (result.preempted_by != 0) {
+    const std::string signal = result.preempted_by == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+    if (metrics) metrics->write(PreemptRecord{step, signal, result.checkpoint});
+    spdlog::info("preempted by {} after step {} of {}: checkpoint {} committed; the same command continues from it (train.resume=auto)",
+                 signal, step, total_steps, result.checkpoint);
     return result;
   }
+  if (progress(step) < 1.0) {
+    spdlog::info("stopped after step {} of {} (train.stop_at_step); the same command with train.stop_at_step=0 continues from {}",
+                 step, total_steps, result.checkpoint);
+    return result;
+  }
+  result.finished = true;
   // The BN running statistics that evaluation uses are rank 0's, as in the reference.
   if (world > 1) dist::broadcast_parameters(bn_buffers, group);
   result.knn_trained = knn.evaluate(moco->encoder_q, "trained", step, static_cast<double>(step) / static_cast<double>(steps_per_epoch));

@@ -8,12 +8,14 @@
 #include <torch/types.h>
 
 #include <memory>
+#include <string>
 
 namespace moco::train {
 
 struct RunContext {
   std::shared_ptr<dist::ProcessGroup> group;  // all ranks of the job (a LocalProcessGroup alone)
   torch::Device device = torch::kCPU;         // this rank's device
+  bool dry_run = false;                       // check config, data, output_dir and resume; print the plan; no training
 };
 
 struct TrainResult {
@@ -21,9 +23,13 @@ struct TrainResult {
   double knn_trained = 0;      // and after
   int64_t steps = 0;
   double train_seconds = 0;    // rank 0's time in training steps, kNN excluded
+  bool finished = false;       // the schedule ran to its end (not stopped early, not preempted)
+  int preempted_by = 0;        // the signal that stopped the run at a step boundary, or 0
+  std::string checkpoint;      // the last checkpoint committed
 };
 
-// Every rank calls it with the same config; rank 0 writes config.yaml and metrics.jsonl.
+// Every rank calls it with the same config; rank 0 writes config.yaml and metrics.jsonl. A SIGUSR1 or
+// SIGTERM (preempt/preemption.h) stops every rank after the same step, with a checkpoint.
 TrainResult train(const Config& config, const RunContext& context);
 
 }  // namespace moco::train

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Stopping with a checkpoint outside Slurm, and the dry run. One case per ctest entry:
+#   preempt_test.sh CASE BUILD_DIR WORK_DIR
+#   mpirun_usr1     launch/mpirun/moco.sh with 2 ranks; SIGUSR1 to mpirun mid-run: exit 0, a checkpoint,
+#                   the line saying how to resume; the same command finishes, every step logged once
+#   plain_sigterm   a plain moco_dist (world of one) gets SIGTERM: the same
+#   dry_run         --dry-run prints the config and the plan, exits 0, writes nothing
+set -euo pipefail
+case_name=$1 build=$(cd "$2" && pwd) work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+export MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
+run=$work/run
+args=("$src/tests/data/tiny_synthetic.yaml" train.output_dir="$run" data.synthetic_train_size=256 train.epochs=40
+      knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0)
+
+step_logged() { grep -o '"step":[0-9]*' "$run/metrics.jsonl" 2>/dev/null | tr -dc '0-9\n' | sort -n | tail -n 1; }
+wait_for_step() {  # PID N: until step N is logged (or the process ends)
+  for _ in $(seq 600); do
+    [ "$(step_logged || echo 0)" -ge "$2" ] 2>/dev/null && return 0
+    kill -0 "$1" 2>/dev/null || fail "the run ended before step $2"
+    sleep 0.2
+  done
+  fail "no step $2 within 120 s"
+}
+# Every step 1..320 logged exactly once across the stop and the resume.
+check_continuous() {
+  /usr/bin/python3 - "$run/metrics.jsonl" "$1" <<'PY' || fail "metrics.jsonl is not continuous"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+steps = [r["step"] for r in rows if r["event"] == "train"]
+assert steps == list(range(1, 321)), f"{len(steps)} train rows: {steps[:3]}...{steps[-3:]}"
+stops = [r for r in rows if r["event"] == "preempted"]
+assert [r["signal"] for r in stops] == [sys.argv[2]], stops
+assert [r["step"] for r in rows if r["event"] == "resume"] == [stops[0]["step"]]
+print(f"stopped by {sys.argv[2]} after step {stops[0]['step']}, resumed, steps 1..320 each logged once")
+PY
+}
+
+case $case_name in
+mpirun_usr1)
+  "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_step "$pid" 10
+  kill -USR1 "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "exit $rc after SIGUSR1"
+  grep -q "preempted by SIGUSR1 after step [0-9]*.*the same command continues from it" "$work/console" || fail "no resume hint"
+  "$build/moco_ckpt" verify "$run" >/dev/null || fail "the checkpoint does not verify"
+  "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 || fail "the resumed run failed"
+  grep -q "kNN top-1: random init" "$work/console" || fail "the resumed run did not finish"
+  check_continuous SIGUSR1
+  ;;
+plain_sigterm)
+  "$build/moco_dist" --config "${args[@]}" train.threads=1 >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_step "$pid" 10
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "exit $rc after SIGTERM"
+  grep -q "preempted by SIGTERM after step" "$work/console" || fail "no stop line"
+  "$build/moco_dist" --config "${args[@]}" train.threads=1 >"$work/console" 2>&1 || fail "the resumed run failed"
+  check_continuous SIGTERM
+  ;;
+dry_run)
+  "$build/moco_dist" --config "${args[@]}" --dry-run >"$work/console" 2>&1 || fail "exit $?"
+  grep -q "^  output_dir: $run$" "$work/console" || fail "no effective config"
+  grep -q "data: synthetic (256 train / 128 test images of 1x16x16), 8 steps per epoch" "$work/console" || fail "no data plan"
+  grep -q "schedule: 320 steps (40 epochs)" "$work/console" || fail "no schedule"
+  grep -q "resume: none, a fresh start" "$work/console" || fail "no resume plan"
+  [ ! -e "$run" ] || fail "the dry run wrote $run"
+  "$build/moco_dist" --config "${args[@]}" train.stop_at_step=2 >/dev/null 2>&1
+  "$build/moco_dist" --config "${args[@]}" --dry-run >"$work/console" 2>&1 || fail "exit $?"
+  grep -q "resume: from $run/checkpoints/step_00000002 (train.resume=auto)" "$work/console" || fail "no resume source"
+  rc=0
+  "$build/moco_dist" --config "${args[@]}" --dry-run data.dataset=mnist data.root="$work/nowhere" >"$work/console" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] && grep -q "$work/nowhere" "$work/console" || fail "a missing data root passed the dry run"
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "PASS ($case_name)"
