@@ -120,6 +120,8 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(dist.check_collectives, "before each collective, verify that all ranks pass the same shapes and dtypes"),
       MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank"),
       MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
+      MOCO_FIELD(debug.anomaly_detection, "autograd anomaly detection: an op that makes NaN or Inf in backward is named (slow)"),
+      MOCO_FIELD(debug.check_invariants, "each step, check that the key encoder moved by exactly m*k + (1-m)*q and got no gradient, and that the queue holds unit keys and no graph (slow)"),
       MOCO_FIELD(knn.k, "neighbours of the kNN monitor"),
       MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)"),
       MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after"),

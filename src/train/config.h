@@ -77,6 +77,10 @@ struct Config {
     double timeout_s = 300;         // a collective not done by then is an error, not a hang
     bool log_all_ranks = false;     // every rank logs to the console, not only rank 0
   } dist;
+  struct Debug {
+    bool anomaly_detection = false;  // autograd anomaly mode: a NaN/Inf in backward names its op
+    bool check_invariants = false;   // each step: the momentum update, no key-encoder gradient, a clean queue
+  } debug;
   struct Knn {
     int64_t k = 200;
     double temperature = 0.1;

@@ -8,6 +8,7 @@
 #include "model/moco.h"
 #include "preempt/preemption.h"
 #include "train/checkpointing.h"
+#include "train/invariants.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
 #include "train/sgd.h"
@@ -16,6 +17,7 @@
 #include <sched.h>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -287,6 +289,13 @@ TrainResult train(const Config& config, const RunContext& context) {
     if (metrics) metrics->write(CheckpointRecord{"checkpoint", step, saved.path, saved.seconds, saved.bytes});
   };
 
+  std::optional<InvariantChecker> invariants;
+  if (config.debug.check_invariants) invariants.emplace(*moco);
+  torch::autograd::AnomalyMode::set_enabled(config.debug.anomaly_detection);
+  if (config.debug.check_invariants || config.debug.anomaly_detection)
+    spdlog::info("debug: {}{}", config.debug.check_invariants ? "invariants checked every step" : "",
+                 config.debug.anomaly_detection ? (config.debug.check_invariants ? ", autograd anomaly detection on" : "autograd anomaly detection on") : "");
+
   int64_t step = at.step, interval_steps = 0, shuffle_bytes = 0;
   double loss_sum = 0, interval_seconds = 0;
   bool done = progress(step) >= 1.0 || stop_requested(step);
@@ -300,11 +309,14 @@ TrainResult train(const Config& config, const RunContext& context) {
       optimizer.set_lr(lr);
 
       if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
+      if (invariants) invariants->before_forward();
       const auto out = moco->forward(batch->query.to(device), batch->key.to(device));
+      if (invariants) invariants->after_forward(step + 1);
       optimizer.zero_grad();
       out.loss.backward();
       reducer.finalize();
       optimizer.step();
+      if (invariants) invariants->after_step(step + 1);
 
       // One small all-reduce per step gives every rank the mean loss, rank 0's clock, and whether any
       // rank was asked to stop (so that all stop after the same step).

@@ -1,0 +1,53 @@
+#include "train/invariants.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+namespace moco::train {
+namespace {
+
+void check_no_gradient(model::MocoImpl& moco, int64_t step) {
+  for (const auto& item : moco.encoder_k->named_parameters()) {
+    if (item.value().requires_grad())
+      throw std::logic_error(fmt::format("step {}: key encoder parameter {} requires grad", step, item.key()));
+    if (item.value().grad().defined())
+      throw std::logic_error(fmt::format("step {}: key encoder parameter {} received a gradient", step, item.key()));
+  }
+}
+
+}  // namespace
+
+void InvariantChecker::before_forward() {
+  q_before_.clear();
+  k_before_.clear();
+  for (const auto& p : moco_.encoder_q->parameters()) q_before_.push_back(p.detach().clone());
+  for (const auto& p : moco_.encoder_k->parameters()) k_before_.push_back(p.detach().clone());
+}
+
+void InvariantChecker::after_forward(int64_t step) const {
+  torch::NoGradGuard no_grad;
+  const double m = moco_.options().momentum;
+  const auto names = moco_.encoder_k->named_parameters();
+  for (size_t i = 0; i < k_before_.size(); ++i) {
+    // The same operations as the update itself, so equality is exact.
+    const auto expected = k_before_[i].mul(m).add(q_before_[i], 1.0 - m);
+    if (!torch::equal(names[i].value(), expected)) {
+      const double off = (names[i].value() - expected).abs().max().item<double>();
+      throw std::logic_error(fmt::format("step {}: key encoder parameter {} is not m*k + (1-m)*q of the step before (off by {:.3g})",
+                                         step, names[i].key(), off));
+    }
+  }
+  check_no_gradient(moco_, step);
+  const auto& queue = moco_.queue();
+  if (queue.requires_grad() || queue.grad_fn())
+    throw std::logic_error(fmt::format("step {}: the queue holds an autograd graph", step));
+  const auto norms = queue.norm(2, 0);
+  const double worst = (norms - 1).abs().max().item<double>();
+  if (worst > 1e-4) throw std::logic_error(fmt::format("step {}: a queue column has norm off 1 by {:.3g}", step, worst));
+}
+
+void InvariantChecker::after_step(int64_t step) const { check_no_gradient(moco_, step); }
+
+}  // namespace moco::train

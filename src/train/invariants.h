@@ -1,0 +1,28 @@
+// defines: InvariantChecker, the debug mode's per-step proof that MoCo's state is what it must be:
+// the key encoder moved by exactly k = m*k + (1-m)*q and received no gradient; the queue holds unit
+// keys and no autograd graph
+#pragma once
+
+#include "model/moco.h"
+
+#include <vector>
+
+namespace moco::train {
+
+class InvariantChecker {
+ public:
+  explicit InvariantChecker(model::MocoImpl& moco) : moco_(moco) {}
+  // Before the step's forward: remembers both encoders' parameters.
+  void before_forward();
+  // After the forward (which did the momentum update and the enqueue) and before the optimizer
+  // step. Throws std::logic_error naming the step and the tensor.
+  void after_forward(int64_t step) const;
+  // After the optimizer step: still no gradient in the key encoder.
+  void after_step(int64_t step) const;
+
+ private:
+  model::MocoImpl& moco_;
+  std::vector<torch::Tensor> q_before_, k_before_;
+};
+
+}  // namespace moco::train
