@@ -63,7 +63,23 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
   namespace F = torch::nn::functional;
   const auto unit = F::NormalizeFuncOptions().dim(1);
   MocoOutput out;
+  std::vector<torch::Tensor> saved_buffers;
+  if (options_.skip_nonfinite)
+    for (const auto& b : encoder_q->buffers()) saved_buffers.push_back(b.detach().clone());
   out.q = F::normalize(encoder_q->forward(im_q), unit);
+  if (options_.skip_nonfinite) {
+    // One flag per rank, so that every rank skips the same step and can name who caused it.
+    auto flags = group_->all_gather(torch::full({1}, out.q.isfinite().all().item<bool>() ? 0 : 1, torch::kInt32));
+    for (int64_t r = 0; r < flags.size(0); ++r)
+      if (flags[r].item<int>() != 0) out.skipped_by.push_back(static_cast<int>(r));
+    if (out.skipped()) {
+      torch::NoGradGuard no_grad;
+      const auto buffers = encoder_q->buffers();
+      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved_buffers[i]);
+      out.q = torch::Tensor();
+      return out;
+    }
+  }
   {
     torch::NoGradGuard no_grad;
     momentum_update();

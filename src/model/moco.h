@@ -12,6 +12,9 @@ struct MocoOptions {
   int64_t queue_size = 65536;  // K
   double momentum = 0.999;     // m in k = m*k + (1-m)*q
   double temperature = 0.07;   // T (0.2 for v2)
+  // Every rank checks its queries before anything else changes: if any rank's are not finite, all
+  // ranks skip the step (see MocoOutput::skipped_by).
+  bool skip_nonfinite = false;
 };
 
 struct MocoOutput {
@@ -19,6 +22,11 @@ struct MocoOutput {
   torch::Tensor logits;  // [n, 1+K], positive in column 0
   torch::Tensor q;       // [n, dim] normalised queries
   torch::Tensor k;       // [n, dim] normalised keys, no graph
+  // With MocoOptions::skip_nonfinite: the ranks whose queries held NaN or Inf. Then nothing else
+  // was computed (loss, logits, k undefined) and nothing changed: no momentum update, no enqueue,
+  // the query encoder's BatchNorm buffers restored; the caller must not step either.
+  std::vector<int> skipped_by;
+  bool skipped() const { return !skipped_by.empty(); }
 };
 
 // The key encoder is a copy of the query encoder that no optimizer sees and no gradient reaches:

@@ -108,6 +108,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process"),
       MOCO_FIELD(train.resume, "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); never: refuse to start if one exists; or the path of one checkpoint folder"),
       MOCO_FIELD(train.stop_at_step, "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs (jobs sliced into time windows)"),
+      MOCO_FIELD(train.max_bad_steps, "a step whose queries hold NaN or Inf on any rank is skipped by every rank (parameters, optimizer, queue unchanged); this many in a row stop the run with an error; 0: stop at the first"),
       MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off"),
       MOCO_FIELD(ckpt.every_minutes, "minutes of training between checkpoints; 0: off (a final checkpoint is always written)"),
       MOCO_FIELD(ckpt.keep_last, "committed checkpoints kept, newest first (the one 'latest' names is never deleted)"),
@@ -240,6 +241,7 @@ void validate(const Config& c, const std::string& where) {
   require(c.train.threads >= 0, where, "train.threads", "must be >= 0");
   require(!c.train.resume.empty(), where, "train.resume", "must be auto, never or the path of a checkpoint folder");
   require(c.train.stop_at_step >= 0, where, "train.stop_at_step", "must be >= 0");
+  require(c.train.max_bad_steps >= 0, where, "train.max_bad_steps", "must be >= 0");
   require(c.ckpt.every_steps >= 0, where, "ckpt.every_steps", "must be >= 0");
   require(c.ckpt.every_minutes >= 0, where, "ckpt.every_minutes", "must be >= 0");
   require(c.ckpt.keep_last >= 1, where, "ckpt.keep_last", "must be at least 1");

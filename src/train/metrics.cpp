@@ -13,7 +13,8 @@ MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path), out_
 void MetricsLog::write(const StepRecord& r) {
   write_line(nlohmann::json{{"event", "train"}, {"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss},
                             {"lr", r.lr}, {"img_per_s", r.img_per_s}, {"elapsed_s", r.elapsed_s},
-                            {"shuffle_bytes_per_step", r.shuffle_bytes_per_step}, {"grad_bytes_per_step", r.grad_bytes_per_step}}
+                            {"shuffle_bytes_per_step", r.shuffle_bytes_per_step}, {"grad_bytes_per_step", r.grad_bytes_per_step},
+                            {"bad_steps", r.bad_steps}}
                  .dump());
 }
 

@@ -16,6 +16,7 @@ struct StepRecord {
   double elapsed_s = 0;
   int64_t shuffle_bytes_per_step = 0;  // images and keys this rank sent to other ranks for shuffle-BN
   int64_t grad_bytes_per_step = 0;     // gradient bytes all-reduced by this rank
+  int64_t bad_steps = 0;               // steps skipped so far for NaN/Inf queries
 };
 
 struct KnnRecord {

@@ -16,11 +16,15 @@
 
 #include <sched.h>
 #include <unistd.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
 #include <csignal>
 #include <cmath>
 #include <filesystem>
@@ -149,6 +153,30 @@ class KnnMonitor {
   data::AugmentOptions normalisation_;
 };
 
+// "rank 1: all_to_all #5 did not complete" -> "rank 1: step 7: all_to_all #5 did not complete".
+std::string with_step(const std::string& message, int64_t step) {
+  if (message.rfind("step ", 0) == 0) return message;
+  const std::string label = fmt::format("step {}: ", step);
+  const auto colon = message.find(": ");
+  if (message.rfind("rank ", 0) == 0 && colon != std::string::npos) return message.substr(0, colon + 2) + label + message.substr(colon + 2);
+  return label + message;
+}
+
+// MOCO_INJECT_NAN=STEP[:RANK], a test hook: that rank's query batch of that step is NaN.
+struct NanInjection {
+  int64_t step = -1;
+  int rank = 0;
+};
+NanInjection nan_injection_from_env() {
+  NanInjection n;
+  if (const char* env = std::getenv("MOCO_INJECT_NAN")) {
+    if (std::sscanf(env, "%" SCNd64 ":%d", &n.step, &n.rank) < 1)
+      throw std::invalid_argument(fmt::format("MOCO_INJECT_NAN='{}': expected STEP[:RANK]", env));
+    spdlog::warn("MOCO_INJECT_NAN: rank {}'s queries of step {} will be NaN", n.rank, n.step);
+  }
+  return n;
+}
+
 // A rank's stop signal as a number whose sum over ranks still tells which was seen: SIGTERM (the job
 // is going away) outranks SIGUSR1 (checkpoint and requeue).
 double signal_code(int sig) { return sig == SIGTERM ? 1000.0 : sig == SIGUSR1 ? 1.0 : 0.0; }
@@ -211,7 +239,7 @@ TrainResult train(const Config& config, const RunContext& context) {
   }
 
   const Splits splits = load_splits(config);
-  model::MocoOptions moco_options{config.moco.queue_size, config.moco.momentum, config.moco.temperature};
+  model::MocoOptions moco_options{config.moco.queue_size, config.moco.momentum, config.moco.temperature, /*skip_nonfinite=*/true};
   model::Moco moco(encoder_options(config, splits.train->channels(), world), moco_options, context.group, config.train.seed);
   moco->to(device);
   moco->train();
@@ -296,84 +324,107 @@ TrainResult train(const Config& config, const RunContext& context) {
     spdlog::info("debug: {}{}", config.debug.check_invariants ? "invariants checked every step" : "",
                  config.debug.anomaly_detection ? (config.debug.check_invariants ? ", autograd anomaly detection on" : "autograd anomaly detection on") : "");
 
-  int64_t step = at.step, interval_steps = 0, shuffle_bytes = 0;
+  const auto nan_injection = nan_injection_from_env();
+  int64_t step = at.step, interval_steps = 0, loss_steps = 0, shuffle_bytes = 0, bad_steps = 0, bad_in_a_row = 0;
   double loss_sum = 0, interval_seconds = 0;
   bool done = progress(step) >= 1.0 || stop_requested(step);
   if (done) spdlog::info("nothing to train: the run is at step {} of {}", step, total_steps);
-  for (int64_t epoch = at.epoch, first_batch = at.batch_in_epoch; !done; ++epoch, first_batch = 0) {
-    loader.start_epoch(epoch, first_batch);
-    int64_t batch_in_epoch = first_batch;
-    while (auto batch = loader.next()) {
-      const auto step_start = Clock::now();
-      const double lr = learning_rate(config, progress(step) * config.train.epochs);
-      optimizer.set_lr(lr);
+  try {
+    for (int64_t epoch = at.epoch, first_batch = at.batch_in_epoch; !done; ++epoch, first_batch = 0) {
+      loader.start_epoch(epoch, first_batch);
+      int64_t batch_in_epoch = first_batch;
+      while (auto batch = loader.next()) {
+        const auto step_start = Clock::now();
+        const double lr = learning_rate(config, progress(step) * config.train.epochs);
+        optimizer.set_lr(lr);
 
-      if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
-      if (invariants) invariants->before_forward();
-      const auto out = moco->forward(batch->query.to(device), batch->key.to(device));
-      if (invariants) invariants->after_forward(step + 1);
-      optimizer.zero_grad();
-      out.loss.backward();
-      reducer.finalize();
-      optimizer.step();
-      if (invariants) invariants->after_step(step + 1);
+        if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
+        if (invariants) invariants->before_forward();
+        auto query = batch->query.to(device);
+        if (nan_injection.step == step + 1 && nan_injection.rank == rank) query.fill_(std::nan(""));
+        const auto out = moco->forward(query, batch->key.to(device));
+        if (out.skipped()) {
+          ++bad_steps;
+          if (++bad_in_a_row > config.train.max_bad_steps)
+            throw std::runtime_error(fmt::format("step {}: the queries of rank(s) {} hold NaN or Inf, {} step(s) in a row (train.max_bad_steps {}); "
+                                                 "the state is that of the step before; checkpoints, if any, are in {}",
+                                                 step + 1, fmt::join(out.skipped_by, ", "), bad_in_a_row, config.train.max_bad_steps, checkpointing.root()));
+          spdlog::warn("step {}: the queries of rank(s) {} hold NaN or Inf: every rank skips the step ({} in a row, train.max_bad_steps {})",
+                       step + 1, fmt::join(out.skipped_by, ", "), bad_in_a_row, config.train.max_bad_steps);
+        } else {
+          bad_in_a_row = 0;
+          if (invariants) invariants->after_forward(step + 1);
+          optimizer.zero_grad();
+          out.loss.backward();
+          reducer.finalize();
+          optimizer.step();
+          if (invariants) invariants->after_step(step + 1);
+        }
 
-      // One small all-reduce per step gives every rank the mean loss, rank 0's clock, and whether any
-      // rank was asked to stop (so that all stop after the same step).
-      const double step_seconds = seconds_since(step_start);
-      auto shared = torch::tensor({out.loss.item<double>(), rank == 0 ? result.train_seconds + step_seconds : 0.0,
-                                   signal_code(preempt::preemption_signal())},
-                                  torch::kDouble);
-      if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
-      const double loss = shared[0].item<double>() / world;
-      if (!std::isfinite(loss)) throw std::runtime_error(fmt::format("the loss became {} at step {}", loss, step));
-      result.train_seconds = shared[1].item<double>();
-      const int stop_signal = signal_from_code(shared[2].item<double>());
+        // One small all-reduce per step gives every rank the mean loss, rank 0's clock, and whether any
+        // rank was asked to stop (so that all stop after the same step).
+        const double step_seconds = seconds_since(step_start);
+        auto shared = torch::tensor({out.skipped() ? 0.0 : out.loss.item<double>(), rank == 0 ? result.train_seconds + step_seconds : 0.0,
+                                     signal_code(preempt::preemption_signal())},
+                                    torch::kDouble);
+        if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
+        const double loss = shared[0].item<double>() / world;
+        if (!std::isfinite(loss)) throw std::runtime_error(fmt::format("the loss became {} at step {}", loss, step));
+        result.train_seconds = shared[1].item<double>();
+        const int stop_signal = signal_from_code(shared[2].item<double>());
 
-      ++step;
-      ++batch_in_epoch;
-      at.step = step;
-      at.epoch = batch_in_epoch == steps_per_epoch ? epoch + 1 : epoch;
-      at.batch_in_epoch = batch_in_epoch == steps_per_epoch ? 0 : batch_in_epoch;
-      if (world > 1 && config.dist.queue_check_every > 0 && step % config.dist.queue_check_every == 0)
-        check_queue_consistency(*moco, group, step);
-      interval_seconds += step_seconds;
-      loss_sum += loss;
-      shuffle_bytes += moco->last_shuffle_bytes();
-      ++interval_steps;
-      const double p = progress(step);
-      result.preempted_by = stop_signal;
-      done = p >= 1.0 || stop_requested(step) || stop_signal != 0;
-      if (step % config.train.log_every == 0 || done) {
-        StepRecord r;
-        r.step = step;
-        r.epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
-        r.loss = loss_sum / static_cast<double>(interval_steps);
-        r.lr = lr;
-        r.img_per_s = static_cast<double>(interval_steps * config.optim.batch_size) / interval_seconds;
-        r.elapsed_s = result.train_seconds;
-        r.shuffle_bytes_per_step = shuffle_bytes / interval_steps;
-        r.grad_bytes_per_step = reducer.last_stats().bytes_reduced;
-        if (metrics) metrics->write(r);
-        spdlog::info("epoch {:.2f} step {}/{} loss {:.4f} lr {:.4g} {:.1f} img/s ETA {}{}", r.epoch, step,
-                     config.train.time_budget_s > 0 ? "~" : std::to_string(total_steps), r.loss, lr, r.img_per_s,
-                     format_duration(result.train_seconds * std::max(0.0, 1.0 - p) / std::max(p, 1e-9)),
-                     world > 1 ? fmt::format(" | shuffle {:.1f} KiB/step, gradients {:.1f} MiB/step", r.shuffle_bytes_per_step / 1024.0,
-                                             r.grad_bytes_per_step / 1048576.0)
-                               : "");
-        loss_sum = 0;
-        interval_steps = 0;
-        interval_seconds = 0;
-        shuffle_bytes = 0;
+        ++step;
+        ++batch_in_epoch;
+        at.step = step;
+        at.epoch = batch_in_epoch == steps_per_epoch ? epoch + 1 : epoch;
+        at.batch_in_epoch = batch_in_epoch == steps_per_epoch ? 0 : batch_in_epoch;
+        if (world > 1 && config.dist.queue_check_every > 0 && step % config.dist.queue_check_every == 0)
+          check_queue_consistency(*moco, group, step);
+        interval_seconds += step_seconds;
+        if (!out.skipped()) {
+          loss_sum += loss;
+          shuffle_bytes += moco->last_shuffle_bytes();
+          ++loss_steps;
+        }
+        ++interval_steps;
+        const double p = progress(step);
+        result.preempted_by = stop_signal;
+        done = p >= 1.0 || stop_requested(step) || stop_signal != 0;
+        if (step % config.train.log_every == 0 || done) {
+          StepRecord r;
+          r.step = step;
+          r.epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
+          r.loss = loss_steps > 0 ? loss_sum / static_cast<double>(loss_steps) : std::nan("");
+          r.bad_steps = bad_steps;
+          r.lr = lr;
+          r.img_per_s = static_cast<double>(interval_steps * config.optim.batch_size) / interval_seconds;
+          r.elapsed_s = result.train_seconds;
+          r.shuffle_bytes_per_step = loss_steps > 0 ? shuffle_bytes / loss_steps : 0;
+          r.grad_bytes_per_step = reducer.last_stats().bytes_reduced;
+          if (metrics) metrics->write(r);
+          spdlog::info("epoch {:.2f} step {}/{} loss {:.4f} lr {:.4g} {:.1f} img/s ETA {}{}", r.epoch, step,
+                       config.train.time_budget_s > 0 ? "~" : std::to_string(total_steps), r.loss, lr, r.img_per_s,
+                       format_duration(result.train_seconds * std::max(0.0, 1.0 - p) / std::max(p, 1e-9)),
+                       world > 1 ? fmt::format(" | shuffle {:.1f} KiB/step, gradients {:.1f} MiB/step", r.shuffle_bytes_per_step / 1024.0,
+                                               r.grad_bytes_per_step / 1048576.0)
+                                 : "");
+          loss_sum = 0;
+          interval_steps = loss_steps = 0;
+          interval_seconds = 0;
+          shuffle_bytes = 0;
+        }
+        if (done) break;
+        if (checkpointing.due(step, result.train_seconds)) save(step);
       }
-      if (done) break;
-      if (checkpointing.due(step, result.train_seconds)) save(step);
+      const int64_t epochs_done = epoch + 1;
+      if (!done && config.knn.every_epochs > 0 && epochs_done % config.knn.every_epochs == 0) {
+        if (world > 1) dist::broadcast_parameters(bn_buffers, group);
+        knn.evaluate(moco->encoder_q, "trained", step, static_cast<double>(epochs_done));
+      }
     }
-    const int64_t epochs_done = epoch + 1;
-    if (!done && config.knn.every_epochs > 0 && epochs_done % config.knn.every_epochs == 0) {
-      if (world > 1) dist::broadcast_parameters(bn_buffers, group);
-      knn.evaluate(moco->encoder_q, "trained", step, static_cast<double>(epochs_done));
-    }
+  } catch (const std::exception& e) {
+    // Whatever failed (a collective that timed out, a worker, a check) happened in this step.
+    throw std::runtime_error(with_step(e.what(), step + 1));
   }
   result.steps = step;
   if (!checkpointing.saved_at(step)) save(step);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Faults end in known states. One case per ctest entry:
+#   faults_test.sh CASE BUILD_DIR WORK_DIR
+#   nan_skip    rank 1's queries of step 3 are NaN (MOCO_INJECT_NAN): both ranks skip step 3, the state
+#               after it equals the state before it bit for bit, the run finishes, metrics count it
+#   nan_stop    the same with train.max_bad_steps=0: exit 1 naming the step and the rank
+#   stuck_peer  rank 1 stopped (SIGSTOP) mid-run: rank 0 gives up after dist.timeout_s naming the
+#               step and the collective, the job exits non-zero, no process is left behind
+#   dead_peer   rank 1 killed (SIGKILL) mid-run: the job exits non-zero at once, naming the rank
+set -euo pipefail
+case_name=$1 build=$(cd "$2" && pwd) work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
+base=(--config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 ckpt.every_minutes=0 ckpt.async=false)
+two() { mpirun -np 2 --oversubscribe "$build/moco_dist" "${base[@]}" "$@"; }
+left_behind() { pgrep -f "train.output_dir=$work/" >/dev/null; }
+
+case $case_name in
+nan_skip)
+  two train.output_dir="$work/before" train.stop_at_step=2 >/dev/null 2>&1 || fail "the reference run failed"
+  MOCO_INJECT_NAN=3:1 two train.output_dir="$work/skip" train.stop_at_step=3 >"$work/console" 2>&1 || fail "the run with a NaN failed"
+  grep -q "step 3: the queries of rank(s) 1 hold NaN or Inf: every rank skips the step" "$work/console" || fail "no skip warning"
+  "$build/moco_ckpt" diff "$work/before" "$work/skip" --ignore '^progress/' --ignore '^rng/' || fail "the skipped step changed the state"
+  grep '"event":"train"' "$work/skip/metrics.jsonl" | grep -q '"bad_steps":1,.*"step":3' || fail "metrics do not count the skip"
+  MOCO_INJECT_NAN=3:1 two train.output_dir="$work/skip" >"$work/console" 2>&1 || fail "the resumed run failed"
+  grep -q "kNN top-1: random init" "$work/console" || fail "the run did not finish"
+  ;;
+nan_stop)
+  rc=0
+  MOCO_INJECT_NAN=3:1 two train.output_dir="$work/stop" train.max_bad_steps=0 >"$work/console" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] || fail "exit 0 with a NaN and train.max_bad_steps=0"
+  grep -q "step 3: the queries of rank(s) 1 hold NaN or Inf, 1 step(s) in a row (train.max_bad_steps 0)" "$work/console" || fail "no error naming step and rank"
+  ;;
+stuck_peer | dead_peer)
+  two train.output_dir="$work/run" train.epochs=200 dist.timeout_s=5 >"$work/console" 2>&1 &
+  job=$!
+  for _ in $(seq 300); do grep -q '"step":10' "$work/run/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
+  grep -q '"step":10' "$work/run/metrics.jsonl" || fail "no step 10 within 60 s"
+  victim=$(pgrep -f "train.output_dir=$work/run" | xargs -r ps -o pid=,args= -p | grep -v mpirun | awk '{print $1}' | sort -n | tail -n 1)
+  [ -n "$victim" ] || fail "no rank process found"
+  start=$(date +%s)
+  if [ "$case_name" = stuck_peer ]; then kill -STOP "$victim"; else kill -KILL "$victim"; fi
+  rc=0
+  wait "$job" || rc=$?
+  took=$(( $(date +%s) - start ))
+  [ "$rc" -ne 0 ] || fail "the job exited 0"
+  if [ "$case_name" = stuck_peer ]; then
+    [ "$took" -le 35 ] || fail "took ${took}s with dist.timeout_s=5"
+    grep -Eq "rank 0: step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 5 s" "$work/console" || fail "no error naming the step and the collective"
+  else
+    [ "$took" -le 30 ] || fail "took ${took}s"
+    grep -q "rank 1 .* exited on signal 9" "$work/console" || fail "the dead rank is not named"
+  fi
+  sleep 1
+  if left_behind; then pkill -KILL -f "train.output_dir=$work/" || true; fail "processes left behind"; fi
+  echo "exit $rc after ${took}s"
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "PASS ($case_name)"
