@@ -8,6 +8,7 @@ packages=(
   libtorch-dev libopenblas0-pthread          # LibTorch 1.13 (CPU); OpenBLAS makes its matmuls ~30x faster
   libopenmpi-dev openmpi-bin                 # bootstrap, CPU collectives, launcher
   libhdf5-dev                                # checkpoints
+  libprotobuf-dev protobuf-compiler libboost-dev   # TensorBoard event files (protobuf; Boost.CRC's CRC-32C)
   libspdlog-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libturbojpeg0-dev
   libgtest-dev libgmock-dev
   dataset-fashion-mnist                      # real images for the main job
@@ -18,11 +19,18 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install_deps: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
-echo "install_deps: installing ${missing[*]}" >&2
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The TensorBoard test reads event files with the `tensorboard` package (PyPI), through the python3
+# on PATH.
+if ! python3 -c "import tensorboard" 2>/dev/null; then
+  echo "install_deps: pip install tensorboard (for the TensorBoard test)" >&2
+  python3 -m pip install -q tensorboard 2>/dev/null || python3 -m pip install -q --break-system-packages tensorboard
+fi

@@ -108,6 +108,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process"),
       MOCO_FIELD(train.resume, "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); never: refuse to start if one exists; or the path of one checkpoint folder"),
       MOCO_FIELD(train.stop_at_step, "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs (jobs sliced into time windows)"),
+      MOCO_FIELD(train.tensorboard, "also write the metrics (loss, lr, img/s, acc@1/5, data wait, kNN) as TensorBoard events in output_dir/tb"),
       MOCO_FIELD(train.max_bad_steps, "a step whose queries hold NaN or Inf on any rank is skipped by every rank (parameters, optimizer, queue unchanged); this many in a row stop the run with an error; 0: stop at the first"),
       MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off"),
       MOCO_FIELD(ckpt.every_minutes, "minutes of training between checkpoints; 0: off (a final checkpoint is always written)"),

@@ -60,6 +60,7 @@ struct Config {
     int threads = 0;                // intra-op threads; 0: the cores this process may use
     std::string resume = "auto";    // auto | never | path to a checkpoint folder
     int64_t stop_at_step = 0;       // > 0: end (with a checkpoint) after this step; the schedule still spans epochs
+    bool tensorboard = true;        // also write metrics as TensorBoard events in output_dir/tb
     int64_t max_bad_steps = 5;      // consecutive steps with NaN/Inf queries skipped before the run stops; 0: stop at the first
   } train;
   struct Ckpt {

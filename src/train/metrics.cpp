@@ -1,21 +1,35 @@
 #include "train/metrics.h"
 
+#include "metrics/tensorboard_writer.h"
+
 #include <nlohmann/json.hpp>
 
 #include <stdexcept>
 
 namespace moco::train {
 
-MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
+MetricsLog::MetricsLog(const std::string& path, bool append, const std::string& tensorboard_dir)
+    : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
   if (!out_) throw std::runtime_error(path + ": cannot open for writing");
+  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<metrics::TensorBoardWriter>(tensorboard_dir);
 }
+
+MetricsLog::~MetricsLog() = default;
 
 void MetricsLog::write(const StepRecord& r) {
   write_line(nlohmann::json{{"event", "train"}, {"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss},
                             {"lr", r.lr}, {"img_per_s", r.img_per_s}, {"elapsed_s", r.elapsed_s},
                             {"shuffle_bytes_per_step", r.shuffle_bytes_per_step}, {"grad_bytes_per_step", r.grad_bytes_per_step},
-                            {"bad_steps", r.bad_steps}}
+                            {"bad_steps", r.bad_steps}, {"acc1", r.acc1}, {"acc5", r.acc5},
+                            {"data_wait_s", r.data_wait_s}, {"data_wait_share", r.data_wait_share}}
                  .dump());
+  if (tensorboard_) {
+    // The same numbers as the JSON row, under the same names.
+    for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", r.loss}, {"train/lr", r.lr}, {"train/img_per_s", r.img_per_s},
+                                     {"train/acc1", r.acc1}, {"train/acc5", r.acc5}, {"train/data_wait_share", r.data_wait_share},
+                                     {"train/bad_steps", static_cast<double>(r.bad_steps)}})
+      tensorboard_->add_scalar(tag, value, r.step);
+  }
 }
 
 void MetricsLog::write(const KnnRecord& r) {
@@ -23,6 +37,7 @@ void MetricsLog::write(const KnnRecord& r) {
                             {"epoch", r.epoch}, {"memory_size", r.memory_size},
                             {"query_size", r.query_size}, {"seconds", r.seconds}}
                  .dump());
+  if (tensorboard_) tensorboard_->add_scalar("knn/top1_" + r.encoder, r.top1, r.step);
 }
 
 void MetricsLog::write(const CheckpointRecord& r) {

@@ -3,7 +3,12 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
+
+namespace moco::metrics {
+class TensorBoardWriter;
+}
 
 namespace moco::train {
 
@@ -17,6 +22,9 @@ struct StepRecord {
   int64_t shuffle_bytes_per_step = 0;  // images and keys this rank sent to other ranks for shuffle-BN
   int64_t grad_bytes_per_step = 0;     // gradient bytes all-reduced by this rank
   int64_t bad_steps = 0;               // steps skipped so far for NaN/Inf queries
+  double acc1 = 0, acc5 = 0;           // the contrastive task: the positive key ranked first / in the top 5 (%)
+  double data_wait_s = 0;              // per step, waiting for the loader
+  double data_wait_share = 0;          // of the wall time of the steps
 };
 
 struct KnnRecord {
@@ -50,7 +58,9 @@ struct PreemptRecord {
 class MetricsLog {
  public:
   // Truncates, or appends (a resumed run keeps every line logged before); throws naming the path.
-  MetricsLog(const std::string& path, bool append);
+  // With a tensorboard_dir, the numbers also go to a TensorBoard event file there.
+  MetricsLog(const std::string& path, bool append, const std::string& tensorboard_dir = "");
+  ~MetricsLog();
   void write(const StepRecord& record);
   void write(const KnnRecord& record);
   void write(const CheckpointRecord& record);
@@ -60,6 +70,7 @@ class MetricsLog {
   void write_line(const std::string& line);
   std::string path_;
   std::ofstream out_;
+  std::unique_ptr<metrics::TensorBoardWriter> tensorboard_;
 };
 
 }  // namespace moco::train

@@ -153,6 +153,16 @@ class KnnMonitor {
   data::AugmentOptions normalisation_;
 };
 
+// The contrastive task's accuracy (%): how often the positive (column 0 of the logits) ranks first,
+// and among the first 5. A flat acc@1 is the first sign of a broken setup (the official code prints it).
+std::pair<double, double> positive_rank_accuracy(const torch::Tensor& logits) {
+  torch::NoGradGuard no_grad;
+  const auto top = std::get<1>(logits.topk(std::min<int64_t>(5, logits.size(1)), 1));
+  const auto hit = top.eq(0);
+  const double n = static_cast<double>(logits.size(0));
+  return {100.0 * hit.select(1, 0).sum().item<double>() / n, 100.0 * hit.any(1).sum().item<double>() / n};
+}
+
 // "rank 1: all_to_all #5 did not complete" -> "rank 1: step 7: all_to_all #5 did not complete".
 std::string with_step(const std::string& message, int64_t step) {
   if (message.rfind("step ", 0) == 0) return message;
@@ -235,7 +245,8 @@ TrainResult train(const Config& config, const RunContext& context) {
   std::optional<MetricsLog> metrics;
   if (rank == 0 && !context.dry_run) {
     std::ofstream(out_dir / "config.yaml") << to_yaml(config);
-    metrics.emplace((out_dir / "metrics.jsonl").string(), /*append=*/checkpointing.will_try_resume());
+    metrics.emplace((out_dir / "metrics.jsonl").string(), /*append=*/checkpointing.will_try_resume(),
+                    config.train.tensorboard ? (out_dir / "tb").string() : std::string());
   }
 
   const Splits splits = load_splits(config);
@@ -325,15 +336,19 @@ TrainResult train(const Config& config, const RunContext& context) {
                  config.debug.anomaly_detection ? (config.debug.check_invariants ? ", autograd anomaly detection on" : "autograd anomaly detection on") : "");
 
   const auto nan_injection = nan_injection_from_env();
-  int64_t step = at.step, interval_steps = 0, loss_steps = 0, shuffle_bytes = 0, bad_steps = 0, bad_in_a_row = 0;
-  double loss_sum = 0, interval_seconds = 0;
+  int64_t step = at.step, interval_steps = 0, loss_steps = 0, shuffle_bytes = 0, bad_steps = 0, bad_in_a_row = 0, epoch_steps = 0;
+  double loss_sum = 0, interval_seconds = 0, acc1_sum = 0, acc5_sum = 0, interval_wait = 0, epoch_loss = 0, epoch_acc1 = 0;
   bool done = progress(step) >= 1.0 || stop_requested(step);
   if (done) spdlog::info("nothing to train: the run is at step {} of {}", step, total_steps);
   try {
     for (int64_t epoch = at.epoch, first_batch = at.batch_in_epoch; !done; ++epoch, first_batch = 0) {
       loader.start_epoch(epoch, first_batch);
       int64_t batch_in_epoch = first_batch;
-      while (auto batch = loader.next()) {
+      for (;;) {
+        const auto wait_start = Clock::now();
+        auto batch = loader.next();
+        if (!batch) break;
+        const double data_wait = seconds_since(wait_start);
         const auto step_start = Clock::now();
         const double lr = learning_rate(config, progress(step) * config.train.epochs);
         optimizer.set_lr(lr);
@@ -364,8 +379,9 @@ TrainResult train(const Config& config, const RunContext& context) {
         // One small all-reduce per step gives every rank the mean loss, rank 0's clock, and whether any
         // rank was asked to stop (so that all stop after the same step).
         const double step_seconds = seconds_since(step_start);
+        const auto [acc1, acc5] = out.skipped() ? std::pair<double, double>{0, 0} : positive_rank_accuracy(out.logits);
         auto shared = torch::tensor({out.skipped() ? 0.0 : out.loss.item<double>(), rank == 0 ? result.train_seconds + step_seconds : 0.0,
-                                     signal_code(preempt::preemption_signal())},
+                                     signal_code(preempt::preemption_signal()), acc1, acc5, data_wait},
                                     torch::kDouble);
         if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
         const double loss = shared[0].item<double>() / world;
@@ -381,7 +397,13 @@ TrainResult train(const Config& config, const RunContext& context) {
         if (world > 1 && config.dist.queue_check_every > 0 && step % config.dist.queue_check_every == 0)
           check_queue_consistency(*moco, group, step);
         interval_seconds += step_seconds;
+        interval_wait += shared[5].item<double>() / world;
         if (!out.skipped()) {
+          acc1_sum += shared[3].item<double>() / world;
+          acc5_sum += shared[4].item<double>() / world;
+          epoch_loss += loss;
+          epoch_acc1 += shared[3].item<double>() / world;
+          ++epoch_steps;
           loss_sum += loss;
           shuffle_bytes += moco->last_shuffle_bytes();
           ++loss_steps;
@@ -396,19 +418,24 @@ TrainResult train(const Config& config, const RunContext& context) {
           r.epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
           r.loss = loss_steps > 0 ? loss_sum / static_cast<double>(loss_steps) : std::nan("");
           r.bad_steps = bad_steps;
+          r.acc1 = loss_steps > 0 ? acc1_sum / static_cast<double>(loss_steps) : std::nan("");
+          r.acc5 = loss_steps > 0 ? acc5_sum / static_cast<double>(loss_steps) : std::nan("");
+          r.data_wait_s = interval_wait / static_cast<double>(interval_steps);
+          r.data_wait_share = interval_wait / (interval_wait + interval_seconds);
           r.lr = lr;
           r.img_per_s = static_cast<double>(interval_steps * config.optim.batch_size) / interval_seconds;
           r.elapsed_s = result.train_seconds;
           r.shuffle_bytes_per_step = loss_steps > 0 ? shuffle_bytes / loss_steps : 0;
           r.grad_bytes_per_step = reducer.last_stats().bytes_reduced;
           if (metrics) metrics->write(r);
-          spdlog::info("epoch {:.2f} step {}/{} loss {:.4f} lr {:.4g} {:.1f} img/s ETA {}{}", r.epoch, step,
-                       config.train.time_budget_s > 0 ? "~" : std::to_string(total_steps), r.loss, lr, r.img_per_s,
+          spdlog::info("epoch {:.2f} step {}/{} loss {:.4f} acc@1 {:.1f}% acc@5 {:.1f}% lr {:.4g} {:.1f} img/s data wait {:.0f}% ETA {}{}", r.epoch, step,
+                       config.train.time_budget_s > 0 ? "~" : std::to_string(total_steps), r.loss, r.acc1, r.acc5, lr, r.img_per_s,
+                       100 * r.data_wait_share,
                        format_duration(result.train_seconds * std::max(0.0, 1.0 - p) / std::max(p, 1e-9)),
                        world > 1 ? fmt::format(" | shuffle {:.1f} KiB/step, gradients {:.1f} MiB/step", r.shuffle_bytes_per_step / 1024.0,
                                                r.grad_bytes_per_step / 1048576.0)
                                  : "");
-          loss_sum = 0;
+          loss_sum = acc1_sum = acc5_sum = interval_wait = 0;
           interval_steps = loss_steps = 0;
           interval_seconds = 0;
           shuffle_bytes = 0;
@@ -417,6 +444,12 @@ TrainResult train(const Config& config, const RunContext& context) {
         if (checkpointing.due(step, result.train_seconds)) save(step);
       }
       const int64_t epochs_done = epoch + 1;
+      if (!done && epoch_steps > 0)
+        spdlog::info("epoch {} done: mean loss {:.4f}, acc@1 {:.1f}% over {} step(s); {} step(s) skipped so far; {} of training",
+                     epochs_done, epoch_loss / static_cast<double>(epoch_steps), epoch_acc1 / static_cast<double>(epoch_steps), epoch_steps,
+                     bad_steps, format_duration(result.train_seconds));
+      epoch_loss = epoch_acc1 = 0;
+      epoch_steps = 0;
       if (!done && config.knn.every_epochs > 0 && epochs_done % config.knn.every_epochs == 0) {
         if (world > 1) dist::broadcast_parameters(bn_buffers, group);
         knn.evaluate(moco->encoder_q, "trained", step, static_cast<double>(epochs_done));
