@@ -20,6 +20,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The tag of the point-to-point descriptor exchange (collectives do not match point-to-point
+// messages, and MPI keeps the messages of one pair in order, so one tag serves every collective).
+constexpr int kDescriptorTag = 0x6d6f;
+
 // MPI_THREAD_SERIALIZED: one MPI call at a time in the whole process, whichever group makes it.
 std::mutex& mpi_mutex() {
   static std::mutex mutex;
@@ -32,6 +36,8 @@ std::mutex& mpi_mutex() {
 // memory.
 struct Pending {
   MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> exchange;  // the descriptor exchange: a receive from each peer, then the sends
+  std::vector<int> exchange_peers;    // the peer of each receive in `exchange`
   bool done = false;
   std::vector<torch::Tensor> tensors;
   std::vector<int64_t> send_words, recv_words;
@@ -117,6 +123,43 @@ struct MpiProcessGroup::State {
     }
   }
 
+  // The descriptor exchange's wait: as wait_for, but on a timeout it names the ranks whose
+  // descriptor never came, i.e. the ranks that never reached this collective.
+  void wait_for_exchange(Pending& pending, CollectiveOp op, int64_t number) {
+    const auto deadline = Clock::now() + options.timeout;
+    const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
+    for (int polls = 0;; ++polls) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_mutex());
+        int flag = 0;
+        const int rc = MPI_Testall(static_cast<int>(pending.exchange.size()), pending.exchange.data(), &flag, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+          broken = what + " failed";
+          detail::throw_mpi_failed(rc, ("MPI_Testall(" + what + ")").c_str(), __FILE__, __LINE__);
+        }
+        if (flag) {
+          pending.done = true;
+          return;
+        }
+      }
+      if (Clock::now() >= deadline) {
+        std::lock_guard<std::mutex> lock(mpi_mutex());
+        std::vector<int> missing;
+        for (size_t i = 0; i < pending.exchange_peers.size(); ++i) {
+          int arrived = 0;
+          if (pending.exchange[i] != MPI_REQUEST_NULL) MPI_Test(&pending.exchange[i], &arrived, MPI_STATUS_IGNORE);
+          if (pending.exchange[i] != MPI_REQUEST_NULL && !arrived) missing.push_back(pending.exchange_peers[i]);
+        }
+        broken = what + " timed out";
+        throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + ", waiting for " +
+                                  (missing.empty() ? std::string("a rank") : rank_list(missing)) +
+                                  ", which never reached it (dead, stuck, or in another collective)");
+      }
+      if (polls < 64) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(polls - 64, 7))));
+    }
+  }
+
   // Registers `pending` so that its memory outlives any Work, and forgets finished ones.
   void track(const std::shared_ptr<Pending>& pending) {
     std::vector<std::shared_ptr<Pending>> live;
@@ -148,13 +191,27 @@ struct MpiProcessGroup::State {
     pending->send_words.resize(kDescriptorWords);
     std::memcpy(pending->send_words.data(), &descriptor, sizeof descriptor);
     pending->recv_words.resize(static_cast<size_t>(kDescriptorWords) * size);
+    // Point to point rather than one all-gather, so that a timeout knows whose descriptor is missing.
+    std::memcpy(pending->recv_words.data() + static_cast<size_t>(rank) * kDescriptorWords, &descriptor, sizeof descriptor);
     {
       std::lock_guard<std::mutex> lock(mpi_mutex());
-      MPI_CHECK(MPI_Iallgather(pending->send_words.data(), kDescriptorWords, MPI_INT64_T, pending->recv_words.data(),
-                               kDescriptorWords, MPI_INT64_T, comm, &pending->request));
+      pending->exchange.reserve(2 * static_cast<size_t>(size));
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) continue;
+        pending->exchange.emplace_back(MPI_REQUEST_NULL);
+        pending->exchange_peers.push_back(peer);
+        MPI_CHECK(MPI_Irecv(pending->recv_words.data() + static_cast<size_t>(peer) * kDescriptorWords, kDescriptorWords,
+                            MPI_INT64_T, peer, kDescriptorTag, comm, &pending->exchange.back()));
+      }
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) continue;
+        pending->exchange.emplace_back(MPI_REQUEST_NULL);
+        MPI_CHECK(MPI_Isend(pending->send_words.data(), kDescriptorWords, MPI_INT64_T, peer, kDescriptorTag, comm,
+                            &pending->exchange.back()));
+      }
       track(pending);
     }
-    wait_for(*pending, op, descriptor.seq, " (not every rank reached it)");
+    wait_for_exchange(*pending, op, descriptor.seq);
 
     std::vector<CollectiveDescriptor> all(static_cast<size_t>(size));
     static_assert(std::is_trivially_copyable_v<CollectiveDescriptor>, "copied as words");

@@ -5,7 +5,7 @@
 #               after it equals the state before it bit for bit, the run finishes, metrics count it
 #   nan_stop    the same with train.max_bad_steps=0: exit 1 naming the step and the rank
 #   stuck_peer  rank 1 stopped (SIGSTOP) mid-run: rank 0 gives up after dist.timeout_s naming the
-#               step and the collective, the job exits non-zero, no process is left behind
+#               step, the collective and rank 1; the job exits non-zero, no process is left behind
 #   dead_peer   rank 1 killed (SIGKILL) mid-run: the job exits non-zero at once, naming the rank
 set -euo pipefail
 case_name=$1 build=$(cd "$2" && pwd) work=$3
@@ -48,7 +48,8 @@ stuck_peer | dead_peer)
   [ "$rc" -ne 0 ] || fail "the job exited 0"
   if [ "$case_name" = stuck_peer ]; then
     [ "$took" -le 35 ] || fail "took ${took}s with dist.timeout_s=5"
-    grep -Eq "rank 0: step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 5 s" "$work/console" || fail "no error naming the step and the collective"
+    grep -Eq "rank 0: step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 5 s, waiting for rank 1, which never reached it" "$work/console" ||
+      fail "no error naming the step, the collective and the rank"
   else
     [ "$took" -le 30 ] || fail "took ${took}s"
     grep -q "rank 1 .* exited on signal 9" "$work/console" || fail "the dead rank is not named"
