@@ -50,6 +50,7 @@ stuck_peer | dead_peer)
     [ "$took" -le 35 ] || fail "took ${took}s with dist.timeout_s=5"
     grep -Eq "rank 0: step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 5 s, waiting for rank 1, which never reached it" "$work/console" ||
       fail "no error naming the step, the collective and the rank"
+    grep -q "waiting for rank 1, which never reached it" "$work/run/rank0.log" || fail "rank 0's log file lacks the error"
   else
     [ "$took" -le 30 ] || fail "took ${took}s"
     grep -q "rank 1 .* exited on signal 9" "$work/console" || fail "the dead rank is not named"
