@@ -23,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 // The tag of the point-to-point descriptor exchange (collectives do not match point-to-point
 // messages, and MPI keeps the messages of one pair in order, so one tag serves every collective).
 constexpr int kDescriptorTag = 0x6d6f;
+constexpr int kRollCallTag = 0x6d70;
 
 // MPI_THREAD_SERIALIZED: one MPI call at a time in the whole process, whichever group makes it.
 std::mutex& mpi_mutex() {
@@ -115,12 +116,54 @@ struct MpiProcessGroup::State {
         std::lock_guard<std::mutex> lock(mpi_mutex());
         const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
         broken = what + " timed out";
-        throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + phase +
-                                  "; a rank may have died or called a different collective");
+        throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + phase + "; " + roll_call_verdict());
       }
       if (polls < 64) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(polls - 64, 7))));
     }
+  }
+
+  // After a collective timed out on this rank: every rank that timed out too says so to every
+  // other, and the ranks not heard from within a few seconds are the dead or stuck ones. Called
+  // once (the group is broken afterwards) with the MPI mutex held.
+  std::vector<int> roll_call() {
+    auto* messages = new std::vector<int64_t>(static_cast<size_t>(size), -1);  // leaked with the requests
+    auto* requests = new std::vector<MPI_Request>();
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      requests->emplace_back(MPI_REQUEST_NULL);
+      MPI_Irecv(&(*messages)[static_cast<size_t>(peer)], 1, MPI_INT64_T, peer, kRollCallTag, comm, &requests->back());
+    }
+    static const int64_t present = 1;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      requests->emplace_back(MPI_REQUEST_NULL);  // a send to a dead peer may never complete: not waited for
+      MPI_Isend(&present, 1, MPI_INT64_T, peer, kRollCallTag, comm, &requests->back());
+    }
+    const size_t receives = static_cast<size_t>(size) - 1;
+    const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(3));
+    while (Clock::now() < deadline) {
+      int all = 0;
+      MPI_Testall(static_cast<int>(receives), requests->data(), &all, MPI_STATUSES_IGNORE);
+      if (all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::vector<int> silent;
+    for (size_t i = 0, peer = 0; peer < static_cast<size_t>(size); ++peer) {
+      if (static_cast<int>(peer) == rank) continue;
+      int arrived = 0;
+      if ((*requests)[i] != MPI_REQUEST_NULL) MPI_Test(&(*requests)[i], &arrived, MPI_STATUS_IGNORE);
+      if ((*messages)[peer] < 0) silent.push_back(static_cast<int>(peer));
+      ++i;
+    }
+    return silent;
+  }
+
+  // Who is dead or stuck, by roll call: ranks waiting on a dead rank elsewhere still answer it.
+  std::string roll_call_verdict() {
+    const auto silent = roll_call();
+    if (silent.empty()) return "every rank answered a roll call: none is dead or stuck, some called another collective";
+    return rank_list(silent) + " did not answer a roll call (dead or stuck)";
   }
 
   // The descriptor exchange's wait: as wait_for, but on a timeout it names the ranks whose
@@ -152,8 +195,8 @@ struct MpiProcessGroup::State {
         }
         broken = what + " timed out";
         throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + ", waiting for " +
-                                  (missing.empty() ? std::string("a rank") : rank_list(missing)) +
-                                  ", which never reached it (dead, stuck, or in another collective)");
+                                  (missing.empty() ? std::string("a rank") : rank_list(missing)) + ", which never reached it; " +
+                                  roll_call_verdict());
       }
       if (polls < 64) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(polls - 64, 7))));

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Faults end in known states. One case per ctest entry:
-#   faults_test.sh CASE BUILD_DIR WORK_DIR
+#   faults_test.sh CASE BUILD_DIR WORK_DIR [RANKS]   (RANKS: 2 by default; the peer cases also run with 4)
 #   nan_skip    rank 1's queries of step 3 are NaN (MOCO_INJECT_NAN): both ranks skip step 3, the state
 #               after it equals the state before it bit for bit, the run finishes, metrics count it
 #   nan_stop    the same with train.max_bad_steps=0: exit 1 naming the step and the rank
-#   stuck_peer  rank 1 stopped (SIGSTOP) mid-run: rank 0 gives up after dist.timeout_s naming the
-#               step, the collective and rank 1; the job exits non-zero, no process is left behind
-#   dead_peer   rank 1 killed (SIGKILL) mid-run: the job exits non-zero at once, naming the rank
+#   stuck_peer  a rank stopped (SIGSTOP) mid-run: the others give up after dist.timeout_s naming the step,
+#               the collective and, by roll call, the stopped rank; the job exits non-zero, nothing is left
+#   dead_peer   a rank killed (SIGKILL) mid-run: the job exits non-zero at once, naming the rank
 set -euo pipefail
-case_name=$1 build=$(cd "$2" && pwd) work=$3
+case_name=$1 build=$(cd "$2" && pwd) work=$3 ranks=${4:-2}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$work" && mkdir -p "$work"
@@ -34,12 +34,14 @@ nan_stop)
   grep -q "step 3: the queries of rank(s) 1 hold NaN or Inf, 1 step(s) in a row (train.max_bad_steps 0)" "$work/console" || fail "no error naming step and rank"
   ;;
 stuck_peer | dead_peer)
-  two train.output_dir="$work/run" train.epochs=200 dist.timeout_s=5 >"$work/console" 2>&1 &
+  mpirun -np "$ranks" --oversubscribe "$build/moco_dist" "${base[@]}" train.output_dir="$work/run" train.epochs=200 dist.timeout_s=5 \
+    >"$work/console" 2>&1 &
   job=$!
   for _ in $(seq 300); do grep -q '"step":10' "$work/run/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
   grep -q '"step":10' "$work/run/metrics.jsonl" || fail "no step 10 within 60 s"
   victim=$(pgrep -f "train.output_dir=$work/run" | xargs -r ps -o pid=,args= -p | grep -v mpirun | awk '{print $1}' | sort -n | tail -n 1)
   [ -n "$victim" ] || fail "no rank process found"
+  victim_rank=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
   start=$(date +%s)
   if [ "$case_name" = stuck_peer ]; then kill -STOP "$victim"; else kill -KILL "$victim"; fi
   rc=0
@@ -48,16 +50,16 @@ stuck_peer | dead_peer)
   [ "$rc" -ne 0 ] || fail "the job exited 0"
   if [ "$case_name" = stuck_peer ]; then
     [ "$took" -le 35 ] || fail "took ${took}s with dist.timeout_s=5"
-    grep -Eq "rank 0: step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 5 s, waiting for rank 1, which never reached it" "$work/console" ||
-      fail "no error naming the step, the collective and the rank"
-    grep -q "waiting for rank 1, which never reached it" "$work/run/rank0.log" || fail "rank 0's log file lacks the error"
+    grep -Eq "rank [0-9]+: step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 5 s.*; rank $victim_rank did not answer a roll call" \
+      "$work/console" || fail "no error naming the step, the collective and rank $victim_rank"
+    cat "$work"/run/rank*.log | grep -q "rank $victim_rank did not answer a roll call" || fail "no rank's log file holds the error"
   else
     [ "$took" -le 30 ] || fail "took ${took}s"
-    grep -q "rank 1 .* exited on signal 9" "$work/console" || fail "the dead rank is not named"
+    grep -q "rank $victim_rank .* exited on signal 9" "$work/console" || fail "the dead rank ($victim_rank) is not named"
   fi
   sleep 1
   if left_behind; then pkill -KILL -f "train.output_dir=$work/" || true; fail "processes left behind"; fi
-  echo "exit $rc after ${took}s"
+  echo "rank $victim_rank of $ranks ${case_name%_peer}: exit $rc after ${took}s"
   ;;
 *) fail "unknown case" ;;
 esac
