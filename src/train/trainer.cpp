@@ -44,7 +44,8 @@ Splits load_splits(const Config& c) {
     return {std::make_shared<data::SyntheticDataset>(c.data.synthetic_train_size, c.data.synthetic_channels, side, side, 10, c.train.seed),
             std::make_shared<data::SyntheticDataset>(c.data.synthetic_test_size, c.data.synthetic_channels, side, side, 10, c.train.seed + 1)};
   }
-  return {data::load_mnist_style(c.data.root, data::Split::kTrain), data::load_mnist_style(c.data.root, data::Split::kTest)};
+  auto idx = data::load_mnist_style_splits(c.data.root);
+  return {std::move(idx.train), std::move(idx.test)};
 }
 
 data::AugmentOptions augment_options(const Config& c) {
