@@ -8,6 +8,7 @@
 #include "model/moco.h"
 #include "train/checkpointing.h"
 #include "train/metrics.h"
+#include "train/run_logging.h"
 #include "train/schedule.h"
 #include "train/sgd.h"
 #include "train/train_state.h"
@@ -159,10 +160,13 @@ TrainResult train(const Config& config, const RunContext& context) {
   Checkpointing checkpointing(config, group);  // what to resume from, checked before any data is loaded
 
   const std::filesystem::path out_dir(config.train.output_dir);
-  std::filesystem::create_directories(out_dir);
+  make_output_dir(out_dir.string());
   std::optional<MetricsLog> metrics;
   if (rank == 0) {
-    std::ofstream(out_dir / "config.yaml") << to_yaml(config);
+    std::ofstream config_out(out_dir / "config.yaml");
+    config_out << to_yaml(config);
+    config_out.flush();
+    if (!config_out) throw std::runtime_error("train.output_dir '" + out_dir.string() + "': cannot write config.yaml in it");
     metrics.emplace((out_dir / "metrics.jsonl").string(), /*append=*/checkpointing.will_try_resume());
   }
 
