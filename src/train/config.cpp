@@ -117,7 +117,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(dist.bucket_mb, "MiB per gradient all-reduce bucket (several ranks)"),
       MOCO_FIELD(dist.first_bucket_mb, "MiB of the first bucket, small so that communication starts early in backward"),
       MOCO_FIELD(dist.broadcast_buffers, "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),
-      MOCO_FIELD(dist.queue_check_every, "steps between checks that every rank holds the same queue and pointer; 0: never"),
+      MOCO_FIELD(dist.queue_check_every, "steps between checks that every rank holds the same queue and pointer (and, with dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never"),
       MOCO_FIELD(dist.check_collectives, "before each collective, verify that all ranks pass the same shapes and dtypes"),
       MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank"),
       MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
