@@ -67,7 +67,7 @@ void every_collective(ProcessGroup& group, const torch::TensorOptions& options) 
 }  // namespace
 
 // Two distinct backends: each tensor must reach the one its device calls for, and only that one.
-TEST(DistDispatchTest, EachTensorReachesTheBackendOfItsDevice) {
+TEST(DistDispatchTest, CpuTensorsReachOnlyTheCpuBackend) {
   auto cpu = std::make_shared<RecordingGroup>();
   auto cuda = std::make_shared<RecordingGroup>();
   DeviceDispatchGroup dispatch(cpu, cuda);
@@ -78,9 +78,13 @@ TEST(DistDispatchTest, EachTensorReachesTheBackendOfItsDevice) {
   dispatch.barrier();  // waits on both
   EXPECT_EQ(cpu->calls.back(), "barrier");
   EXPECT_EQ(cuda->calls, std::vector<std::string>{"barrier"});
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "CPU tensors checked; CUDA tensors need a GPU";
-  cpu->calls.clear();
-  cuda->calls.clear();
+}
+
+TEST(DistDispatchTest, CudaTensorsReachOnlyTheCudaBackend) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU for CUDA tensors";
+  auto cpu = std::make_shared<RecordingGroup>();
+  auto cuda = std::make_shared<RecordingGroup>();
+  DeviceDispatchGroup dispatch(cpu, cuda);
   every_collective(dispatch, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
   EXPECT_TRUE(cpu->calls.empty()) << "a CUDA tensor reached the CPU backend: " << cpu->calls.front();
   EXPECT_EQ(cuda->calls, (std::vector<std::string>{"all_reduce@cuda", "all_gather@cuda", "broadcast@cuda", "all_to_all@cuda"}));
