@@ -68,6 +68,50 @@ TEST(AugmentTest, SampleViewIndependentOfBatch) {
   EXPECT_TRUE(torch::allclose(pair[1], alone[0], /*rtol=*/0, /*atol=*/1e-6));
 }
 
+// An oracle for where the crop lies, independent of the sampling code: the image's channels hold
+// each pixel's own row and column, and a crop of the output's size (scale and ratio fixed, no flip,
+// no jitter) copies pixels one to one, so every output pixel says where it came from. The crop must
+// be a rectangle of the image at an offset drawn uniformly over every valid position (torchvision's
+// RandomResizedCrop), not at a fixed corner or the centre.
+TEST(AugmentTest, CropLiesAtAUniformlyDrawnPosition) {
+  const int64_t side = 20, crop = 12;  // area 144/400 = 0.36 of the image
+  auto coords = torch::zeros({1, 2, side, side}, torch::kUInt8);
+  for (int64_t y = 0; y < side; ++y)
+    for (int64_t x = 0; x < side; ++x) {
+      coords[0][0][y][x] = y;
+      coords[0][1][y][x] = x;
+    }
+  AugmentOptions o = plain_options(crop);
+  o.scale_min = o.scale_max = 0.36;
+  o.mean = {0.0};
+  o.std = {1.0 / 255.0};  // back to pixel values
+  const int64_t draws = 400, positions = side - crop + 1;  // 9 tops, 9 lefts
+  const auto out = augment_batch(coords.expand({draws, 2, side, side}).contiguous(), o, seeds(draws, 21)).round().to(torch::kLong);
+  std::vector<int64_t> top_count(positions, 0), left_count(positions, 0);
+  double top_sum = 0, left_sum = 0;
+  for (int64_t n = 0; n < draws; ++n) {
+    const int64_t top = out[n][0][0][0].item<int64_t>(), left = out[n][1][0][0].item<int64_t>();
+    ASSERT_TRUE(top >= 0 && top < positions && left >= 0 && left < positions) << "draw " << n << ": " << top << ", " << left;
+    // A rectangle of the image: row i of the crop is image row top+i, column j is column left+j.
+    const auto rows = torch::arange(top, top + crop, torch::kLong).view({crop, 1}).expand({crop, crop});
+    const auto cols = torch::arange(left, left + crop, torch::kLong).view({1, crop}).expand({crop, crop});
+    ASSERT_TRUE(torch::equal(out[n][0], rows)) << "draw " << n << " is not rows " << top << ".." << top + crop - 1;
+    ASSERT_TRUE(torch::equal(out[n][1], cols)) << "draw " << n << " is not columns " << left << ".." << left + crop - 1;
+    ++top_count[top];
+    ++left_count[left];
+    top_sum += static_cast<double>(top);
+    left_sum += static_cast<double>(left);
+  }
+  // Uniform over 9 positions: every one is drawn (each ~44 of 400 times; missing one has odds ~1e-19),
+  // and the mean offset is near the middle, 4.
+  for (int64_t p = 0; p < positions; ++p) {
+    EXPECT_GT(top_count[p], 15) << "top " << p;
+    EXPECT_GT(left_count[p], 15) << "left " << p;
+  }
+  EXPECT_NEAR(top_sum / draws, 4.0, 0.5);
+  EXPECT_NEAR(left_sum / draws, 4.0, 0.5);
+}
+
 TEST(AugmentTest, FullCropWithoutFlipOrJitterIsNormalize) {
   const torch::Tensor x = images(3, 3, 24, 24);
   const AugmentOptions o = plain_options(24);

@@ -156,6 +156,55 @@ TEST_F(IdxTest, CorruptGzipStreamThrows) {
   EXPECT_NE(message.find(bad.string()), std::string::npos) << message;
 }
 
+// Every single-byte damage of the deflate data that zlib notices is reported as corrupt, never as
+// truncation, and names the file. zlib reports some of them as an "unexpected end of file" (the
+// damaged data sends the decoder past the input's end), like a cut file: the gzip trailer, still
+// whole, tells them apart.
+TEST_F(IdxTest, DamagedGzipIsCorruptNotTruncated) {
+  const fs::path whole = dir_ / "whole.gz", bad = dir_ / "bad.gz";
+  write_gz(whole, image_file(50, 20, 20));
+  std::ifstream in(whole, std::ios::binary);
+  const Bytes compressed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int errors = 0, ended_early = 0;
+  for (size_t pos = 10; pos + 8 < compressed.size(); ++pos) {  // the deflate data: no gzip header or trailer
+    for (uint8_t mask : {uint8_t{0x55}, uint8_t{0x01}, uint8_t{0x80}}) {
+      Bytes damaged = compressed;
+      damaged[pos] ^= mask;
+      write_plain(bad, damaged);
+      try {
+        read_idx_images(bad.string());
+      } catch (const std::runtime_error& e) {
+        const std::string message = e.what();
+        ++errors;
+        ended_early += message.find("ends after") != std::string::npos;
+        EXPECT_NE(message.find(bad.string()), std::string::npos) << message;
+        EXPECT_EQ(message.find("truncated"), std::string::npos) << "byte " << pos << " ^ " << int{mask} << ": " << message;
+        // Damage that reaches the decoded IDX header is named by what the header then claims
+        // (implausible dimensions, trailing data); the rest is corrupt compressed data.
+        EXPECT_TRUE(message.find("corrupt") != std::string::npos || message.find("header") != std::string::npos || message.find("magic") != std::string::npos ||
+                    message.find("trailing data") != std::string::npos)
+            << "byte " << pos << " ^ " << int{mask} << ": " << message;
+      }
+    }
+  }
+  EXPECT_GT(errors, 100);
+  EXPECT_GT(ended_early, 0) << "no damage hit the case zlib reports as a cut stream";
+}
+
+// A gzip file cut anywhere, even in its 8-byte trailer after the last data byte, is truncated: the
+// data is unverified without the CRC.
+TEST_F(IdxTest, GzipCutAnywhereIsTruncated) {
+  const fs::path whole = dir_ / "whole.gz", cut = dir_ / "cut.gz";
+  write_gz(whole, label_file(40));
+  std::ifstream in(whole, std::ios::binary);
+  const Bytes compressed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (size_t size = 11; size < compressed.size(); ++size) {
+    write_plain(cut, Bytes(compressed.begin(), compressed.begin() + static_cast<std::ptrdiff_t>(size)));
+    const std::string message = error_of([&] { read_idx_labels(cut.string()); });
+    EXPECT_NE(message.find(cut.string() + ": truncated"), std::string::npos) << size << " of " << compressed.size() << " bytes: " << message;
+  }
+}
+
 TEST_F(IdxTest, TruncatedHeaderThrows) {
   Bytes bytes = image_file(1, 2, 2);
   bytes.resize(10);
@@ -211,6 +260,36 @@ TEST_F(IdxTest, CountMismatchThrows) {
   const std::string message = error_of([&] { load_mnist_style(dir_.string(), Split::kTest); });
   EXPECT_NE(message.find("7 images"), std::string::npos) << message;
   EXPECT_NE(message.find("6 labels"), std::string::npos) << message;
+}
+
+TEST_F(IdxTest, LabelOutsideTheTenClassesNamesTheFile) {
+  Bytes labels = label_file(12);
+  labels[8 + 7] = 255;
+  write_gz(dir_ / "train-images-idx3-ubyte.gz", image_file(12, 4, 4));
+  write_gz(dir_ / "train-labels-idx1-ubyte.gz", labels);
+  const std::string message = error_of([&] { load_mnist_style(dir_.string(), Split::kTrain); });
+  EXPECT_NE(message.find((dir_ / "train-labels-idx1-ubyte.gz").string() + ": label 255 at index 7 is outside [0, 10)"),
+            std::string::npos)
+      << message;
+  labels[8 + 7] = 10;  // the first value past the classes
+  write_gz(dir_ / "train-labels-idx1-ubyte.gz", labels);
+  EXPECT_NE(error_of([&] { load_mnist_style(dir_.string(), Split::kTrain); }).find("label 10 at index 7"), std::string::npos);
+}
+
+TEST_F(IdxTest, TestImagesOfAnotherSizeNameBothFiles) {
+  write_gz(dir_ / "train-images-idx3-ubyte.gz", image_file(6, 4, 4));
+  write_gz(dir_ / "train-labels-idx1-ubyte.gz", label_file(6));
+  write_gz(dir_ / "t10k-images-idx3-ubyte.gz", image_file(3, 5, 4));
+  write_gz(dir_ / "t10k-labels-idx1-ubyte.gz", label_file(3));
+  const std::string message = error_of([&] { moco::data::load_mnist_style_splits(dir_.string()); });
+  EXPECT_NE(message.find((dir_ / "t10k-images-idx3-ubyte.gz").string() + ": test images are 5x4 but " +
+                         (dir_ / "train-images-idx3-ubyte.gz").string() + " holds 4x4 train images"),
+            std::string::npos)
+      << message;
+  write_gz(dir_ / "t10k-images-idx3-ubyte.gz", image_file(3, 4, 4));
+  const auto splits = moco::data::load_mnist_style_splits(dir_.string());
+  EXPECT_EQ(splits.train->size(), 6);
+  EXPECT_EQ(splits.test->size(), 3);
 }
 
 TEST_F(IdxTest, MissingSplitNamesRootAndFiles) {

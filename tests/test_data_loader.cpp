@@ -203,45 +203,71 @@ TEST(LoaderTest, EmptyEpoch) {
   EXPECT_FALSE(loader.next().has_value());
 }
 
-// Counts batch reads, to see how far the workers run ahead of a consumer that does not consume.
+// Counts batch reads and checks, at every read, the bound the loader promises: at most `window`
+// batches claimed beyond those the consumer has asked for. The consumer raises `asked` before it
+// calls next(), so a correct loader can never be caught between the two: no timing window decides
+// the outcome, and a loader that reads further ahead is caught at the read that oversteps.
 class CountingDataset : public SyntheticDataset {
  public:
-  CountingDataset() : SyntheticDataset(80, 1, 8, 8, 4, 2) {}
+  explicit CountingDataset(int window) : SyntheticDataset(80, 1, 8, 8, 4, 2), window_(window) {}
   std::pair<torch::Tensor, torch::Tensor> get_batch(const std::vector<int64_t>& indices) const override {
-    ++batches_read;
+    const int read = ++batches_read;
+    const int ahead = read - asked.load();
+    int seen = max_ahead.load();
+    while (ahead > seen && !max_ahead.compare_exchange_weak(seen, ahead)) {
+    }
     return SyntheticDataset::get_batch(indices);
   }
-  mutable std::atomic<int> batches_read{0};
+  mutable std::atomic<int> batches_read{0}, max_ahead{0};
+  std::atomic<int> asked{0};
+  int window() const { return window_; }
+
+ private:
+  int window_;
 };
 
-int wait_for_reads(const CountingDataset& dataset, int at_least) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (dataset.batches_read < at_least && std::chrono::steady_clock::now() < deadline) {
+// Waits (up to a minute, for a loaded machine) until `count` reads have started; the loader must
+// fill its window without anyone consuming.
+bool reads_reach(const CountingDataset& dataset, int count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (dataset.batches_read < count) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // room to overshoot, were it possible
-  return dataset.batches_read;
+  return true;
+}
+
+// Consumes a whole epoch slowly, one batch at a time, checking at each stage that the loader fills
+// its window (reads reach asked + window) and never goes past it.
+void expect_window_kept(int workers, int prefetch, int window) {
+  auto dataset = std::make_shared<CountingDataset>(window);
+  AugmentOptions augment;
+  augment.out_size = 8;
+  LoaderOptions options = loader_options(workers, prefetch);
+  options.batch_size = 4;
+  TwoViewLoader loader(dataset, augment, options);
+  const int batches = static_cast<int>(loader.batches_per_epoch());  // 20
+  loader.start_epoch(0);
+  for (int consumed = 0; consumed < batches; ++consumed) {
+    ASSERT_TRUE(reads_reach(*dataset, std::min(batches, consumed + window)))
+        << "the loader did not fill its window of " << window << " after " << consumed << " batches";
+    // Give a loader that ignores its window every chance to read further before the next request.
+    std::this_thread::yield();
+    EXPECT_LE(dataset->max_ahead.load(), window) << "read " << dataset->max_ahead.load() << " batches ahead of the consumer";
+    ++dataset->asked;
+    ASSERT_TRUE(loader.next().has_value());
+  }
+  EXPECT_FALSE(loader.next().has_value());
+  EXPECT_EQ(dataset->batches_read.load(), batches);
+  EXPECT_LE(dataset->max_ahead.load(), window) << "workers " << workers << ", prefetch " << prefetch;
+  EXPECT_EQ(dataset->max_ahead.load(), window) << "the window was never full";
 }
 
 TEST(LoaderTest, PrefetchBoundsTheWorkAhead) {
-  auto dataset = std::make_shared<CountingDataset>();
-  AugmentOptions augment;
-  augment.out_size = 8;
-  LoaderOptions options = loader_options(1, 2);
-  options.batch_size = 4;
-  TwoViewLoader loader(dataset, augment, options);
-  loader.start_epoch(0);
-  EXPECT_EQ(wait_for_reads(*dataset, 2), 2);
-  ASSERT_TRUE(loader.next().has_value());
-  EXPECT_EQ(wait_for_reads(*dataset, 3), 3);
-
+  expect_window_kept(/*workers=*/1, /*prefetch=*/2, /*window=*/2);
+  expect_window_kept(/*workers=*/2, /*prefetch=*/3, /*window=*/3);
   // With more workers than prefetch, each worker may hold one batch.
-  auto wide = std::make_shared<CountingDataset>();
-  options.workers = 3;
-  options.prefetch = 1;
-  TwoViewLoader wide_loader(wide, augment, options);
-  wide_loader.start_epoch(0);
-  EXPECT_EQ(wait_for_reads(*wide, 3), 3);
+  expect_window_kept(/*workers=*/3, /*prefetch=*/1, /*window=*/3);
 }
 
 // Fails on one index; the default get_batch stacks get(), so the failure surfaces mid-batch.

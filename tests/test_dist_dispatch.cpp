@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <string>
+#include <vector>
+
 using namespace moco::dist;
 
 TEST(DistDispatchTest, RawExchangeCarriesBytesThroughTheCpuGroup) {
@@ -22,6 +25,69 @@ TEST(DistDispatchTest, RawExchangeCarriesBytesThroughTheCpuGroup) {
     EXPECT_EQ(all[2 * r], r);
     EXPECT_EQ(all[2 * r + 1], 10 * r);
   }
+}
+
+namespace {
+
+// A backend that only records what reaches it (and acts as a world of one).
+class RecordingGroup final : public ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::shared_ptr<Work> all_reduce_async(torch::Tensor& tensor, ReduceOp op) override {
+    record("all_reduce", tensor);
+    return local_.all_reduce_async(tensor, op);
+  }
+  torch::Tensor all_gather(const torch::Tensor& tensor) override {
+    record("all_gather", tensor);
+    return tensor;
+  }
+  void broadcast(torch::Tensor& tensor, int) override { record("broadcast", tensor); }
+  torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>&, const std::vector<int64_t>&) override {
+    record("all_to_all", input);
+    return input;
+  }
+  void barrier() override { calls.push_back("barrier"); }
+
+  std::vector<std::string> calls;  // "op@device"
+
+ private:
+  void record(const char* op, const torch::Tensor& t) { calls.push_back(std::string(op) + "@" + (t.is_cuda() ? "cuda" : "cpu")); }
+  LocalProcessGroup local_;
+};
+
+void every_collective(ProcessGroup& group, const torch::TensorOptions& options) {
+  auto t = torch::ones({2}, options);
+  group.all_reduce(t, ReduceOp::kSum);
+  group.all_gather(t);
+  group.broadcast(t, 0);
+  group.all_to_all(t, {2}, {2});
+}
+
+}  // namespace
+
+// Two distinct backends: each tensor must reach the one its device calls for, and only that one.
+TEST(DistDispatchTest, CpuTensorsReachOnlyTheCpuBackend) {
+  auto cpu = std::make_shared<RecordingGroup>();
+  auto cuda = std::make_shared<RecordingGroup>();
+  DeviceDispatchGroup dispatch(cpu, cuda);
+  every_collective(dispatch, torch::kFloat);
+  const std::vector<std::string> cpu_ops{"all_reduce@cpu", "all_gather@cpu", "broadcast@cpu", "all_to_all@cpu"};
+  EXPECT_EQ(cpu->calls, cpu_ops);
+  EXPECT_TRUE(cuda->calls.empty()) << "a CPU tensor reached the CUDA backend: " << cuda->calls.front();
+  dispatch.barrier();  // waits on both
+  EXPECT_EQ(cpu->calls.back(), "barrier");
+  EXPECT_EQ(cuda->calls, std::vector<std::string>{"barrier"});
+}
+
+TEST(DistDispatchTest, CudaTensorsReachOnlyTheCudaBackend) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU for CUDA tensors";
+  auto cpu = std::make_shared<RecordingGroup>();
+  auto cuda = std::make_shared<RecordingGroup>();
+  DeviceDispatchGroup dispatch(cpu, cuda);
+  every_collective(dispatch, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
+  EXPECT_TRUE(cpu->calls.empty()) << "a CUDA tensor reached the CPU backend: " << cpu->calls.front();
+  EXPECT_EQ(cuda->calls, (std::vector<std::string>{"all_reduce@cuda", "all_gather@cuda", "broadcast@cuda", "all_to_all@cuda"}));
 }
 
 TEST(DistDispatchTest, CpuTensorsGoToTheCpuBackend) {

@@ -79,3 +79,31 @@ TEST(BatchShuffleTest, ABatchNormGroupHoldsSamplesOfOtherRanks) {
   group->all_reduce(balance, moco::dist::ReduceOp::kSum);
   EXPECT_EQ(balance.item<int64_t>(), 0);
 }
+
+// Unshuffle against a plain-loop oracle built from the permutation alone (no call to shuffle): row i
+// of rank r's shuffled batch stands for global sample perm[r*b+i]; after unshuffle, row j of rank q
+// must hold what was computed for global sample q*b+j.
+TEST(BatchShuffleTest, UnshuffleReturnsEachResultToItsSampleByAPlainLoop) {
+  auto group = test_world_group();
+  const int rank = group->rank(), world = group->world_size();
+  const int64_t b = 6;
+  for (int64_t step = 0; step < 4; ++step) {
+    const auto perm = shared_permutation(b * world, 17, step);
+    const BatchShuffle plan(perm, rank, world);
+    auto results = torch::empty({b, 3}, torch::kFloat);  // a "key" per shuffled row: f(global sample)
+    for (int64_t i = 0; i < b; ++i) {
+      const auto g = static_cast<float>(perm[rank * b + i]);
+      results[i][0] = g;
+      results[i][1] = 10 * g + 1;
+      results[i][2] = -g;
+    }
+    const auto back = plan.unshuffle(results, *group);
+    ASSERT_EQ(back.sizes(), results.sizes());
+    for (int64_t j = 0; j < b; ++j) {
+      const auto g = static_cast<float>(rank * b + j);
+      EXPECT_EQ(back[j][0].item<float>(), g) << "step " << step << " row " << j;
+      EXPECT_EQ(back[j][1].item<float>(), 10 * g + 1) << "step " << step << " row " << j;
+      EXPECT_EQ(back[j][2].item<float>(), -g) << "step " << step << " row " << j;
+    }
+  }
+}

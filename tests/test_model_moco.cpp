@@ -1,3 +1,4 @@
+#include "model/batch_shuffle.h"
 #include "model/contrastive.h"
 #include "model/moco.h"
 
@@ -158,6 +159,46 @@ TEST(MocoTest, QueueHoldsTheLastKeysInOrderAcrossTheWrap) {
   }
 }
 
+// Shuffle-BN on one device, against a plain loop: the key batch is permuted by the step's shared
+// permutation, the key encoder runs on it (BN groups then mix samples), and key j must be the
+// encoder's output for sample j, found at the row the permutation moved it to.
+TEST(MocoTest, ShuffledKeysComeBackToTheirSamples) {
+  torch::manual_seed(0);
+  auto encoder = tiny_encoder();
+  encoder.bn_splits = 2;
+  model::MocoOptions options;
+  options.queue_size = 64;
+  options.temperature = 0.2;
+  const uint64_t seed = 3;
+  model::Moco moco(encoder, options, std::make_shared<dist::LocalProcessGroup>(), seed);
+  moco->train();
+  const int64_t n = 8;
+  for (int64_t step = 0; step < 3; ++step) {
+    const auto im_q = torch::randn({n, 1, 8, 8});
+    const auto im_k = torch::randn({n, 1, 8, 8});
+    const auto out = moco->forward(im_q, im_k);
+    const auto perm = model::shared_permutation(n, seed, step);
+    auto shuffled = torch::empty_like(im_k);
+    for (int64_t i = 0; i < n; ++i) shuffled[i].copy_(im_k[perm[i]]);  // row i holds sample perm[i]
+    torch::Tensor encoded;
+    {
+      torch::NoGradGuard no_grad;  // train-mode BN uses the batch: the same output again
+      encoded = unit_rows(moco->encoder_k->forward(shuffled));
+    }
+    auto expected = torch::empty_like(encoded);
+    for (int64_t i = 0; i < n; ++i) expected[perm[i]].copy_(encoded[i]);
+    EXPECT_TRUE(torch::allclose(out.k, expected, 1e-5, 1e-5)) << "step " << step << ": max difference "
+                                                            << (out.k - expected).abs().max().item<double>();
+    // And the split mattered: the same batch unshuffled gives other keys.
+    torch::Tensor unshuffled;
+    {
+      torch::NoGradGuard no_grad;
+      unshuffled = unit_rows(moco->encoder_k->forward(im_k));
+    }
+    EXPECT_FALSE(torch::allclose(out.k, unshuffled, 1e-3, 1e-3)) << "step " << step;
+  }
+}
+
 TEST(MocoTest, KeyEncoderGetsNoGradientAndMovesOnlyByMomentum) {
   torch::manual_seed(0);
   const double m = 0.9;
@@ -199,6 +240,31 @@ TEST(MocoTest, KeyEncoderStartsAsACopyOfTheQueryEncoder) {
   for (const auto& item : q) EXPECT_TRUE(torch::equal(item.value(), k[item.key()])) << item.key();
   for (const auto& item : moco->encoder_q->named_buffers())
     EXPECT_TRUE(torch::equal(item.value(), moco->encoder_k->named_buffers()[item.key()])) << item.key();
+}
+
+// q and k are the encoders' outputs scaled to unit length, and the logits are computed by hand from
+// them: the positive q.k in column 0, then q against every queue column, all divided by T.
+TEST(MocoTest, QueriesAndKeysAreUnitOutputsOfTheEncodersAndLogitsFollowByHand) {
+  torch::manual_seed(0);
+  auto moco = make_moco(8);
+  const auto queue_before = moco->queue().clone();
+  const auto im_q = torch::randn({4, 1, 8, 8}), im_k = torch::randn({4, 1, 8, 8});
+  const auto out = moco->forward(im_q, im_k);
+  torch::Tensor raw_q, raw_k;
+  {
+    torch::NoGradGuard no_grad;  // train-mode BN uses the batch: the same output again
+    raw_q = moco->encoder_q->forward(im_q);
+    raw_k = moco->encoder_k->forward(im_k);
+  }
+  EXPECT_GT((raw_q.norm(2, 1) - 1).abs().max().item<double>(), 1e-2);  // normalising is not a no-op here
+  EXPECT_TRUE(torch::allclose(out.q, raw_q / raw_q.norm(2, 1, true), 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(out.k, raw_k / raw_k.norm(2, 1, true), 1e-5, 1e-6));
+  auto expected = torch::empty({4, 9});
+  for (int64_t i = 0; i < 4; ++i) {
+    expected[i][0] = (out.q[i] * out.k[i]).sum() / 0.2;
+    for (int64_t j = 0; j < 8; ++j) expected[i][1 + j] = (out.q[i] * queue_before.select(1, j)).sum() / 0.2;
+  }
+  EXPECT_TRUE(torch::allclose(out.logits.detach(), expected, 1e-5, 1e-5));
 }
 
 TEST(MocoTest, LogitsUseTheQueueAsItWasBeforeTheEnqueue) {

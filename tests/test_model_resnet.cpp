@@ -66,6 +66,11 @@ TEST(ResNetTest, Resnet18NamesAndShapesEqualTorchvision) {
   expect_same_keys(read_torchvision_keys("torchvision_resnet18.tsv"), state_keys(*net));
 }
 
+TEST(ResNetTest, Resnet34NamesAndShapesEqualTorchvision) {
+  ResNet net(imagenet("resnet34", false));
+  expect_same_keys(read_torchvision_keys("torchvision_resnet34.tsv"), state_keys(*net));
+}
+
 TEST(ResNetTest, Resnet50NamesAndShapesEqualTorchvision) {
   ResNet net(imagenet("resnet50", false));
   expect_same_keys(read_torchvision_keys("torchvision_resnet50.tsv"), state_keys(*net));
@@ -74,6 +79,8 @@ TEST(ResNetTest, Resnet50NamesAndShapesEqualTorchvision) {
 TEST(ResNetTest, MlpHeadNamesEqualMocoV2Reference) {
   ResNet r18(imagenet("resnet18", true));
   expect_same_keys(read_torchvision_keys("torchvision_resnet18_mlp.tsv"), state_keys(*r18));
+  ResNet r34(imagenet("resnet34", true));
+  expect_same_keys(read_torchvision_keys("torchvision_resnet34_mlp.tsv"), state_keys(*r34));
   ResNet r50(imagenet("resnet50", true));
   expect_same_keys(read_torchvision_keys("torchvision_resnet50_mlp.tsv"), state_keys(*r50));
 }

@@ -50,9 +50,33 @@ TEST(SplitBatchNormTest, EachGroupIsNormalisedAloneAndRunningStatsAverage) {
   EXPECT_THROW(split(torch::randn({6, 3, 4, 4})), std::invalid_argument);
 }
 
-TEST(SplitBatchNormTest, GradientsFlowToWeightAndBias) {
-  SplitBatchNorm2d split(2, 2);
-  split(torch::randn({4, 2, 3, 3})).pow(2).sum().backward();
-  EXPECT_TRUE(split->weight.grad().defined());
-  EXPECT_GT(split->bias.grad().abs().sum().item<double>(), 0);
+// Against the hand-derived gradients of L = sum(out * g): dL/dbias_c = sum of g over channel c, and
+// dL/dweight_c = sum of g * xhat over channel c, where xhat is x normalised by its own group's
+// statistics. (The old loss, sum(out^2), has a bias gradient of exactly 0 at bias 0.)
+TEST(SplitBatchNormTest, GradientsOfWeightAndBiasEqualTheHandComputation) {
+  torch::manual_seed(2);
+  const int64_t groups = 2, n = 4, c = 2;
+  SplitBatchNorm2d split(c, groups);
+  {
+    torch::NoGradGuard no_grad;
+    split->weight.copy_(torch::tensor({1.5f, -0.5f}));
+    split->bias.copy_(torch::tensor({0.2f, 0.0f}));
+  }
+  const auto x = torch::randn({n, c, 3, 3}) * torch::arange(1, n + 1).view({n, 1, 1, 1});
+  const auto g = torch::randn({n, c, 3, 3});
+  (split(x) * g).sum().backward();
+  auto xhat = torch::empty_like(x);
+  for (int64_t j = 0; j < groups; ++j) {
+    const auto part = x.narrow(0, j * n / groups, n / groups);
+    const auto mean = part.mean({0, 2, 3}, /*keepdim=*/true);
+    const auto var = part.var({0, 2, 3}, /*unbiased=*/false, /*keepdim=*/true);
+    xhat.narrow(0, j * n / groups, n / groups).copy_((part - mean) / torch::sqrt(var + 1e-5));
+  }
+  const auto expected_bias = g.sum({0, 2, 3});
+  const auto expected_weight = (g * xhat).sum({0, 2, 3});
+  ASSERT_TRUE(split->bias.grad().defined());
+  ASSERT_TRUE(split->weight.grad().defined());
+  EXPECT_TRUE(torch::allclose(split->bias.grad(), expected_bias, 1e-4, 1e-4)) << split->bias.grad() << expected_bias;
+  EXPECT_TRUE(torch::allclose(split->weight.grad(), expected_weight, 1e-4, 1e-4)) << split->weight.grad() << expected_weight;
+  EXPECT_GT(expected_bias.abs().min().item<double>(), 1e-3);  // the check is not 0 == 0
 }

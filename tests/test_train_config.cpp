@@ -92,8 +92,63 @@ TEST(ConfigTest, MissingOrBrokenFileIsAnError) {
   EXPECT_TRUE(contains(error_of(write_temp("model: [\n")), "not valid YAML"));
 }
 
+TEST(ConfigTest, AFolderOrAnEmptyFileIsAnError) {
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  EXPECT_TRUE(contains(error_of(folder), folder + ": is a folder, not a config file")) << error_of(folder);
+  const auto empty = write_temp("");
+  EXPECT_TRUE(contains(error_of(empty), empty + ": the config file is empty")) << error_of(empty);
+  EXPECT_TRUE(contains(error_of(write_temp("# nothing but a comment\n")), "is empty"));
+  EXPECT_NO_THROW(load_config(write_temp("{}\n")));  // every default, said explicitly
+}
+
+TEST(ConfigTest, AnEmptyValueIsAnErrorNamingTheKey) {
+  const auto path = write_temp("{}\n");
+  EXPECT_TRUE(contains(error_of(path, {"model.arch="}), "command-line override 'model.arch=': key 'model.arch' has no value (expects string)"))
+      << error_of(path, {"model.arch="});
+  EXPECT_TRUE(contains(error_of(path, {"optim.milestones="}), "key 'optim.milestones' has no value"));
+  const auto file = write_temp("model:\n  arch:\n");
+  EXPECT_TRUE(contains(error_of(file), file + ": key 'model.arch' has no value")) << error_of(file);
+  EXPECT_TRUE(contains(error_of(path, {"model.arch=''"}), "must be one of"));  // an empty string is a value
+}
+
+TEST(ConfigTest, ARepeatedKeyIsAnErrorNamingTheKeyAndLines) {
+  const auto path = write_temp("optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n");
+  EXPECT_TRUE(contains(error_of(path), path + ": key 'optim.base_lr' is given twice (lines 2 and 4)")) << error_of(path);
+  const auto sections = write_temp("model: {arch: resnet18}\noptim: {base_lr: 0.1}\nmodel: {mlp: true}\n");
+  EXPECT_TRUE(contains(error_of(sections), "key 'model' is given twice (lines 1 and 3)")) << error_of(sections);
+  EXPECT_TRUE(contains(error_of(write_temp("model: {dim: 64, dim: 32}\n")), "key 'model.dim' is given twice"));
+}
+
+TEST(ConfigTest, MeanAndStdMatchTheDatasetsChannels) {
+  const auto path = write_temp("{}\n");
+  // The IDX sets are greyscale: one value (or one per channel, the same thing).
+  const auto rgb_on_mnist = error_of(path, {"data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
+  EXPECT_TRUE(contains(rgb_on_mnist, "key 'data.mean' has 3 values but data.dataset fashion_mnist has 1 channel(s)")) << rgb_on_mnist;
+  EXPECT_TRUE(contains(error_of(path, {"data.dataset=mnist", "data.std=[1, 2]", "data.mean=[0, 0]"}), "key 'data.mean'"));
+  // Synthetic images have data.synthetic_channels.
+  EXPECT_NO_THROW(load_config(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"}));
+  EXPECT_NO_THROW(load_config(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=0.5", "data.std=0.2"}));
+  const auto two_of_three = error_of(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2]", "data.std=[1, 2]"});
+  EXPECT_TRUE(contains(two_of_three, "key 'data.mean' has 2 values but data.dataset synthetic has 3 channel(s) (data.synthetic_channels)"))
+      << two_of_three;
+}
+
+TEST(ConfigTest, TheBatchMustSplitOverTheRanks) {
+  Config c;
+  c.optim.batch_size = 33;
+  EXPECT_NO_THROW(moco::train::validate_for_world(c, 1, "f.yaml"));
+  EXPECT_NO_THROW(moco::train::validate_for_world(c, 3, "f.yaml"));
+  try {
+    moco::train::validate_for_world(c, 2, "f.yaml");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "f.yaml: key 'optim.batch_size' (33) must be divisible by the number of ranks (2)")) << e.what();
+  }
+}
+
 TEST(ConfigTest, EffectiveConfigRoundTrips) {
-  const auto c = load_config(write_temp("{}\n"), {"train.seed=7", "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
+  const auto c = load_config(write_temp("{}\n"), {"train.seed=7", "data.dataset=synthetic", "data.synthetic_channels=3",
+                                                   "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
   const auto again = load_config(write_temp(moco::train::to_yaml(c)));
   EXPECT_EQ(again.train.seed, 7u);
   EXPECT_EQ(again.data.mean, (std::vector<double>{0.1, 0.2, 0.3}));

@@ -65,6 +65,8 @@ void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::str
 TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) {
   auto group = test_world_group();
   const int rank = group->rank(), world = group->world_size();
+  // Alone, both sides would be the same Moco on the same batch: a comparison that cannot fail.
+  if (world == 1) GTEST_SKIP() << "compares N ranks with one process: needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";
   const int64_t b = 4, global = b * world, steps = 4;
   const uint64_t seed = 5;
 
@@ -110,7 +112,5 @@ TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) 
     expect_close(distributed->queue(), single->queue(), "queue after step " + std::to_string(step));
     EXPECT_EQ(distributed->queue_pointer(), single->queue_pointer());
   }
-  if (world > 1) {
-    EXPECT_GT(distributed->last_shuffle_bytes(), 0);
-  }
+  EXPECT_GT(distributed->last_shuffle_bytes(), 0);
 }

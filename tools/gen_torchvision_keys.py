@@ -19,7 +19,7 @@ def write(model, path):
 
 
 def main(out_dir):
-    for arch in ("resnet18", "resnet50"):
+    for arch in ("resnet18", "resnet34", "resnet50"):
         model = getattr(torchvision.models, arch)()
         write(model, os.path.join(out_dir, "torchvision_%s.tsv" % arch))
         hidden = model.fc.weight.shape[1]

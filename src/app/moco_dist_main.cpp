@@ -43,17 +43,37 @@ int main(int argc, char** argv) {
   moco::train::Config config;
   try {
     config = moco::train::load_config(config_path, overrides);
+    if (print_config) {
+      std::cout << moco::train::to_yaml(config);
+      return 0;
+    }
   } catch (const moco::train::ConfigError& e) {
     spdlog::error("{}", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}: {}", config_path, e.what());
+    return 2;
+  } catch (...) {
+    spdlog::error("{}: unexpected error while reading the config", config_path);
+    return 2;
   }
-  if (print_config || dry_run) std::cout << moco::train::to_yaml(config);
-  if (print_config) return 0;
+  if (dry_run) std::cout << moco::train::to_yaml(config);
 
   moco::dist::WorldInfo world;
+  // Nothing may reach std::terminate: every failure ends as exit 1 or 2 with a message, and with
+  // several ranks takes the others down too (they may wait in a collective this rank never joins).
+  auto fail = [&](const std::string& why, int code) {
+    if (world.world_size > 1) moco::dist::abort_world(why, code);
+    spdlog::error("{}", why);
+    moco::dist::finalize_world();
+    return code;
+  };
   try {
     world = moco::dist::init_world(&argc, &argv);
     moco::preempt::install_preemption_handlers();
+    // The world size is known now: a batch that does not split over the ranks is the config's fault,
+    // reported before any folder is made or data read.
+    moco::train::validate_for_world(config, world.world_size, overrides.empty() ? config_path : config_path + " (with overrides)");
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks, !dry_run);
     moco::train::RunContext context;
     context.dry_run = dry_run;
@@ -70,16 +90,11 @@ int main(int argc, char** argv) {
   } catch (const moco::train::ConfigError& e) {
     // Found once the ranks could look (a checkpoint's saved config, the world size): still the
     // config's fault, still before any training.
-    if (world.world_size > 1) moco::dist::abort_world(e.what(), 2);
-    spdlog::error("{}", e.what());
-    moco::dist::finalize_world();
-    return 2;
+    return fail(e.what(), 2);
   } catch (const std::exception& e) {
-    // Other ranks may be waiting in a collective this rank will never join: take them down too.
-    if (world.world_size > 1) moco::dist::abort_world(e.what(), 1);
-    spdlog::error("{}", e.what());
-    moco::dist::finalize_world();
-    return 1;
+    return fail(e.what(), 1);
+  } catch (...) {
+    return fail("unexpected error (not a std::exception)", 1);
   }
   moco::dist::finalize_world();
   return 0;

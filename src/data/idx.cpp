@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -22,6 +24,7 @@ constexpr uint32_t kLabelMagic = 0x00000801;  // unsigned byte, 1 dimension
 // No IDX file we read comes near this; a header claiming more is corrupt, and refusing it early
 // avoids reading gigabytes before reporting truncation.
 constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 36;
+constexpr int64_t kMnistClasses = 10;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw std::runtime_error(path + ": " + what);
@@ -45,12 +48,22 @@ class GzReader {
     if (file_ == nullptr) {
       fail(path_, std::string("cannot open: ") + (errno != 0 ? std::strerror(errno) : "gzopen failed"));
     }
+    read_gzip_trailer();
   }
   ~GzReader() { gzclose(file_); }
   GzReader(const GzReader&) = delete;
   GzReader& operator=(const GzReader&) = delete;
 
   const std::string& path() const { return path_; }
+
+  // zlib reports a gzip stream that ends early as a short read, whether the file was cut or a
+  // damaged byte sent the decoder past the data's end. The gzip trailer tells them apart: a whole
+  // file still ends with ISIZE, the size of the uncompressed data (mod 2^32), which a cut one
+  // almost never does by chance. `expected_total` is the file's uncompressed size per its header.
+  bool is_gzip() const { return trailer_size_.has_value(); }
+  bool damaged_not_cut(uint64_t expected_total) const {
+    return trailer_size_.has_value() && *trailer_size_ == static_cast<uint32_t>(expected_total);
+  }
 
   // Reads up to `count` bytes into `out`; fewer only where the data ends. zlib reports a gzip
   // stream cut short as a short read (Z_BUF_ERROR), so the caller names it as truncation; only
@@ -69,11 +82,17 @@ class GzReader {
     return done;
   }
 
-  bool at_end() {
+  // What follows the data read so far: nothing (a gzip stream ended with its checksum verified, or
+  // a plain file's end), more bytes, or a gzip stream cut before its end.
+  enum class End { kClean, kMoreData, kStreamCut };
+  End end_state() {
     uint8_t byte = 0;
     const int got = gzread(file_, &byte, 1);
     if (got < 0) fail_corrupt();
-    return got == 0;
+    if (got > 0) return End::kMoreData;
+    int code = Z_OK;
+    gzerror(file_, &code);
+    return code == Z_BUF_ERROR ? End::kStreamCut : End::kClean;
   }
 
  private:
@@ -87,9 +106,24 @@ class GzReader {
                     message + ")");
   }
 
+  void read_gzip_trailer() {
+    std::ifstream in(path_, std::ios::binary | std::ios::ate);
+    const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+    if (size < 18) return;  // a gzip member has a 10-byte header and an 8-byte trailer
+    std::array<unsigned char, 4> bytes{};
+    in.seekg(0);
+    in.read(reinterpret_cast<char*>(bytes.data()), 2);
+    if (!in || bytes[0] != 0x1f || bytes[1] != 0x8b) return;  // not gzip: read as a plain file
+    in.seekg(size - 4);
+    in.read(reinterpret_cast<char*>(bytes.data()), 4);
+    if (!in) return;
+    trailer_size_ = uint32_t{bytes[0]} | (uint32_t{bytes[1]} << 8) | (uint32_t{bytes[2]} << 16) | (uint32_t{bytes[3]} << 24);
+  }
+
   std::string path_;
   gzFile file_ = nullptr;
   uint64_t position_ = 0;
+  std::optional<uint32_t> trailer_size_;  // ISIZE of a gzip file
 };
 
 uint32_t big_endian32(const uint8_t* bytes) {
@@ -101,17 +135,18 @@ std::vector<int64_t> read_header(GzReader& reader, uint32_t magic, int rank, con
   std::array<uint8_t, 16> raw{};
   const uint64_t want = 4 * static_cast<uint64_t>(1 + rank);
   const uint64_t got = reader.read(raw.data(), want);
+  // Before the header is in, the data's size is unknown and the trailer cannot tell a cut gzip file
+  // from a damaged one.
+  const std::string cut = reader.is_gzip() ? "truncated or corrupt (the gzip stream ends early)" : "truncated";
   if (got < 4) {
-    fail(reader.path(), "truncated: expected a " + std::to_string(want) + "-byte IDX header, got " +
-                            std::to_string(got) + " bytes");
+    fail(reader.path(), cut + ": expected a " + std::to_string(want) + "-byte IDX header, got " + std::to_string(got) + " bytes");
   }
   const uint32_t found = big_endian32(raw.data());
   if (found != magic) {
     fail(reader.path(), "bad magic number " + hex32(found) + ", expected " + hex32(magic) + " (" + kind + ")");
   }
   if (got < want) {
-    fail(reader.path(), "truncated: expected a " + std::to_string(want) + "-byte IDX header, got " +
-                            std::to_string(got) + " bytes");
+    fail(reader.path(), cut + ": expected a " + std::to_string(want) + "-byte IDX header, got " + std::to_string(got) + " bytes");
   }
   std::vector<int64_t> dims;
   for (int d = 0; d < rank; ++d) dims.push_back(big_endian32(raw.data() + 4 * (1 + d)));
@@ -142,11 +177,31 @@ torch::Tensor read_payload(GzReader& reader, const std::vector<int64_t>& shape, 
     fail(reader.path(), "cannot allocate " + std::to_string(count) + " bytes of " + what);
   }
   const uint64_t got = reader.read(out.data_ptr<uint8_t>(), count);
+  const uint64_t header = 4 * static_cast<uint64_t>(1 + shape.size());
   if (got != count) {
+    if (reader.damaged_not_cut(header + count)) {
+      fail(reader.path(), "corrupt compressed data: the gzip stream ends after " + std::to_string(got) + " of " +
+                              std::to_string(count) + " bytes of " + what +
+                              " though the file is whole (its gzip trailer records the full size)");
+    }
     fail(reader.path(), "truncated: expected " + std::to_string(count) + " bytes of " + what + ", got " +
                             std::to_string(got));
   }
-  if (!reader.at_end()) {
+  const GzReader::End end = reader.end_state();
+  if (end == GzReader::End::kStreamCut) {
+    // Every byte the header announces arrived, but the stream stops before its CRC: unverified.
+    if (reader.damaged_not_cut(header + count)) {
+      fail(reader.path(), "corrupt compressed data: the gzip stream stops after the " + std::to_string(count) + " bytes of " +
+                              what + ", before its checksum, though the file is whole");
+    }
+    fail(reader.path(), "truncated: the gzip stream stops after the " + std::to_string(count) + " bytes of " + what +
+                            ", before its checksum");
+  }
+  if (end == GzReader::End::kMoreData) {
+    if (reader.damaged_not_cut(header + count)) {
+      fail(reader.path(), "corrupt compressed data: the gzip stream decompresses to more than the " +
+                              std::to_string(count) + " bytes of " + what + " its header and gzip trailer record");
+    }
     fail(reader.path(), std::string("trailing data after the ") + std::to_string(count) + " bytes of " + what +
                             " the header announces");
   }
@@ -191,10 +246,29 @@ std::shared_ptr<InMemoryDataset> load_mnist_style(const std::string& root, Split
     throw std::runtime_error(images_path + " holds " + std::to_string(images.size(0)) + " images but " +
                              labels_path + " holds " + std::to_string(labels.size(0)) + " labels");
   }
-  // MNIST-style sets have ten classes; a larger label still gets a class rather than an error.
-  const int64_t max_label = labels.numel() > 0 ? labels.max().item<int64_t>() : -1;
-  const int64_t num_classes = std::max<int64_t>(10, max_label + 1);
-  return std::make_shared<InMemoryDataset>(images.unsqueeze(1), std::move(labels), num_classes);
+  // MNIST and Fashion-MNIST have ten classes: any other label is a damaged or foreign file, and
+  // accepting it would silently add classes to the kNN monitor.
+  if (labels.numel() > 0) {
+    const torch::Tensor bad = (labels >= kMnistClasses).nonzero();
+    if (bad.numel() > 0) {
+      const int64_t at = bad[0][0].item<int64_t>();
+      fail(labels_path, "label " + std::to_string(labels[at].item<int64_t>()) + " at index " + std::to_string(at) +
+                            " is outside [0, " + std::to_string(kMnistClasses) + ") (" + std::to_string(bad.size(0)) +
+                            " such label(s))");
+    }
+  }
+  return std::make_shared<InMemoryDataset>(images.unsqueeze(1), std::move(labels), kMnistClasses);
+}
+
+MnistSplits load_mnist_style_splits(const std::string& root) {
+  MnistSplits splits{load_mnist_style(root, Split::kTrain), load_mnist_style(root, Split::kTest)};
+  if (splits.test->height() != splits.train->height() || splits.test->width() != splits.train->width()) {
+    throw std::runtime_error(find_file(root, "t10k-images-idx3-ubyte") + ": test images are " +
+                             std::to_string(splits.test->height()) + "x" + std::to_string(splits.test->width()) + " but " +
+                             find_file(root, "train-images-idx3-ubyte") + " holds " + std::to_string(splits.train->height()) +
+                             "x" + std::to_string(splits.train->width()) + " train images");
+  }
+  return splits;
 }
 
 }  // namespace moco::data

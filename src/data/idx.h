@@ -17,7 +17,13 @@ torch::Tensor read_idx_labels(const std::string& path);
 enum class Split { kTrain, kTest };
 
 // The four standard files under root: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
-// Checks that image and label counts agree.
+// Checks that image and label counts agree and that every label lies in [0, 10).
 std::shared_ptr<InMemoryDataset> load_mnist_style(const std::string& root, Split split);
+
+// Both splits; also checks that test images have the train images' size.
+struct MnistSplits {
+  std::shared_ptr<InMemoryDataset> train, test;
+};
+MnistSplits load_mnist_style_splits(const std::string& root);
 
 }  // namespace moco::data

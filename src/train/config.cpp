@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -118,7 +119,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(dist.bucket_mb, "MiB per gradient all-reduce bucket (several ranks)"),
       MOCO_FIELD(dist.first_bucket_mb, "MiB of the first bucket, small so that communication starts early in backward"),
       MOCO_FIELD(dist.broadcast_buffers, "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),
-      MOCO_FIELD(dist.queue_check_every, "steps between checks that every rank holds the same queue and pointer; 0: never"),
+      MOCO_FIELD(dist.queue_check_every, "steps between checks that every rank holds the same queue and pointer (and, with dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never"),
       MOCO_FIELD(dist.check_collectives, "before each collective, verify that all ranks pass the same shapes and dtypes"),
       MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank"),
       MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
@@ -175,6 +176,9 @@ bool is_section(const std::string& key) {
 }
 
 void assign(Config& config, const Field& field, const YAML::Node& node, const std::string& where) {
+  // "arch:" in a file, "model.arch=" on the command line: YAML reads nothing as null, not as "".
+  if (!node.IsDefined() || node.IsNull())
+    throw ConfigError(where + ": key '" + field.key + "' has no value (expects " + field.type + ")");
   try {
     field.set(config, node);
   } catch (const YAML::Exception&) {
@@ -183,10 +187,24 @@ void assign(Config& config, const Field& field, const YAML::Node& node, const st
   }
 }
 
-// Walks a mapping, assigning each leaf to its field; every key must be known.
+// "line 3" of a node, or nothing for nodes without a position (built in memory).
+std::string line_of(const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  return mark.is_null() ? std::string("?") : std::to_string(mark.line + 1);
+}
+
+// Walks a mapping, assigning each leaf to its field; every key must be known and appear once.
+// yaml-cpp keeps both entries of a repeated key (a lookup finds the first, a walk sees both), so the
+// repetition is caught here; unnoticed, the last one would win.
 void apply_mapping(Config& config, const YAML::Node& map, const std::string& prefix, const std::string& where) {
+  std::map<std::string, YAML::Node> seen;
   for (const auto& entry : map) {
+    if (!entry.first.IsScalar()) throw ConfigError(where + ": line " + line_of(entry.first) + ": a key must be a plain name");
     const std::string key = prefix + entry.first.as<std::string>();
+    if (const auto before = seen.find(key); before != seen.end())
+      throw ConfigError(where + ": key '" + key + "' is given twice (lines " + line_of(before->second) + " and " +
+                        line_of(entry.first) + ")");
+    seen.emplace(key, entry.first);
     if (const Field* field = find_field(key)) {
       assign(config, *field, entry.second, where);
     } else if (is_section(key)) {
@@ -201,6 +219,16 @@ void apply_mapping(Config& config, const YAML::Node& map, const std::string& pre
 void require(bool ok, const std::string& where, const std::string& key, const std::string& what) {
   if (!ok) throw ConfigError(where + ": key '" + key + "' " + what);
 }
+
+}  // namespace
+
+void validate_for_world(const Config& c, int world_size, const std::string& where) {
+  require(c.optim.batch_size % world_size == 0, where, "optim.batch_size",
+          fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share", c.optim.batch_size,
+                      world_size));
+}
+
+namespace {
 
 void validate(const Config& c, const std::string& where) {
   const std::set<std::string> archs{"resnet_tiny", "resnet18", "resnet34", "resnet50"};
@@ -227,6 +255,16 @@ void validate(const Config& c, const std::string& where) {
   require(c.data.contrast >= 0 && c.data.contrast < 1, where, "data.contrast", "must lie in [0, 1)");
   require(!c.data.mean.empty(), where, "data.mean", "must not be empty");
   require(c.data.std.size() == c.data.mean.size(), where, "data.std", "must have as many values as data.mean");
+  // Decided from the config alone, before any file is read: the IDX sets are greyscale.
+  const int64_t channels = c.data.dataset == "synthetic" ? c.data.synthetic_channels : 1;
+  for (const auto& [key, values] : {std::pair<const char*, const std::vector<double>*>{"data.mean", &c.data.mean},
+                                    std::pair<const char*, const std::vector<double>*>{"data.std", &c.data.std}}) {
+    const auto n = static_cast<int64_t>(values->size());
+    require(n == 1 || n == channels, where, key,
+            fmt::format("has {} values but data.dataset {} has {} channel(s){}: give 1 value{}", n, c.data.dataset, channels,
+                        c.data.dataset == "synthetic" ? " (data.synthetic_channels)" : "",
+                        channels > 1 ? fmt::format(" or {}", channels) : std::string()));
+  }
   for (double s : c.data.std) require(s > 0, where, "data.std", "values must be positive");
   require(c.optim.base_lr > 0, where, "optim.base_lr", "must be positive");
   require(c.optim.batch_size > 0, where, "optim.batch_size", "must be positive");
@@ -273,6 +311,8 @@ Config apply_root(const YAML::Node& root, const std::string& where) {
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a folder, not a config file");
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -280,7 +320,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     throw ConfigError(path + ": cannot open the config file");
   } catch (const YAML::Exception& e) {
     throw ConfigError(path + ": not valid YAML: " + e.what());
+  } catch (const std::exception& e) {  // a read error of the stream (std::ios_base::failure)
+    throw ConfigError(path + ": cannot read the config file: " + e.what());
   }
+  // An empty file (or one of comments only) would otherwise run every default: 200 epochs.
+  if (!root.IsDefined() || root.IsNull())
+    throw ConfigError(path + ": the config file is empty (write '{}' to run on every default)");
   Config config = apply_root(root, path);
   for (const auto& item : overrides) {
     const auto eq = item.find('=');

@@ -97,6 +97,10 @@ struct Config {
 // Unknown keys, wrong types and out-of-range values throw ConfigError naming the file and the key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// What only the launched job knows: optim.batch_size must split evenly over world_size ranks. Throws
+// ConfigError naming `where` (the config file) and the key.
+void validate_for_world(const Config& config, int world_size, const std::string& where);
+
 // The same from YAML text (a checkpoint's saved config); `where` names its origin in errors.
 Config load_config_text(const std::string& yaml, const std::string& where);
 

@@ -10,6 +10,7 @@
 #include "train/checkpointing.h"
 #include "train/invariants.h"
 #include "train/metrics.h"
+#include "train/run_logging.h"
 #include "train/schedule.h"
 #include "train/sgd.h"
 #include "train/train_state.h"
@@ -53,7 +54,8 @@ Splits load_splits(const Config& c) {
     return {std::make_shared<data::SyntheticDataset>(c.data.synthetic_train_size, c.data.synthetic_channels, side, side, 10, c.train.seed),
             std::make_shared<data::SyntheticDataset>(c.data.synthetic_test_size, c.data.synthetic_channels, side, side, 10, c.train.seed + 1)};
   }
-  return {data::load_mnist_style(c.data.root, data::Split::kTrain), data::load_mnist_style(c.data.root, data::Split::kTest)};
+  auto idx = data::load_mnist_style_splits(c.data.root);
+  return {std::move(idx.train), std::move(idx.test)};
 }
 
 data::AugmentOptions augment_options(const Config& c) {
@@ -103,20 +105,40 @@ std::vector<torch::Tensor> cat_vectors(std::vector<torch::Tensor> a, const std::
   return a;
 }
 
-// Stops the run, naming the ranks whose queue or pointer differ from rank 0's. The queue is never
-// broadcast: it stays identical only because every rank enqueues the same all-gathered keys.
-void check_queue_consistency(model::MocoImpl& moco, dist::ProcessGroup& group, int64_t step) {
-  const auto queue = moco.queue().to(torch::kCPU).contiguous();
-  const auto* bytes = static_cast<const uint8_t*>(queue.data_ptr());
-  uint64_t hash = 1469598103934665603ULL;  // FNV-1a: any flipped bit changes it
-  for (size_t i = 0; i < queue.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;
-  const auto mine = torch::tensor({static_cast<int64_t>(hash), moco.queue_pointer()}, torch::kLong).view({1, 2});
+uint64_t fnv1a(const torch::Tensor& tensor, uint64_t hash = 1469598103934665603ULL) {
+  const auto t = tensor.to(torch::kCPU).contiguous();
+  const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
+  for (size_t i = 0; i < t.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;  // any flipped bit changes it
+  return hash;
+}
+
+uint64_t fnv1a(const std::vector<torch::Tensor>& tensors) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (const auto& t : tensors) hash = fnv1a(t, hash);
+  return hash;
+}
+
+// Stops the run, naming the ranks whose queue or pointer differ from rank 0's, or whose BN buffers
+// differed from rank 0's at the step's start (bn_hash, taken right after the step's broadcast; 0
+// when the buffers are rank-local). The queue is never broadcast: it stays identical only because
+// every rank enqueues the same all-gathered keys.
+void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup& group, int64_t step) {
+  const auto mine = torch::tensor({static_cast<int64_t>(fnv1a(moco.queue())), moco.queue_pointer(), static_cast<int64_t>(bn_hash)},
+                                  torch::kLong)
+                        .view({1, 3});
   const auto all = group.all_gather(mine);
-  std::string differing;
-  for (int64_t r = 1; r < all.size(0); ++r)
-    if (!torch::equal(all[r], all[0])) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
-  if (!differing.empty())
-    throw std::runtime_error(fmt::format("step {}: the queue or its pointer on rank(s) {} differs from rank 0's", step, differing));
+  std::string queue_differs, bn_differs;
+  for (int64_t r = 1; r < all.size(0); ++r) {
+    if (!torch::equal(all[r].narrow(0, 0, 2), all[0].narrow(0, 0, 2)))
+      queue_differs += (queue_differs.empty() ? "" : ", ") + std::to_string(r);
+    if (!torch::equal(all[r][2], all[0][2])) bn_differs += (bn_differs.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!queue_differs.empty())
+    throw std::runtime_error(fmt::format("step {}: the queue or its pointer on rank(s) {} differs from rank 0's", step, queue_differs));
+  if (!bn_differs.empty())
+    throw std::runtime_error(fmt::format("step {}: the BatchNorm buffers on rank(s) {} differed from rank 0's at the step's start, "
+                                         "after their broadcast (dist.broadcast_buffers)",
+                                         step, bn_differs));
 }
 
 class KnnMonitor {
@@ -240,11 +262,14 @@ TrainResult train(const Config& config, const RunContext& context) {
   if (context.dry_run) {
     check_writable(out_dir);
   } else {
-    std::filesystem::create_directories(out_dir);
+    make_output_dir(out_dir.string());
   }
   std::optional<MetricsLog> metrics;
   if (rank == 0 && !context.dry_run) {
-    std::ofstream(out_dir / "config.yaml") << to_yaml(config);
+    std::ofstream config_out(out_dir / "config.yaml");
+    config_out << to_yaml(config);
+    config_out.flush();
+    if (!config_out) throw std::runtime_error("train.output_dir '" + out_dir.string() + "': cannot write config.yaml in it");
     metrics.emplace((out_dir / "metrics.jsonl").string(), /*append=*/checkpointing.will_try_resume(),
                     config.train.tensorboard ? (out_dir / "tb").string() : std::string());
   }
@@ -354,6 +379,8 @@ TrainResult train(const Config& config, const RunContext& context) {
         optimizer.set_lr(lr);
 
         if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
+        const bool check_step = world > 1 && config.dist.queue_check_every > 0 && (step + 1) % config.dist.queue_check_every == 0;
+        const uint64_t bn_hash = check_step && config.dist.broadcast_buffers ? fnv1a(bn_buffers) : 0;
         if (invariants) invariants->before_forward();
         auto query = batch->query.to(device);
         if (nan_injection.step == step + 1 && nan_injection.rank == rank) query.fill_(std::nan(""));
@@ -394,8 +421,7 @@ TrainResult train(const Config& config, const RunContext& context) {
         at.step = step;
         at.epoch = batch_in_epoch == steps_per_epoch ? epoch + 1 : epoch;
         at.batch_in_epoch = batch_in_epoch == steps_per_epoch ? 0 : batch_in_epoch;
-        if (world > 1 && config.dist.queue_check_every > 0 && step % config.dist.queue_check_every == 0)
-          check_queue_consistency(*moco, group, step);
+        if (check_step) check_replicas(*moco, bn_hash, group, step);
         interval_seconds += step_seconds;
         interval_wait += shared[5].item<double>() / world;
         if (!out.skipped()) {

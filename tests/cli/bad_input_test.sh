@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Bad input as a user meets it: a bad command line or config exits 2 naming the file and the key,
+# before any work (no output folder appears); data that is bad on disk, or an output folder that
+# cannot be made, exits 1 naming the file. One case per ctest entry:
+#   bad_input_test.sh CASE BUILD_DIR WORK_DIR
+set -euo pipefail
+case_name=$1 build=$2 work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+dist=$build/moco_dist py=/usr/bin/python3
+tiny=$src/tests/data/tiny_synthetic.yaml
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -rf "$work" && mkdir -p "$work"
+out=$work/out  # train.output_dir of every run: must not exist after a config error
+
+fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
+
+# expect CODE TEXT... -- command...: exits CODE, prints every TEXT (fixed strings)
+expect() {
+  local code=$1 rc=0
+  shift
+  local texts=()
+  while [ "$1" != "--" ]; do texts+=("$1"); shift; done
+  shift
+  "$@" >"$work/last.out" 2>&1 || rc=$?
+  cat "$work/last.out"
+  [ "$rc" -eq "$code" ] || fail "expected exit $code, got $rc from: $*"
+  for t in "${texts[@]}"; do grep -qF -- "$t" "$work/last.out" || fail "expected '$t' from: $*"; done
+  ! grep -q "terminate called" "$work/last.out" || fail "std::terminate reached"
+}
+no_work_done() { [ ! -e "$out" ] || fail "$out was created: work started before the error"; }
+
+# IDX files (gzip) under $1: N train and test images of HxW (test size: TH x TW), labels from LABEL.
+write_idx() {
+  "$py" - "$@" <<'PY'
+import gzip, struct, sys
+root, n, h, w, th, tw, bad_label = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+def images(name, hh, ww):
+    with gzip.open(f"{root}/{name}", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, hh, ww) + bytes((i * i * 7 // 3) % 256 for i in range(n * hh * ww)))
+def labels(name, bad):
+    ls = [i % 10 for i in range(n)]
+    if bad >= 0: ls[n // 2] = bad
+    with gzip.open(f"{root}/{name}", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(ls))
+images("train-images-idx3-ubyte.gz", h, w); labels("train-labels-idx1-ubyte.gz", bad_label)
+images("t10k-images-idx3-ubyte.gz", th, tw); labels("t10k-labels-idx1-ubyte.gz", -1)
+PY
+}
+idx_run=(--config "$tiny" data.dataset=mnist data.image_size=16 data.mean=0.5 data.std=0.5 train.threads=1
+         optim.batch_size=16 moco.queue_size=64 knn.k=5 train.output_dir="$out")
+
+case $case_name in
+config_is_a_folder)
+  expect 2 "$work: is a folder, not a config file" -- "$dist" --config "$work" train.output_dir="$out"
+  no_work_done ;;
+empty_config)
+  : >"$work/empty.yaml"
+  printf '# only a comment\n' >"$work/comment.yaml"
+  for f in "$work/empty.yaml" "$work/comment.yaml"; do
+    expect 2 "$f: the config file is empty" -- "$dist" --config "$f" train.output_dir="$out"
+    no_work_done
+  done ;;
+mean_std_channels)
+  # synthetic: data.synthetic_channels decides; the IDX sets are greyscale
+  expect 2 "$tiny (with overrides): key 'data.mean' has 2 values but data.dataset synthetic has 3 channel(s)" -- \
+    "$dist" --config "$tiny" data.synthetic_channels=3 data.mean=[0.1,0.2] data.std=[0.3,0.4] train.output_dir="$out"
+  no_work_done
+  printf 'data:\n  dataset: fashion_mnist\n  mean: [0.1, 0.2, 0.3]\n  std: [0.3, 0.3, 0.3]\n' >"$work/rgb.yaml"
+  expect 2 "$work/rgb.yaml (with overrides): key 'data.mean' has 3 values but data.dataset fashion_mnist has 1 channel(s): give 1 value" -- \
+    "$dist" --config "$work/rgb.yaml" train.output_dir="$out"
+  no_work_done ;;
+batch_not_divisible_np2)
+  expect 2 "key 'optim.batch_size' (33) must be divisible by the number of ranks (2)" "$tiny" -- \
+    mpirun -np 2 --oversubscribe "$dist" --config "$tiny" optim.batch_size=33 moco.bn_splits=1 train.threads=1 train.output_dir="$out"
+  no_work_done ;;
+empty_value)
+  expect 2 "command-line override 'model.arch=': key 'model.arch' has no value (expects string)" -- \
+    "$dist" --config "$tiny" model.arch= train.output_dir="$out"
+  printf 'model:\n  arch:\n' >"$work/noarch.yaml"
+  expect 2 "$work/noarch.yaml: key 'model.arch' has no value" -- "$dist" --config "$work/noarch.yaml" train.output_dir="$out"
+  no_work_done ;;
+duplicate_key)
+  printf 'optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n' >"$work/dup.yaml"
+  expect 2 "$work/dup.yaml: key 'optim.base_lr' is given twice (lines 2 and 4)" -- "$dist" --config "$work/dup.yaml" train.output_dir="$out"
+  printf 'model: {arch: resnet18}\noptim: {base_lr: 0.1}\nmodel: {mlp: true}\n' >"$work/dup_section.yaml"
+  expect 2 "$work/dup_section.yaml: key 'model' is given twice (lines 1 and 3)" -- "$dist" --config "$work/dup_section.yaml" train.output_dir="$out"
+  no_work_done ;;
+idx_label_out_of_range)
+  mkdir "$work/idx" && write_idx "$work/idx" 64 16 16 16 16 255
+  expect 1 "$work/idx/train-labels-idx1-ubyte.gz: label 255 at index 32 is outside [0, 10)" -- \
+    "$dist" "${idx_run[@]}" data.root="$work/idx" ;;
+idx_test_size_differs)
+  mkdir "$work/idx" && write_idx "$work/idx" 64 16 16 20 20 -1
+  expect 1 "$work/idx/t10k-images-idx3-ubyte.gz: test images are 20x20 but $work/idx/train-images-idx3-ubyte.gz holds 16x16 train images" -- \
+    "$dist" "${idx_run[@]}" data.root="$work/idx" ;;
+idx_corrupt_gzip)
+  # A byte of the deflate data damaged so that the decoder runs out of input before the data's end:
+  # zlib calls that "unexpected end of file", as for a cut file; the message must say corrupt.
+  mkdir "$work/idx" && write_idx "$work/idx" 64 16 16 16 16 -1
+  "$py" - "$work/idx/train-images-idx3-ubyte.gz" <<'PY'
+import sys, zlib
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+header = zlib.decompress(bytes(data), wbits=31)[:16]
+def outcome(blob):
+    d = zlib.decompressobj(wbits=31)
+    try:
+        out = d.decompress(bytes(blob))
+    except zlib.error:
+        return "error"
+    # the IDX header intact (before it, the data's size is unknown), the stream short of the data's end
+    return "short" if not d.eof and 16 < len(out) < 16 + 64 * 256 and out[:16] == header else "other"
+for pos in range(10, len(data) - 8):
+    for mask in (0x55, 0x01, 0x80, 0xff):
+        blob = bytearray(data); blob[pos] ^= mask
+        if outcome(blob) == "short":
+            open(path, "wb").write(blob); sys.exit(0)
+sys.exit("no single-byte damage found that ends the stream early")
+PY
+  expect 1 "$work/idx/train-images-idx3-ubyte.gz: corrupt compressed data" -- "$dist" "${idx_run[@]}" data.root="$work/idx"
+  ! grep -q truncated "$work/last.out" || fail "a damaged whole file reported as truncated"
+  # ... and a file that is really cut short still says truncated
+  write_idx "$work/idx" 64 16 16 16 16 -1
+  "$py" -c "import sys; p=sys.argv[1]; b=open(p,'rb').read(); open(p,'wb').write(b[:len(b)//2])" "$work/idx/train-images-idx3-ubyte.gz"
+  expect 1 "$work/idx/train-images-idx3-ubyte.gz: truncated" -- "$dist" "${idx_run[@]}" data.root="$work/idx" ;;
+output_dir_unwritable)
+  expect 1 "train.output_dir '/proc/moco_dist_test/run': cannot create the folder" -- \
+    "$dist" --config "$tiny" train.output_dir=/proc/moco_dist_test/run
+  : >"$work/a_file"
+  expect 1 "train.output_dir '$work/a_file/run': cannot create the folder (Not a directory)" -- \
+    "$dist" --config "$tiny" train.output_dir="$work/a_file/run"
+  expect 1 "train.output_dir '$work/a_file': exists and is not a folder" -- \
+    "$dist" --config "$tiny" train.output_dir="$work/a_file" ;;
+*) fail "unknown case" ;;
+esac
+echo "PASS ($case_name)"

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The training loop's own promises, checked in what a run leaves (metrics.jsonl), against oracles
+# computed here from the config alone. One case per ctest entry:
+#   train_cli_test.sh CASE BUILD_DIR WORK_DIR
+set -euo pipefail
+case_name=$1 build=$2 work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+dist=$build/moco_dist py=/usr/bin/python3
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -rf "$work" && mkdir -p "$work"
+base=(--config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0)
+
+case $case_name in
+knn_every_epochs)
+  # 128 images in batches of 32: 4 steps an epoch, 3 epochs. kNN before training, after epochs 1 and
+  # 2 (every 1), and after training (epoch 3, not twice); with every 2: after epoch 2 and at the end.
+  for every in 1 2; do
+    "$dist" "${base[@]}" data.synthetic_train_size=128 train.epochs=3 knn.every_epochs=$every train.output_dir="$work/every$every" >"$work/every$every.console" 2>&1 ||
+      { cat "$work/every$every.console"; exit 1; }
+    "$py" - "$work/every$every/metrics.jsonl" "$every" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+knn = [(r["encoder"], r["step"], r["epoch"]) for r in rows if r["event"] == "knn"]
+expected = {"1": [("random_init", 0, 0), ("trained", 4, 1), ("trained", 8, 2), ("trained", 12, 3)],
+            "2": [("random_init", 0, 0), ("trained", 8, 2), ("trained", 12, 3)]}[sys.argv[2]]
+print("knn rows:", knn)
+sys.exit(0 if knn == expected else f"expected {expected}")
+PY
+  done ;;
+time_budget)
+  # An epoch count the run could never finish (16 steps an epoch, 1.6M steps): the 2 s budget ends it,
+  # and the cosine schedule runs over the budget. Step i's lr is computed from the progress before
+  # it: max(steps done / total steps, rank 0's training seconds so far / budget).
+  "$dist" "${base[@]}" train.epochs=100000 train.time_budget_s=2 train.output_dir="$work/run" >"$work/console" 2>&1 ||
+    { cat "$work/console"; exit 1; }
+  "$py" - "$work/run/metrics.jsonl" <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+train = [r for r in rows if r["event"] == "train"]
+budget, total, peak = 2.0, 100000 * 16, 0.06 * 32 / 256
+assert [r["step"] for r in train] == list(range(1, len(train) + 1)), "a step was not logged"
+elapsed_before = 0.0
+for r in train:
+    p = min(1.0, max((r["step"] - 1) / total, elapsed_before / budget))
+    lr = peak * 0.5 * (1 + math.cos(math.pi * p))
+    assert math.isclose(r["lr"], lr, rel_tol=1e-9, abs_tol=1e-15), f"step {r['step']}: lr {r['lr']}, expected {lr} (progress {p})"
+    elapsed_before = r["elapsed_s"]
+last, before_last = train[-1], train[-2]
+assert last["elapsed_s"] >= budget > before_last["elapsed_s"], f"stopped at {last['elapsed_s']}s, before that {before_last['elapsed_s']}s"
+assert train[len(train) // 2]["lr"] < peak, "the lr did not follow the budget"
+knn = [r for r in rows if r["event"] == "knn" and r["encoder"] == "trained"]
+assert len(knn) == 1 and knn[0]["step"] == last["step"], "no final kNN"
+print(f"{len(train)} steps in {last['elapsed_s']:.3f}s of a {budget}s budget; every lr follows the budget's progress")
+PY
+  ;;
+bn_buffers_np2)
+  # Two ranks, the replica check every step: the BN buffers each rank starts a step with are rank
+  # 0's (dist.broadcast_buffers); without the broadcast the run stops naming the rank.
+  mpirun -np 2 --oversubscribe "$dist" "${base[@]}" dist.queue_check_every=1 train.output_dir="$work/run" >"$work/console" 2>&1 ||
+    { cat "$work/console"; exit 1; }
+  grep -q '"encoder":"trained"' "$work/run/metrics.jsonl"
+  # With rank-local buffers the check leaves them alone, and the checkpoint keeps each rank's.
+  mpirun -np 2 --oversubscribe "$dist" "${base[@]}" dist.queue_check_every=1 dist.broadcast_buffers=false train.output_dir="$work/local" >"$work/local.console" 2>&1 ||
+    { cat "$work/local.console"; exit 1; }
+  grep -q '"encoder":"trained"' "$work/local/metrics.jsonl" ;;
+*) echo "unknown case $case_name" >&2; exit 1 ;;
+esac
+echo "PASS ($case_name)"

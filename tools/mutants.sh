@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Mutation check: do the tests catch small deliberate breakages of the source?
+#
+#   tools/mutants.sh [SCRATCH_DIR] [NAME_REGEX]
+#
+# Copies the working tree (tracked and untracked, not ignored, files) to SCRATCH_DIR/src (default
+# /tmp/moco_mutants), builds it once in SCRATCH_DIR/build, then for each mutant below: replaces one
+# exact piece of one source file (it must occur exactly once), rebuilds incrementally, runs the
+# ctest entries that should catch it, and puts the file back. The work tree is never touched. Prints
+# one line per mutant, KILLED or SURVIVED, and exits 1 if any survived or did not apply. NAME_REGEX
+# picks mutants by name. Needs what the build needs; takes a while (one file recompiled and three
+# binaries relinked per mutant, and the checkpoint mutants run end-to-end checkpoint tests).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+scratch=${1:-/tmp/moco_mutants}
+only=${2:-.}
+src=$scratch/src build=$scratch/build log=$scratch/logs
+mkdir -p "$src" "$log"
+
+# name | file | exact text | replacement | ctest -R regex of the entries that must catch it
+# (Dispatch routing is checked one way only: a CPU tensor sent to the CUDA backend. The other way
+# needs CUDA tensors, which DistDispatchTest checks only where a GPU is.)
+mutants=$(cat <<'LIST'
+queue_gets_queries|src/model/moco.cpp|group_->all_gather(out.k);|group_->all_gather(out.q.detach());|^MocoTest\.
+q_not_normalised|src/model/moco.cpp|out.q = F::normalize(encoder_q->forward(im_q), unit);|out.q = encoder_q->forward(im_q);|^MocoTest\.
+temperature_on_negatives_only|src/model/contrastive.cpp|return torch::cat({l_pos, l_neg}, 1) / temperature;|return torch::cat({l_pos, l_neg / temperature}, 1);|^ContrastiveTest\.|^MocoTest\.
+momentum_swapped|src/model/moco.cpp|k_params[i].mul_(m).add_(q_params[i], 1.0 - m);|k_params[i].mul_(1.0 - m).add_(q_params[i], m);|^MocoTest\.
+gradients_summed|src/dist/reducer.cpp|torch::div_out(slot.view, grad, torch::scalar_tensor(static_cast<double>(group_->world_size()), torch::kDouble));|slot.view.copy_(grad);|^Reducer|^mpi\.np2$
+bn_buffers_not_broadcast|src/train/trainer.cpp|      if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
+      const bool check_step|      const bool check_step|^cli\.train\.bn_buffers_np2$
+crop_at_corner|src/data/augment.cpp|return {top, left, h, w};|return {0, 0, h, w};|^AugmentTest\.|^LoaderTest\.
+crop_centred|src/data/augment.cpp|return {top, left, h, w};|return {(height - h) / 2, (width - w) / 2, h, w};|^AugmentTest\.|^LoaderTest\.
+dispatch_all_to_cuda|src/dist/device_dispatch_group.cpp|return tensor.is_cuda() ? *cuda_ : *cpu_;|return *cuda_;|^DistDispatchTest\.
+keys_not_unshuffled|src/model/moco.cpp|const auto k = plan.unshuffle(encoder_k->forward(plan.shuffle(im_k, *group_)), *group_);|const auto k = encoder_k->forward(plan.shuffle(im_k, *group_));|^MocoTest\.|^BatchShuffleTest\.
+unshuffle_skipped_in_plan|src/model/batch_shuffle.cpp|  local.index_copy_(0, as_index(send_rows_).to(shuffled.device()), back);
+  return local;|  return back;|^BatchShuffleTest\.|^mpi\.np2$
+knn_memory_not_normalised|src/eval/knn.cpp|const auto memory = F::normalize(memory_features, unit);|const auto memory = memory_features;|^KnnTest\.
+lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
+loader_window_ignored|src/data/loader.cpp|next_to_claim < next_to_deliver + window;|true;|^LoaderTest\.
+queue_wrap_drops_keys|src/model/contrastive.cpp|if (head < n) queue.narrow|if (false) queue.narrow|^MocoTest\.|^ContrastiveTest\.
+time_budget_ignored|src/train/trainer.cpp|if (config.train.time_budget_s > 0) p = std::max(p, result.train_seconds / config.train.time_budget_s);|(void)0;|^cli\.train\.time_budget$
+knn_every_epochs_ignored|src/train/trainer.cpp|if (!done && config.knn.every_epochs > 0 &&|if (false &&|^cli\.train\.knn_every_epochs$
+shuffle_counter_not_restored|src/train/train_state.cpp|moco_.set_shuffle_steps(p.shuffle_steps);|(void)p.shuffle_steps;|^ckpt\.resume_bitwise_np1$
+loader_not_resumed_mid_epoch|src/train/trainer.cpp|first_batch = at.batch_in_epoch;|first_batch = 0;|^ckpt\.resume_bitwise_np1$
+LIST
+)
+
+# A run cut short may have left a mutated file beside its original: put it back first.
+find "$src" -name '*.orig' 2>/dev/null | while IFS= read -r orig; do mv "$orig" "${orig%.orig}" && touch "${orig%.orig}"; done
+# Only files whose content differs are copied, with a new mtime, so the scratch build stays incremental.
+echo "copying $repo to $src"
+(cd "$repo" && git ls-files -co --exclude-standard) | while IFS= read -r f; do
+  if [ -f "$repo/$f" ] && ! cmp -s "$repo/$f" "$src/$f"; then
+    mkdir -p "$src/$(dirname "$f")" && cp "$repo/$f" "$src/$f"
+  fi
+done
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$log/cmake.log" 2>&1 || { cat "$log/cmake.log"; exit 2; }
+fi
+targets=(--target moco_tests moco_dist moco_ckpt)
+echo "building the unmutated tree in $build"
+cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 2; }
+
+# Mutants span lines: a record is a line that starts with a name and a '|', continued by lines that don't.
+records=$(printf '%s\n' "$mutants" | awk '/^[a-z_0-9]+\|/{if(r!="")printf "%s\036",r; r=$0; next} {r=r"\n"$0} END{if(r!="")printf "%s\036",r}')
+survived=0 broken=0 total=0
+IFS=$'\036' read -r -d '' -a list <<<"$records"
+for record in "${list[@]}"; do
+  [ -n "${record//[$'\n ']/}" ] || continue
+  name=${record%%|*}
+  [[ $name =~ $only ]] || continue
+  total=$((total + 1))
+  status=$(/usr/bin/python3 - "$src" "$record" <<'PY'
+import sys
+src, record = sys.argv[1], sys.argv[2].strip("\n")
+name, path, old, new, *tests = record.split("|")
+full = f"{src}/{path}"
+text = open(full).read()
+if text.count(old) != 1:
+    print(f"NOAPPLY\t{path}\t{text.count(old)}"); sys.exit()
+open(full + ".orig", "w").write(text)
+open(full, "w").write(text.replace(old, new))
+print(f"APPLIED\t{path}\t" + "|".join(tests))
+PY
+)
+  IFS=$'\t' read -r state file regex <<<"$status"
+  if [ "$state" != APPLIED ]; then
+    line="NOT APPLIED  $name ($file: the text occurs $regex times)"
+    echo "$line"
+    broken=$((broken + 1))
+    continue
+  fi
+  start=$(date +%s)
+  if ! cmake --build "$build" "${targets[@]}" >"$log/$name.build.log" 2>&1; then
+    verdict="NO BUILD    "
+    broken=$((broken + 1))
+  elif ctest --test-dir "$build" -R "$regex" --output-on-failure >"$log/$name.test.log" 2>&1; then
+    verdict="SURVIVED    "
+    survived=$((survived + 1))
+  else
+    verdict="KILLED      "
+  fi
+  failed=$(grep -E '^\s+[0-9]+ - ' "$log/$name.test.log" 2>/dev/null | grep -v '(Skipped)' | sed -E 's/^\s+[0-9]+ - //; s/ \(.*//' | head -4 | paste -sd, -)
+  # Put the file back with a new mtime, so that the next build recompiles it.
+  mv "$src/$file.orig" "$src/$file" && touch "$src/$file"
+  line="$verdict $name ($file; ran -R '$regex'; $(( $(date +%s) - start ))s)${failed:+; failed: $failed}"
+  echo "$line"
+done
+echo "rebuilding the unmutated tree"
+cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || tail -30 "$log/build.log"
+echo
+echo "mutants: $total, killed: $((total - survived - broken)), survived: $survived, not applied or not built: $broken (logs in $log)"
+[ "$survived" -eq 0 ] && [ "$broken" -eq 0 ]
