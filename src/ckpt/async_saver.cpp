@@ -69,14 +69,13 @@ std::string AsyncSaver::save(const std::string& root, const std::vector<StateEnt
                             : torch::empty(e.tensor.sizes(), e.tensor.options().device(torch::kMeta)),
                         e.rank_local});
   }
-  thread_ = std::thread(&AsyncSaver::write_in_background, this, root, tmp_dir, std::move(snapshot), info, token.item<int64_t>());
+  thread_ = std::thread(&AsyncSaver::write_in_background, this, root, tmp_dir, std::move(snapshot), writers, info, token.item<int64_t>());
   return step_dir(root, info.step);
 }
 
-void AsyncSaver::write_in_background(std::string root, std::string tmp_dir, std::vector<StateEntry> snapshot, SaveInfo info,
-                                     int64_t token) {
+void AsyncSaver::write_in_background(std::string root, std::string tmp_dir, std::vector<StateEntry> snapshot, std::vector<int> writers,
+                                     SaveInfo info, int64_t token) {
   const int rank = group_.rank(), world = group_.world_size();
-  const auto writers = assign_writers(snapshot, world);
   std::vector<int64_t> crc;
   std::string error;
   try {

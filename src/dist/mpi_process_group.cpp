@@ -25,6 +25,14 @@ using Clock = std::chrono::steady_clock;
 constexpr int kDescriptorTag = 0x6d6f;
 constexpr int kRollCallTag = 0x6d70;
 
+// Between polls of a pending operation: yield at first, then sleep up to 1 ms, so that a rank
+// waiting for a slow peer leaves the core to it (ranks are oversubscribed in tests; in training the
+// data loader threads want the core).
+void back_off(int polls) {
+  if (polls < 64) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(polls - 64, 7))));
+}
+
 // MPI_THREAD_SERIALIZED: one MPI call at a time in the whole process, whichever group makes it.
 std::mutex& mpi_mutex() {
   static std::mutex mutex;
@@ -90,9 +98,7 @@ struct MpiProcessGroup::State {
   std::string broken;      // why the group is unusable; empty while it is fine
   std::vector<std::shared_ptr<Pending>> in_flight;
 
-  // Polls until `pending` completes or the deadline passes. Backs off from yielding to sleeping up
-  // to 1 ms, so that a rank waiting for a slow peer leaves the core to it (ranks are oversubscribed
-  // in tests; in training the data loader threads want the core).
+  // Polls until `pending` completes or the deadline passes (back_off between polls).
   void wait_for(Pending& pending, CollectiveOp op, int64_t number, const char* phase) {
     const auto deadline = Clock::now() + options.timeout;
     for (int polls = 0;; ++polls) {
@@ -118,8 +124,7 @@ struct MpiProcessGroup::State {
         broken = what + " timed out";
         throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + phase + "; " + roll_call_verdict());
       }
-      if (polls < 64) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(polls - 64, 7))));
+      back_off(polls);
     }
   }
 
@@ -198,8 +203,7 @@ struct MpiProcessGroup::State {
                                   (missing.empty() ? std::string("a rank") : rank_list(missing)) + ", which never reached it; " +
                                   roll_call_verdict());
       }
-      if (polls < 64) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(polls - 64, 7))));
+      back_off(polls);
     }
   }
 
