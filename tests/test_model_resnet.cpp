@@ -118,6 +118,12 @@ TEST(ResNetTest, SmallStemIsA3x3ConvWithoutDownsampling) {
   const auto x = torch::randn({1, 3, 32, 32});
   EXPECT_EQ(stem(small, x).size(2), 32);
   EXPECT_EQ(stem(standard, x).size(2), 16);
+  o.small_stem_stride = 2;  // the fast variant: the same 3x3 weights, half the resolution
+  ResNet strided(o);
+  strided->eval();
+  EXPECT_EQ(strided->named_parameters()["conv1.weight"].sizes(), (std::vector<int64_t>{16, 3, 3, 3}));
+  EXPECT_EQ(stem(strided, x).size(2), 16);
+  EXPECT_EQ(strided->features(x).sizes(), (std::vector<int64_t>{1, 128}));
 }
 
 TEST(ResNetTest, UnknownArchitectureIsAClearError) {

@@ -87,8 +87,9 @@ ResNetOptions resnet_options_for(const std::string& arch) {
 
 ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
   if (options.width <= 0) throw std::invalid_argument("ResNet width must be positive");
+  if (options.small_stem_stride < 1) throw std::invalid_argument("ResNet small_stem_stride must be positive");
   const int64_t stem = scaled(64, options.width);
-  conv1 = register_module("conv1", options.small_stem ? conv(options.in_channels, stem, 3, 1)
+  conv1 = register_module("conv1", options.small_stem ? conv(options.in_channels, stem, 3, options.small_stem_stride)
                                                       : conv(options.in_channels, stem, 7, 2));
   bn1 = register_module("bn1", SplitBatchNorm2d(stem, options.bn_splits));
 

@@ -20,6 +20,7 @@ struct ResNetOptions {
   std::array<int64_t, 4> blocks{2, 2, 2, 2};  // blocks per stage (resnet18)
   int64_t in_channels = 3;
   bool small_stem = false;  // 3x3 stride-1 conv and no max-pool, for 28-32 px images
+  int64_t small_stem_stride = 1;  // 2 halves every feature map of a small stem: ~4x fewer FLOPs
   double width = 1.0;       // multiplies every stage's width (64, 128, 256, 512)
   int64_t out_dim = 128;    // fc output
   bool mlp_head = false;    // MoCo v2: fc = Linear(h,h) -> ReLU -> Linear(h,out_dim)

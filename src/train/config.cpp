@@ -72,6 +72,7 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> all = {
       MOCO_FIELD(model.arch, "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50"),
       MOCO_FIELD(model.small_stem, "3x3 stride-1 first conv and no max-pool, for 28-32 px images"),
+      MOCO_FIELD(model.stem_stride, "stride of the small stem's conv: 2 halves every feature map (about 4x fewer FLOPs, for speed on CPUs)"),
       MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own"),
       MOCO_FIELD(model.dim, "dimension of queries and keys"),
       MOCO_FIELD(model.mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear"),
@@ -235,6 +236,8 @@ void validate(const Config& c, const std::string& where) {
   require(archs.count(c.model.arch) > 0, where, "model.arch", "must be one of resnet_tiny, resnet18, resnet34, resnet50, not '" + c.model.arch + "'");
   require(c.model.width >= 0, where, "model.width", "must be >= 0");
   require(c.model.dim > 0, where, "model.dim", "must be positive");
+  require(c.model.stem_stride == 1 || c.model.stem_stride == 2, where, "model.stem_stride", "must be 1 or 2");
+  require(c.model.stem_stride == 1 || c.model.small_stem, where, "model.stem_stride", "applies to the small stem only (model.small_stem: true)");
   require(c.moco.queue_size > 0, where, "moco.queue_size", "must be positive");
   require(c.moco.queue_size >= c.optim.batch_size, where, "moco.queue_size", "must be at least optim.batch_size (a step's keys must fit in the queue)");
   require(c.moco.momentum >= 0 && c.moco.momentum <= 1, where, "moco.momentum", "must lie in [0, 1]");

@@ -19,6 +19,7 @@ struct Config {
   struct Model {
     std::string arch = "resnet_tiny";  // resnet_tiny | resnet18 | resnet34 | resnet50
     bool small_stem = true;            // 3x3 stride-1 stem, no max-pool (small images)
+    int64_t stem_stride = 1;           // stride of the small stem's conv
     double width = 0;                  // 0: the architecture's own
     int64_t dim = 128;                 // output (key/query) dimension
     bool mlp = false;                  // MoCo v2 MLP head

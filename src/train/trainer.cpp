@@ -88,6 +88,7 @@ model::ResNetOptions encoder_options(const Config& c, int64_t in_channels, int w
   auto e = model::resnet_options_for(c.model.arch);
   e.in_channels = in_channels;
   e.small_stem = c.model.small_stem;
+  e.small_stem_stride = c.model.stem_stride;
   if (c.model.width > 0) e.width = c.model.width;
   e.out_dim = c.model.dim;
   e.mlp_head = c.model.mlp;
