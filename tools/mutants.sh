@@ -8,7 +8,7 @@
 # exact piece of one source file (it must occur exactly once), rebuilds incrementally, runs the
 # ctest entries that should catch it, and puts the file back. The work tree is never touched. Prints
 # one line per mutant, KILLED or SURVIVED, and exits 1 if any survived or did not apply. NAME_REGEX
-# picks mutants by name. Needs what the build needs; takes a while (one file recompiled and three
+# picks mutants by name. Needs what the build needs; takes a while (one file recompiled and four
 # binaries relinked per mutant, and the checkpoint mutants run end-to-end checkpoint tests).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,10 +42,14 @@ time_budget_ignored|src/train/trainer.cpp|if (config.train.time_budget_s > 0) p 
 knn_every_epochs_ignored|src/train/trainer.cpp|if (!done && config.knn.every_epochs > 0 &&|if (false &&|^cli\.train\.knn_every_epochs$
 shuffle_counter_not_restored|src/train/train_state.cpp|moco_.set_shuffle_steps(p.shuffle_steps);|(void)p.shuffle_steps;|^ckpt\.resume_bitwise_np1$
 loader_not_resumed_mid_epoch|src/train/trainer.cpp|first_batch = at.batch_in_epoch;|first_batch = 0;|^ckpt\.resume_bitwise_np1$
-stop_signal_ignored|src/train/trainer.cpp|signal_code(preempt::preemption_signal()), acc1|0.0, acc1|^launch\.plain_sigterm$
+stop_signal_ignored|src/train/trainer.cpp|preempt::signal_code(preempt::preemption_signal()), acc1|0.0, acc1|^launch\.plain_sigterm$
 nan_skip_keeps_query_bn_stats|src/model/moco.cpp|for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved_buffers[i]);|(void)saved_buffers;|^faults\.nan_skip$
 h5_attribute_read_one_short|src/ckpt/h5_tensor_file.cpp|std::string value(H5Tget_size(type.get()) + 1, '\0');|std::string value(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
 roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[peer] < 0) silent.push_back(static_cast<int>(peer));|(void)peer;|^faults\.stuck_peer$
+lincls_backbone_in_train_mode|src/lincls/backbone.cpp|return net->features(normalised_images.to(device));|net->train(); return net->features(normalised_images.to(device));|^lincls\.full_np2$|^LinclsTest\.
+lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|loader->start_epoch(epoch, at.batch_in_epoch());|loader->start_epoch(epoch, 0);|^lincls\.resume_bitwise$
+lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->finalize();|  (void)0;|^mpi\.np2$|^lincls\.cached_np1_np2$
+lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
 LIST
 )
 
@@ -61,7 +65,7 @@ done
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$log/cmake.log" 2>&1 || { cat "$log/cmake.log"; exit 2; }
 fi
-targets=(--target moco_tests moco_dist moco_ckpt)
+targets=(--target moco_tests moco_dist moco_ckpt moco_lincls)
 echo "building the unmutated tree in $build"
 cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 2; }
 

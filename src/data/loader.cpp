@@ -108,7 +108,7 @@ TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
   }
   TwoViewBatch batch;
   batch.query = augment_batch(images, augment, query_seeds);
-  batch.key = augment_batch(images, augment, key_seeds);
+  if (options.key_view) batch.key = augment_batch(images, augment, key_seeds);
   batch.labels = std::move(labels);
   batch.indices = torch::tensor(indices, torch::kInt64);
   return batch;

@@ -16,6 +16,7 @@ struct LoaderOptions {
   int prefetch = 2;          // ready batches kept ahead of the consumer (batches being built count;
                              // the bound is max(prefetch, workers) so every worker can stay busy)
   bool shuffle = true;
+  bool key_view = true;      // false: the query view only (TwoViewBatch::key stays undefined)
   uint64_t seed = 0;
   int rank = 0, world_size = 1;
 };

@@ -69,8 +69,8 @@ class NoiseBytes {
 }  // namespace
 
 SyntheticDataset::SyntheticDataset(int64_t size, int64_t channels, int64_t height, int64_t width,
-                                   int64_t num_classes, uint64_t seed)
-    : size_(size), channels_(channels), height_(height), width_(width), num_classes_(num_classes), seed_(seed) {
+                                   int64_t num_classes, uint64_t seed, int64_t first)
+    : size_(size), channels_(channels), height_(height), width_(width), num_classes_(num_classes), seed_(seed), first_(first) {
   if (size < 0 || channels <= 0 || height <= 0 || width <= 0 || num_classes <= 0) {
     throw std::invalid_argument("SyntheticDataset: need size >= 0 and positive channels, height, width, classes; got size " +
                                 std::to_string(size) + ", " + std::to_string(channels) + "x" + std::to_string(height) +
@@ -83,10 +83,11 @@ Example SyntheticDataset::get(int64_t index) const {
     throw std::out_of_range("SyntheticDataset: index " + std::to_string(index) + " out of range [0, " +
                             std::to_string(size_) + ")");
   }
-  const int64_t label = index % num_classes_;
+  const int64_t sample = first_ + index;
+  const int64_t label = sample % num_classes_;
   torch::Tensor image = torch::empty({channels_, height_, width_}, torch::kUInt8);
   uint8_t* out = image.data_ptr<uint8_t>();
-  NoiseBytes noise(detail::hash_combine(detail::hash_combine(seed_, kIndexTag), static_cast<uint64_t>(index)));
+  NoiseBytes noise(detail::hash_combine(detail::hash_combine(seed_, kIndexTag), static_cast<uint64_t>(sample)));
   for (int64_t c = 0; c < channels_; ++c) {
     const ChannelPattern p = channel_pattern(seed_, label, c, height_, width_);
     for (int64_t y = 0; y < height_; ++y) {

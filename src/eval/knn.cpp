@@ -36,13 +36,9 @@ double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memor
   return 100.0 * predicted.eq(query_labels.to(torch::kLong)).to(torch::kDouble).mean().item<double>();
 }
 
-std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
-                                                         const data::AugmentOptions& normalisation,
+std::pair<torch::Tensor, torch::Tensor> extract_features(const Featurizer& featurizer, const data::Dataset& dataset,
                                                          int64_t batch_size, int64_t limit, dist::ProcessGroup* group) {
   torch::NoGradGuard no_grad;
-  const bool was_training = encoder->is_training();
-  encoder->eval();
-  const auto device = encoder->parameters().front().device();
   const int64_t n = limit > 0 ? std::min(limit, dataset.size()) : dataset.size();
   const int world = group ? group->world_size() : 1;
   const int rank = group ? group->rank() : 0;
@@ -54,16 +50,32 @@ std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder,
     indices.resize(std::min(batch_size, (rank + 1) * shard - start));
     for (size_t i = 0; i < indices.size(); ++i) indices[i] = std::min<int64_t>(start + i, n - 1);
     auto [images, batch_labels] = dataset.get_batch(indices);
-    features.push_back(encoder->features(data::normalize_batch(images, normalisation).to(device)).to(torch::kCPU));
+    features.push_back(featurizer(images).to(torch::kCPU));
     labels.push_back(batch_labels);
   }
-  encoder->train(was_training);
   auto all_features = torch::cat(features), all_labels = torch::cat(labels);
   if (world > 1) {
     all_features = group->all_gather(all_features.contiguous());
     all_labels = group->all_gather(all_labels.contiguous());
   }
   return {all_features.narrow(0, 0, n), all_labels.narrow(0, 0, n)};
+}
+
+Featurizer raw_pixels(const data::AugmentOptions& normalisation) {
+  return [normalisation](const torch::Tensor& images) { return data::normalize_batch(images, normalisation).flatten(1); };
+}
+
+std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
+                                                         const data::AugmentOptions& normalisation,
+                                                         int64_t batch_size, int64_t limit, dist::ProcessGroup* group) {
+  const bool was_training = encoder->is_training();
+  encoder->eval();
+  const auto device = encoder->parameters().front().device();
+  auto result = extract_features(
+      [&](const torch::Tensor& images) { return encoder->features(data::normalize_batch(images, normalisation).to(device)); },
+      dataset, batch_size, limit, group);
+  encoder->train(was_training);
+  return result;
 }
 
 }  // namespace moco::eval

@@ -7,6 +7,8 @@
 #include "data/dataset.h"
 #include "model/resnet.h"
 
+#include <functional>
+
 namespace moco::eval {
 
 struct KnnOptions {
@@ -27,10 +29,20 @@ double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memor
                 const torch::Tensor& query_features, const torch::Tensor& query_labels,
                 int64_t num_classes, const KnnOptions& options);
 
-// Backbone features [N, feature_dim] and labels [N] of dataset samples [0, limit) (all when limit
-// <= 0), in eval mode (BN running statistics) without a graph; the encoder's mode is restored. With
-// a group of several ranks (identical encoders), each rank encodes one shard and all receive the
-// whole result. Features come back on the CPU.
+// Features [n, d] of a batch of uint8 images [n, C, H, W] (any device; moved to the CPU).
+using Featurizer = std::function<torch::Tensor(const torch::Tensor& images)>;
+
+// Features [N, d] (on the CPU) and labels [N] of dataset samples [0, limit) (all when limit <= 0),
+// without a graph. With a group of several ranks (identical featurizers), each rank encodes one
+// shard and all receive the whole result.
+std::pair<torch::Tensor, torch::Tensor> extract_features(const Featurizer& featurizer, const data::Dataset& dataset,
+                                                         int64_t batch_size, int64_t limit = 0, dist::ProcessGroup* group = nullptr);
+
+// The normalised images, flattened: the raw-pixel baseline's features.
+Featurizer raw_pixels(const data::AugmentOptions& normalisation);
+
+// Backbone features of the normalised images, as above, in eval mode (BN running statistics); the
+// encoder's mode is restored.
 std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
                                                          const data::AugmentOptions& normalisation,
                                                          int64_t batch_size, int64_t limit = 0,

@@ -30,6 +30,9 @@ void install_preemption_handlers() {
 
 int preemption_signal() { return recorded.load(); }
 
+double signal_code(int sig) { return sig == SIGTERM ? 1000.0 : sig == SIGUSR1 ? 1.0 : 0.0; }
+int signal_from_code(double sum) { return sum >= 1000.0 ? SIGTERM : sum > 0.0 ? SIGUSR1 : 0; }
+
 void reset_preemption() { recorded.store(0); }
 
 }  // namespace moco::preempt

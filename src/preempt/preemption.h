@@ -13,6 +13,11 @@ void install_preemption_handlers();
 // The first signal recorded (SIGUSR1 or SIGTERM), or 0.
 int preemption_signal();
 
+// A rank's signal as a number whose sum over ranks (one all-reduce) still tells which was seen:
+// SIGTERM (the job is going away) outranks SIGUSR1 (checkpoint and requeue); 0 for none.
+double signal_code(int sig);
+int signal_from_code(double sum);
+
 // For tests: forget the recorded signal.
 void reset_preemption();
 

@@ -26,8 +26,8 @@ std::vector<int64_t> agreed_steps(const std::string& root, dist::ProcessGroup& g
 
 }  // namespace
 
-Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group)
-    : config_(config), group_(group), root_((fs::path(config.train.output_dir) / "checkpoints").string()) {
+Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group, Job job)
+    : config_(config), group_(group), job_(job), root_((fs::path(config.train.output_dir) / "checkpoints").string()) {
   if (config.ckpt.async)
     async_ = std::make_unique<ckpt::AsyncSaver>(group, [this](int64_t step) { apply_retention(step); },
                                                 std::chrono::seconds(static_cast<int64_t>(std::max(600.0, config.dist.timeout_s))));
@@ -62,12 +62,12 @@ Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group)
 
 void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::string& dir, bool log_allowed_changes) const {
   const Config saved = load_config_text(manifest.config_yaml, dir + "/" + ckpt::kManifestFile + " (the saved config)");
-  if (saved.optim.batch_size != config_.optim.batch_size)
-    throw ConfigError(fmt::format("{} was trained with a global batch of {} (optim.batch_size), this run has {}: a resumed "
+  if (global_batch(saved, job_) != global_batch(config_, job_))
+    throw ConfigError(fmt::format("{} was trained with a global batch of {} ({}), this run has {}: a resumed "
                                   "run needs the same global batch (any number of ranks that divides it will do)",
-                                  dir, saved.optim.batch_size, config_.optim.batch_size));
+                                  dir, global_batch(saved, job_), global_batch_key(job_), global_batch(config_, job_)));
   std::string math;
-  for (const auto& change : config_changes(saved, config_)) {
+  for (const auto& change : config_changes(saved, config_, job_)) {
     if (change.changes_math) {
       math += fmt::format("\n  {}: {} in the checkpoint, {} now", change.key, change.before, change.after);
     } else if (log_allowed_changes) {
@@ -110,7 +110,7 @@ SavedCheckpoint Checkpointing::save(const std::vector<ckpt::StateEntry>& state, 
   ckpt::SaveInfo info;
   info.step = step;
   info.epoch = epoch;
-  info.global_batch = config_.optim.batch_size;
+  info.global_batch = global_batch(config_, job_);
   info.config_yaml = to_yaml(config_);
   SavedCheckpoint saved;
   if (async_) {

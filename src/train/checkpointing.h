@@ -25,8 +25,9 @@ class Checkpointing {
   // Decides what to resume from, before any data is loaded or model built: train.resume=never with a
   // checkpoint present, a resume path that is no committed checkpoint, or a checkpoint whose saved
   // config differs in a key that changes the math (or in the global batch) throw ConfigError. Every
-  // rank agrees on the candidates (rank 0's listing).
-  Checkpointing(const Config& config, dist::ProcessGroup& group);
+  // rank agrees on the candidates (rank 0's listing). `job` says which keys change the math and which
+  // global batch must stay the same.
+  Checkpointing(const Config& config, dist::ProcessGroup& group, Job job = Job::kMoco);
 
   const std::string& root() const { return root_; }  // <train.output_dir>/checkpoints
   bool will_try_resume() const { return !candidates_.empty(); }
@@ -59,6 +60,7 @@ class Checkpointing {
 
   const Config& config_;
   dist::ProcessGroup& group_;
+  Job job_;
   std::string root_;
   std::vector<std::string> candidates_;  // newest first
   int64_t last_saved_step_ = -1;

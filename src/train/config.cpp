@@ -76,6 +76,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own"),
       MOCO_FIELD(model.dim, "dimension of queries and keys"),
       MOCO_FIELD(model.mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear"),
+      MOCO_FIELD(model.pretrained, "the backbone moco_lincls and moco_dist --eval-only evaluate: a checkpoint folder, a checkpoints/ folder or a run's output_dir (its latest), a `moco_ckpt export` .h5 file, random (MoCo's initialisation from train.seed) or raw_pixels (the normalised pixels, no network); training ignores it"),
       MOCO_FIELD(moco.queue_size, "K, negatives in the queue; need not be a multiple of the batch"),
       MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q"),
       MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)"),
@@ -132,6 +133,18 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(knn.batch_size, "images per feature-extraction batch"),
       MOCO_FIELD(knn.memory_size, "train images in the memory bank; 0: the whole train split"),
       MOCO_FIELD(knn.query_size, "test images scored; 0: the whole test split"),
+      MOCO_FIELD(knn.raw_baseline, "also score the raw normalised pixels, once per run (encoder raw_pixels): auto (images up to 64 px), true, false"),
+      MOCO_FIELD(lincls.epochs, "moco_lincls: epochs of the linear classifier"),
+      MOCO_FIELD(lincls.base_lr, "moco_lincls: SGD lr for a batch of 256, scaled linearly with lincls.batch_size (30: the official value, for raw features)"),
+      MOCO_FIELD(lincls.batch_size, "moco_lincls: images per step (the global batch)"),
+      MOCO_FIELD(lincls.momentum, "moco_lincls: SGD momentum"),
+      MOCO_FIELD(lincls.weight_decay, "moco_lincls: SGD weight decay"),
+      MOCO_FIELD(lincls.milestones, "moco_lincls: epochs at which the lr is multiplied by lincls.gamma"),
+      MOCO_FIELD(lincls.gamma, "moco_lincls: factor of the step schedule"),
+      MOCO_FIELD(lincls.crop_scale_min, "moco_lincls: smallest crop area of the training view's random resized crop (then a flip)"),
+      MOCO_FIELD(lincls.cached_features, "moco_lincls: extract the features of the un-augmented train images once and train the classifier on them (fast; CPU, quick looks) instead of on a new augmented view of every image each epoch"),
+      MOCO_FIELD(lincls.standardize, "moco_lincls: shift and scale every feature dimension by its mean and std over the un-augmented train split before the classifier (one lr then suits any encoder)"),
+      MOCO_FIELD(lincls.save_every_epochs, "moco_lincls: epochs between checkpoints; 0: only at the end (and when stopped)"),
   };
   return all;
 }
@@ -223,9 +236,14 @@ void require(bool ok, const std::string& where, const std::string& key, const st
 
 }  // namespace
 
-void validate_for_world(const Config& c, int world_size, const std::string& where) {
-  require(c.optim.batch_size % world_size == 0, where, "optim.batch_size",
-          fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share", c.optim.batch_size,
+int64_t global_batch(const Config& c, Job job) { return job == Job::kLincls ? c.lincls.batch_size : c.optim.batch_size; }
+const char* global_batch_key(Job job) { return job == Job::kLincls ? "lincls.batch_size" : "optim.batch_size"; }
+
+int64_t dataset_channels(const Config& c) { return c.data.dataset == "synthetic" ? c.data.synthetic_channels : 1; }
+
+void validate_for_world(const Config& c, int world_size, const std::string& where, Job job) {
+  require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
+          fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share", global_batch(c, job),
                       world_size));
 }
 
@@ -259,7 +277,7 @@ void validate(const Config& c, const std::string& where) {
   require(!c.data.mean.empty(), where, "data.mean", "must not be empty");
   require(c.data.std.size() == c.data.mean.size(), where, "data.std", "must have as many values as data.mean");
   // Decided from the config alone, before any file is read: the IDX sets are greyscale.
-  const int64_t channels = c.data.dataset == "synthetic" ? c.data.synthetic_channels : 1;
+  const int64_t channels = dataset_channels(c);
   for (const auto& [key, values] : {std::pair<const char*, const std::vector<double>*>{"data.mean", &c.data.mean},
                                     std::pair<const char*, const std::vector<double>*>{"data.std", &c.data.std}}) {
     const auto n = static_cast<int64_t>(values->size());
@@ -296,6 +314,17 @@ void validate(const Config& c, const std::string& where) {
   require(c.knn.every_epochs >= 0, where, "knn.every_epochs", "must be >= 0");
   require(c.knn.batch_size > 0, where, "knn.batch_size", "must be positive");
   require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");
+  require(c.knn.raw_baseline == "auto" || c.knn.raw_baseline == "true" || c.knn.raw_baseline == "false", where, "knn.raw_baseline",
+          "must be auto, true or false, not '" + c.knn.raw_baseline + "'");
+  require(c.lincls.epochs > 0, where, "lincls.epochs", "must be positive");
+  require(c.lincls.base_lr > 0, where, "lincls.base_lr", "must be positive");
+  require(c.lincls.batch_size > 0, where, "lincls.batch_size", "must be positive");
+  require(c.lincls.momentum >= 0 && c.lincls.momentum < 1, where, "lincls.momentum", "must lie in [0, 1)");
+  require(c.lincls.weight_decay >= 0, where, "lincls.weight_decay", "must be >= 0");
+  require(std::is_sorted(c.lincls.milestones.begin(), c.lincls.milestones.end()), where, "lincls.milestones", "must be ascending");
+  require(c.lincls.gamma > 0, where, "lincls.gamma", "must be positive");
+  require(c.lincls.crop_scale_min > 0 && c.lincls.crop_scale_min <= 1, where, "lincls.crop_scale_min", "must lie in (0, 1]");
+  require(c.lincls.save_every_epochs >= 0, where, "lincls.save_every_epochs", "must be >= 0");
 }
 
 }  // namespace
@@ -361,18 +390,27 @@ Config load_config_text(const std::string& yaml, const std::string& where) {
   return config;
 }
 
-std::vector<ConfigChange> config_changes(const Config& before, const Config& after) {
-  static const std::set<std::string> free_in_math_sections{"data.workers", "data.prefetch"};
+namespace {
+
+bool changes_math(const std::string& key, Job job) {
+  static const std::set<std::string> free_in_math_sections{"data.workers", "data.prefetch", "lincls.epochs", "lincls.save_every_epochs"};
+  if (free_in_math_sections.count(key)) return false;
+  const std::string section = key.substr(0, key.find('.'));
+  if (key == "train.seed" || section == "data") return true;
+  if (job == Job::kLincls) return section == "model" || section == "lincls";
+  return (section == "model" && key != "model.pretrained") || section == "moco" || section == "optim";
+}
+
+}  // namespace
+
+std::vector<ConfigChange> config_changes(const Config& before, const Config& after, Job job) {
   std::vector<ConfigChange> changes;
   for (const auto& f : fields()) {
     YAML::Emitter a, b;
     a << YAML::Flow << f.get(before);
     b << YAML::Flow << f.get(after);
     if (std::string(a.c_str()) == b.c_str()) continue;
-    const std::string section = f.key.substr(0, f.key.find('.'));
-    const bool math = (section == "model" || section == "moco" || section == "optim" || section == "data" || f.key == "train.seed") &&
-                      !free_in_math_sections.count(f.key);
-    changes.push_back({f.key, a.c_str(), b.c_str(), math});
+    changes.push_back({f.key, a.c_str(), b.c_str(), changes_math(f.key, job)});
   }
   return changes;
 }

@@ -23,6 +23,9 @@ struct Config {
     double width = 0;                  // 0: the architecture's own
     int64_t dim = 128;                 // output (key/query) dimension
     bool mlp = false;                  // MoCo v2 MLP head
+    // The backbone that moco_lincls and moco_dist --eval-only evaluate: a checkpoint (folder, its
+    // checkpoints/ or the run's output_dir), a `moco_ckpt export` file, "random" or "raw_pixels".
+    std::string pretrained;
   } model;
   struct Moco {
     int64_t queue_size = 65536;
@@ -91,16 +94,42 @@ struct Config {
     int64_t batch_size = 512;
     int64_t memory_size = 0;    // train samples in the memory bank; 0: the whole train split
     int64_t query_size = 0;     // test samples scored; 0: the whole test split
+    std::string raw_baseline = "auto";  // also score the raw normalised pixels: auto (images up to 64 px) | true | false
   } knn;
+  struct Lincls {  // the linear protocol (moco_lincls); defaults are the official main_lincls.py's
+    int64_t epochs = 100;
+    double base_lr = 30;            // for a batch of 256, scaled linearly with lincls.batch_size
+    int64_t batch_size = 256;       // global
+    double momentum = 0.9;
+    double weight_decay = 0;
+    std::vector<double> milestones{60, 80};  // epochs at which the lr is multiplied by gamma
+    double gamma = 0.1;
+    double crop_scale_min = 0.08;   // RandomResizedCrop of the training view
+    bool cached_features = false;   // train on the features of the un-augmented images, extracted once
+    bool standardize = false;       // features shifted and scaled per dimension by the train split's mean and std
+    int64_t save_every_epochs = 1;  // 0: a checkpoint only at the end (and when stopped)
+  } lincls;
 };
+
+// Which program a config drives: MoCo pre-training (moco_dist) or the linear protocol (moco_lincls).
+// It decides which keys change the computation (a checkpoint resumes only if those are unchanged)
+// and which batch the ranks share.
+enum class Job { kMoco, kLincls };
+
+// The global batch the job splits over its ranks (optim.batch_size or lincls.batch_size) and its key.
+int64_t global_batch(const Config& config, Job job);
+const char* global_batch_key(Job job);
+
+// Channels of the configured dataset's images, known from the config alone (the IDX sets are greyscale).
+int64_t dataset_channels(const Config& config);
 
 // Reads the YAML file, applies overrides ("optim.base_lr=0.06", values in YAML syntax), validates.
 // Unknown keys, wrong types and out-of-range values throw ConfigError naming the file and the key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
-// What only the launched job knows: optim.batch_size must split evenly over world_size ranks. Throws
-// ConfigError naming `where` (the config file) and the key.
-void validate_for_world(const Config& config, int world_size, const std::string& where);
+// What only the launched job knows: the job's global batch must split evenly over world_size ranks.
+// Throws ConfigError naming `where` (the config file) and the key.
+void validate_for_world(const Config& config, int world_size, const std::string& where, Job job = Job::kMoco);
 
 // The same from YAML text (a checkpoint's saved config); `where` names its origin in errors.
 Config load_config_text(const std::string& yaml, const std::string& where);
@@ -108,14 +137,16 @@ Config load_config_text(const std::string& yaml, const std::string& where);
 // The effective configuration as YAML (written beside the run's metrics).
 std::string to_yaml(const Config& config);
 
-// A key whose value differs between two configs. changes_math: the run would compute something else
-// (model, moco, optim, data other than loader threads, train.seed); the rest (logging, kNN,
-// checkpoints, dist, length of the run) may change when a run resumes.
+// A key whose value differs between two configs. changes_math: the run would compute something else.
+// For MoCo: model (but model.pretrained), moco, optim, data other than loader threads, train.seed.
+// For the linear protocol: model, data other than loader threads, lincls but its length and
+// checkpoint cadence, train.seed. The rest (logging, kNN, checkpoints, dist, length of the run) may
+// change when a run resumes.
 struct ConfigChange {
   std::string key, before, after;
   bool changes_math = false;
 };
-std::vector<ConfigChange> config_changes(const Config& before, const Config& after);
+std::vector<ConfigChange> config_changes(const Config& before, const Config& after, Job job = Job::kMoco);
 
 // One line per key: name, type, default, meaning.
 std::string config_reference();

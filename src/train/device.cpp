@@ -7,10 +7,20 @@
 
 #include <torch/torch.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace moco::train {
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 torch::Device select_device(int local_rank, int local_size) {
   if (!torch::cuda::is_available()) return torch::kCPU;

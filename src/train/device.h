@@ -13,6 +13,9 @@ namespace moco::train {
 // fewer GPUs than ranks), else the CPU.
 torch::Device select_device(int local_rank, int local_size);
 
+// The cores this process may run on (its affinity mask): train.threads=0's intra-op threads.
+int available_cores();
+
 // All ranks' collectives for tensors on `device`: MPI for CPU tensors; on CUDA, NCCL for device
 // tensors (MPI still bootstraps it and carries CPU tensors).
 std::shared_ptr<dist::ProcessGroup> make_world_group(torch::Device device, const dist::MpiOptions& options);

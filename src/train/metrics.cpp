@@ -48,6 +48,26 @@ void MetricsLog::write(const PreemptRecord& r) {
   write_line(nlohmann::json{{"event", "preempted"}, {"step", r.step}, {"signal", r.signal}, {"checkpoint", r.checkpoint}}.dump());
 }
 
+void MetricsLog::write(const LinclsRecord& r) {
+  write_line(nlohmann::json{{"event", "lincls"}, {"epoch", r.epoch}, {"step", r.step}, {"top1", r.top1}, {"top5", r.top5},
+                            {"loss", r.loss}, {"lr", r.lr}, {"best_top1", r.best_top1}, {"best_epoch", r.best_epoch},
+                            {"train_seconds", r.train_seconds}}
+                 .dump());
+  if (tensorboard_) {
+    for (const auto& [tag, value] : {std::pair<const char*, double>{"lincls/top1", r.top1}, {"lincls/top5", r.top5}, {"lincls/loss", r.loss},
+                                     {"lincls/lr", r.lr}})
+      tensorboard_->add_scalar(tag, value, r.epoch);
+  }
+}
+
+void MetricsLog::write(const LinclsResultRecord& r) {
+  write_line(nlohmann::json{{"event", "lincls_result"}, {"encoder", r.encoder}, {"pretrained", r.pretrained}, {"best_top1", r.best_top1},
+                            {"best_top5", r.best_top5}, {"best_epoch", r.best_epoch}, {"last_top1", r.last_top1}, {"last_top5", r.last_top5},
+                            {"epochs", r.epochs}, {"steps", r.steps}, {"train_seconds", r.train_seconds},
+                            {"sanity_tensors", r.sanity_tensors}}
+                 .dump());
+}
+
 void MetricsLog::write_line(const std::string& line) {
   out_ << line << '\n';
   out_.flush();

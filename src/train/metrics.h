@@ -28,7 +28,7 @@ struct StepRecord {
 };
 
 struct KnnRecord {
-  std::string encoder;  // "random_init" or "trained" (also after intermediate epochs)
+  std::string encoder;  // "raw_pixels", "random_init" or "trained" (also after intermediate epochs)
   double top1 = 0;
   int64_t step = 0;
   double epoch = 0;
@@ -54,6 +54,30 @@ struct PreemptRecord {
   std::string checkpoint;
 };
 
+// One epoch of the linear protocol (moco_lincls): the classifier's accuracy on the val split.
+struct LinclsRecord {
+  int64_t epoch = 0;       // epochs done
+  int64_t step = 0;
+  double top1 = 0, top5 = 0;  // on the val (test) split, %
+  double loss = 0;         // mean training loss of the epoch
+  double lr = 0;
+  double best_top1 = 0;
+  int64_t best_epoch = 0;
+  double train_seconds = 0;  // so far, evaluation excluded
+};
+
+// The end of a linear-protocol run: best and last accuracy, and the sanity check.
+struct LinclsResultRecord {
+  std::string encoder;     // "trained" | "random_init" | "raw_pixels"
+  std::string pretrained;  // what model.pretrained loaded
+  double best_top1 = 0, best_top5 = 0;
+  int64_t best_epoch = 0;
+  double last_top1 = 0, last_top5 = 0;
+  int64_t epochs = 0, steps = 0;
+  double train_seconds = 0;
+  int64_t sanity_tensors = 0;  // backbone tensors found bitwise unchanged
+};
+
 // Each record is flushed as it is written, so a killed run keeps every line it logged.
 class MetricsLog {
  public:
@@ -65,6 +89,8 @@ class MetricsLog {
   void write(const KnnRecord& record);
   void write(const CheckpointRecord& record);
   void write(const PreemptRecord& record);
+  void write(const LinclsRecord& record);
+  void write(const LinclsResultRecord& record);
 
  private:
   void write_line(const std::string& line);

@@ -1,21 +1,21 @@
 #include "train/trainer.h"
 
-#include "data/idx.h"
 #include "data/loader.h"
-#include "data/synthetic.h"
 #include "dist/reducer.h"
 #include "eval/knn.h"
 #include "model/moco.h"
 #include "preempt/preemption.h"
 #include "train/checkpointing.h"
+#include "train/device.h"
 #include "train/invariants.h"
+#include "train/knn_monitor.h"
 #include "train/metrics.h"
 #include "train/run_logging.h"
 #include "train/schedule.h"
+#include "train/setup.h"
 #include "train/sgd.h"
 #include "train/train_state.h"
 
-#include <sched.h>
 #include <unistd.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -38,39 +38,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-struct Splits {
-  std::shared_ptr<data::Dataset> train, test;
-};
-
-Splits load_splits(const Config& c) {
-  if (c.data.dataset == "synthetic") {
-    const int64_t side = c.data.image_size;
-    return {std::make_shared<data::SyntheticDataset>(c.data.synthetic_train_size, c.data.synthetic_channels, side, side, 10, c.train.seed),
-            std::make_shared<data::SyntheticDataset>(c.data.synthetic_test_size, c.data.synthetic_channels, side, side, 10, c.train.seed + 1)};
-  }
-  auto idx = data::load_mnist_style_splits(c.data.root);
-  return {std::move(idx.train), std::move(idx.test)};
-}
-
-data::AugmentOptions augment_options(const Config& c) {
-  data::AugmentOptions a;
-  a.out_size = c.data.image_size;
-  a.scale_min = c.data.crop_scale_min;
-  a.flip_prob = c.data.flip_prob;
-  a.jitter_prob = c.data.jitter_prob;
-  a.brightness = c.data.brightness;
-  a.contrast = c.data.contrast;
-  a.mean = c.data.mean;
-  a.std = c.data.std;
-  return a;
-}
-
 // moco.bn_splits counts BatchNorm groups in the global batch; each rank runs its share. The math is
 // then the same for any world size that divides it (a checkpoint resumes on another number of
 // ranks exactly); with more ranks than groups, each rank's batch is one group, as in the reference.
@@ -85,13 +52,7 @@ int64_t bn_splits_per_rank(const Config& c, int world_size) {
 }
 
 model::ResNetOptions encoder_options(const Config& c, int64_t in_channels, int world_size) {
-  auto e = model::resnet_options_for(c.model.arch);
-  e.in_channels = in_channels;
-  e.small_stem = c.model.small_stem;
-  e.small_stem_stride = c.model.stem_stride;
-  if (c.model.width > 0) e.width = c.model.width;
-  e.out_dim = c.model.dim;
-  e.mlp_head = c.model.mlp;
+  auto e = backbone_options(c, in_channels);
   e.bn_splits = bn_splits_per_rank(c, world_size);
   return e;
 }
@@ -142,40 +103,6 @@ void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup&
                                          step, bn_differs));
 }
 
-class KnnMonitor {
- public:
-  KnnMonitor(const Config& c, const Splits& splits, MetricsLog* metrics, dist::ProcessGroup& group)
-      : config_(c), splits_(splits), metrics_(metrics), group_(group), normalisation_(augment_options(c)) {}
-
-  double evaluate(model::ResNet& encoder, const std::string& label, int64_t step, double epoch) {
-    const auto start = Clock::now();
-    const auto [memory, memory_labels] = eval::extract_features(encoder, *splits_.train, normalisation_, config_.knn.batch_size, config_.knn.memory_size, &group_);
-    const auto [queries, query_labels] = eval::extract_features(encoder, *splits_.test, normalisation_, config_.knn.batch_size, config_.knn.query_size, &group_);
-    eval::KnnOptions options;
-    options.k = config_.knn.k;
-    options.temperature = config_.knn.temperature;
-    KnnRecord r;
-    r.top1 = eval::knn_top1(memory, memory_labels, queries, query_labels, splits_.train->num_classes(), options);
-    r.encoder = label;
-    r.step = step;
-    r.epoch = epoch;
-    r.memory_size = memory.size(0);
-    r.query_size = queries.size(0);
-    r.seconds = seconds_since(start);
-    if (metrics_) metrics_->write(r);
-    spdlog::info("kNN ({} encoder, epoch {:.2f}): top-1 {:.2f}% ({} memory, {} queries, k={}, {:.1f}s)", label, epoch,
-                 r.top1, r.memory_size, r.query_size, options.k, r.seconds);
-    return r.top1;
-  }
-
- private:
-  const Config& config_;
-  Splits splits_;
-  MetricsLog* metrics_;
-  dist::ProcessGroup& group_;
-  data::AugmentOptions normalisation_;
-};
-
 // The contrastive task's accuracy (%): how often the positive (column 0 of the logits) ranks first,
 // and among the first 5. A flat acc@1 is the first sign of a broken setup (the official code prints it).
 std::pair<double, double> positive_rank_accuracy(const torch::Tensor& logits) {
@@ -209,11 +136,6 @@ NanInjection nan_injection_from_env() {
   }
   return n;
 }
-
-// A rank's stop signal as a number whose sum over ranks still tells which was seen: SIGTERM (the job
-// is going away) outranks SIGUSR1 (checkpoint and requeue).
-double signal_code(int sig) { return sig == SIGTERM ? 1000.0 : sig == SIGUSR1 ? 1.0 : 0.0; }
-int signal_from_code(double sum) { return sum >= 1000.0 ? SIGTERM : sum > 0.0 ? SIGUSR1 : 0; }
 
 // The output folder can be created and written, checked without creating it.
 void check_writable(const std::filesystem::path& dir) {
@@ -333,7 +255,11 @@ TrainResult train(const Config& config, const RunContext& context) {
   TrainResult result;
   result.knn_trained = std::nan("");
   result.train_seconds = at.train_seconds;
-  result.knn_random_init = std::isnan(at.knn_random_init) ? knn.evaluate(moco->encoder_q, "random_init", 0, 0) : at.knn_random_init;
+  // The baseline every result is read against. It needs no network and takes seconds, so a resumed
+  // run computes it again rather than carrying it in the checkpoint; its row is written once.
+  const bool fresh = std::isnan(at.knn_random_init);
+  result.knn_raw_pixels = knn.raw_baseline_enabled() ? knn.evaluate_raw_pixels(0, 0, /*record=*/fresh) : std::nan("");
+  result.knn_random_init = fresh ? knn.evaluate(moco->encoder_q, "random_init", 0, 0) : at.knn_random_init;
   at.knn_random_init = result.knn_random_init;
 
   // Progress in [0, 1]: steps done, or the share of the time budget spent, whichever is ahead. Every
@@ -409,13 +335,13 @@ TrainResult train(const Config& config, const RunContext& context) {
         const double step_seconds = seconds_since(step_start);
         const auto [acc1, acc5] = out.skipped() ? std::pair<double, double>{0, 0} : positive_rank_accuracy(out.logits);
         auto shared = torch::tensor({out.skipped() ? 0.0 : out.loss.item<double>(), rank == 0 ? result.train_seconds + step_seconds : 0.0,
-                                     signal_code(preempt::preemption_signal()), acc1, acc5, data_wait},
+                                     preempt::signal_code(preempt::preemption_signal()), acc1, acc5, data_wait},
                                     torch::kDouble);
         if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
         const double loss = shared[0].item<double>() / world;
         if (!std::isfinite(loss)) throw std::runtime_error(fmt::format("the loss became {} at step {}", loss, step));
         result.train_seconds = shared[1].item<double>();
-        const int stop_signal = signal_from_code(shared[2].item<double>());
+        const int stop_signal = preempt::signal_from_code(shared[2].item<double>());
 
         ++step;
         ++batch_in_epoch;
@@ -506,9 +432,12 @@ TrainResult train(const Config& config, const RunContext& context) {
   // The BN running statistics that evaluation uses are rank 0's, as in the reference.
   if (world > 1) dist::broadcast_parameters(bn_buffers, group);
   result.knn_trained = knn.evaluate(moco->encoder_q, "trained", step, static_cast<double>(step) / static_cast<double>(steps_per_epoch));
-  spdlog::info("kNN top-1: random init {:.2f}% -> trained {:.2f}% ({:+.2f} points) after {} steps, {:.0f}s of training",
-               result.knn_random_init, result.knn_trained, result.knn_trained - result.knn_random_init, step,
-               result.train_seconds);
+  spdlog::info("kNN top-1: {}random init {:.2f}%, trained {:.2f}% after {} steps ({:+.2f} points over random init), {:.0f}s of training",
+               std::isnan(result.knn_raw_pixels) ? "" : fmt::format("raw pixels {:.2f}%, ", result.knn_raw_pixels), result.knn_random_init,
+               result.knn_trained, step, result.knn_trained - result.knn_random_init, result.train_seconds);
+  if (result.knn_trained < result.knn_raw_pixels)
+    spdlog::warn("the trained features score {:.2f} points below the raw pixels they start from: as a kNN feature, training has not "
+                 "yet beaten the pixels", result.knn_raw_pixels - result.knn_trained);
   return result;
 }
 

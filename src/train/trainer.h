@@ -19,6 +19,7 @@ struct RunContext {
 };
 
 struct TrainResult {
+  double knn_raw_pixels = 0;   // kNN top-1 (%) of the raw normalised pixels (NaN when knn.raw_baseline is off)
   double knn_random_init = 0;  // kNN top-1 (%) of the encoder before training
   double knn_trained = 0;      // and after
   int64_t steps = 0;

@@ -1,0 +1,96 @@
+// moco_lincls: the linear classification protocol on a frozen backbone (MoCo's main_lincls.py).
+// Parses the command line, joins the MPI job (a world of one without a launcher), loads
+// model.pretrained and hands over to run_lincls().
+#include "dist/bootstrap.h"
+#include "dist/mpi_process_group.h"
+#include "dist/process_group.h"
+#include "lincls/backbone.h"
+#include "lincls/lincls.h"
+#include "preempt/preemption.h"
+#include "train/config.h"
+#include "train/device.h"
+#include "train/run_logging.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"moco_lincls: linear classification on frozen features (the protocol of MoCo's main_lincls.py).\n"
+               "Loads the backbone model.pretrained names, trains a linear classifier (lincls.*) on the train split, reports\n"
+               "top-1/top-5 on the test split every epoch (train.output_dir/metrics.jsonl), checks the backbone is unchanged.\n"
+               "One process per device: run it under mpirun or srun for several ranks, plain for one."};
+  std::string config_path;
+  std::vector<std::string> overrides;
+  bool print_config = false;
+  app.add_option("-c,--config", config_path, "YAML config file (see configs/*lincls*.yaml)")->required();
+  app.add_option("overrides", overrides, "key=value settings applied over the file, e.g. model.pretrained=runs/fashion_mnist_quick");
+  app.add_flag("--print-config", print_config, "print the effective configuration as YAML and exit");
+  app.footer("Config keys (YAML sections in the file, dotted on the command line; moco_lincls reads model.*, data.*, lincls.*,\n"
+             "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.{keep_last,async} and dist.*):\n" +
+             moco::train::config_reference() +
+             "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
+             "command resumes).\n"
+             "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running (or a corrupt checkpoint), 2 bad\n"
+             "command line or config (a model.pretrained that does not fit model.*, naming the tensor).");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  moco::train::Config config;
+  const std::string where = overrides.empty() ? config_path : config_path + " (with overrides)";
+  try {
+    config = moco::train::load_config(config_path, overrides);
+    if (print_config) {
+      std::cout << moco::train::to_yaml(config);
+      return 0;
+    }
+  } catch (const moco::train::ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}: {}", config_path, e.what());
+    return 2;
+  }
+
+  moco::dist::WorldInfo world;
+  auto fail = [&](const std::string& why, int code) {
+    if (world.world_size > 1) moco::dist::abort_world(why, code);
+    spdlog::error("{}", why);
+    moco::dist::finalize_world();
+    return code;
+  };
+  try {
+    world = moco::dist::init_world(&argc, &argv);
+    moco::preempt::install_preemption_handlers();
+    moco::train::validate_for_world(config, world.world_size, where, moco::train::Job::kLincls);
+    moco::train::RunContext context;
+    context.device = moco::train::select_device(world.local_rank, world.local_size);
+    // Before any folder is made: a backbone that does not fit the config is the config's fault.
+    const auto backbone = moco::lincls::Backbone::load(config, context.device);
+    moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
+    if (world.world_size == 1) {
+      context.group = std::make_shared<moco::dist::LocalProcessGroup>();
+    } else {
+      moco::dist::MpiOptions options;
+      options.check_collectives = config.dist.check_collectives;
+      options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
+      context.group = moco::train::make_world_group(context.device, options);
+    }
+    moco::lincls::run_lincls(config, context, backbone);
+  } catch (const moco::train::ConfigError& e) {
+    return fail(e.what(), 2);
+  } catch (const std::exception& e) {
+    return fail(e.what(), 1);
+  } catch (...) {
+    return fail("unexpected error (not a std::exception)", 1);
+  }
+  moco::dist::finalize_world();
+  return 0;
+}

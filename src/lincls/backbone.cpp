@@ -1,0 +1,187 @@
+#include "lincls/backbone.h"
+
+#include "ckpt/checkpoint_dir.h"
+#include "ckpt/h5_tensor_file.h"
+#include "ckpt/manifest.h"
+#include "data/augment.h"
+#include "train/setup.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <map>
+
+namespace moco::lincls {
+namespace fs = std::filesystem;
+using train::ConfigError;
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// The backbone tensors of model.pretrained, by state_dict key, on the CPU.
+struct Source {
+  std::string path;  // the checkpoint folder or the file read
+  std::string description;
+  std::string trained_with;  // the checkpoint's own model.* keys, to explain a mismatch
+  std::map<std::string, torch::Tensor> tensors;
+};
+
+Source read_source(const std::string& path) {
+  Source source;
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) {
+    const ckpt::H5TensorReader reader(path);
+    for (const auto& key : reader.list())
+      if (!starts_with(key, "fc.")) source.tensors.emplace(key, reader.read(key));
+    source.path = source.description = path;
+    if (source.tensors.empty()) throw ConfigError(fmt::format("model.pretrained: {} holds no backbone tensor", path));
+    return source;
+  }
+  if (!fs::is_directory(path, ec))
+    throw ConfigError(fmt::format("model.pretrained: '{}' is neither a checkpoint folder, a run's output folder, a `moco_ckpt export` "
+                                  "file, 'random' nor 'raw_pixels'",
+                                  path));
+  ckpt::CheckpointReader reader(ckpt::resolve_checkpoint_dir(path));
+  const auto& manifest = reader.manifest();
+  for (const auto& record : manifest.tensors) {
+    if (!starts_with(record.name, "encoder_q/")) continue;
+    const std::string key = record.name.substr(std::string("encoder_q/").size());
+    // Rank-local BatchNorm statistics (dist.broadcast_buffers off): rank 0's, which the trainer evaluates.
+    if (starts_with(key, "fc.") || (record.rank_local && record.shard != 0)) continue;
+    source.tensors.emplace(key, reader.read(record));
+  }
+  source.path = reader.dir();
+  source.description = fmt::format("{} (step {})", reader.dir(), manifest.step);
+  try {
+    const auto saved = train::load_config_text(manifest.config_yaml, reader.dir());
+    source.trained_with = fmt::format("; the checkpoint was trained with model.arch={} model.small_stem={} model.width={}", saved.model.arch,
+                                      saved.model.small_stem, saved.model.width);
+  } catch (const std::exception&) {
+    // Only a hint: a config this version cannot read still leaves the tensors to compare.
+  }
+  if (source.tensors.empty()) throw ConfigError(fmt::format("model.pretrained: {} holds no tensor encoder_q/*", source.description));
+  return source;
+}
+
+std::string shape_text(const torch::Tensor& t) { return t.dim() == 0 ? "scalar" : fmt::format("{}", fmt::join(t.sizes(), "x")); }
+
+// Throws ConfigError naming the first tensor in which the source and the network differ in name,
+// shape or dtype.
+void check_fits(const Source& source, model::ResNetImpl& net, const train::Config& c) {
+  const auto mine = backbone_tensors(net);
+  auto mismatch = [&](const std::string& what) {
+    return ConfigError(fmt::format("model.pretrained: {} does not fit model.arch={} model.small_stem={} model.width={} "
+                                   "with {}-channel images: {}{}",
+                                   source.description, c.model.arch, c.model.small_stem, c.model.width, train::dataset_channels(c), what,
+                                   source.trained_with));
+  };
+  std::map<std::string, bool> expected;
+  for (const auto& [key, tensor] : mine) {
+    expected[key] = true;
+    const auto it = source.tensors.find(key);
+    if (it == source.tensors.end()) throw mismatch(fmt::format("it has no tensor '{}'", key));
+    if (it->second.sizes() != tensor.sizes())
+      throw mismatch(fmt::format("tensor '{}' is {} there, {} here", key, shape_text(it->second), shape_text(tensor)));
+    if (it->second.scalar_type() != tensor.scalar_type())
+      throw mismatch(fmt::format("tensor '{}' is {} there, {} here", key, ckpt::dtype_name(it->second.scalar_type()),
+                                 ckpt::dtype_name(tensor.scalar_type())));
+  }
+  for (const auto& [key, tensor] : source.tensors)
+    if (!expected.count(key)) throw mismatch(fmt::format("it holds tensor '{}', which this network lacks", key));
+}
+
+// MoCo's query encoder as training initialises it: the same seed, the same construction order
+// (model::Moco seeds the generator and builds encoder_q first).
+model::ResNet random_init(const train::Config& c) {
+  torch::manual_seed(c.train.seed);
+  return model::ResNet(train::backbone_options(c, train::dataset_channels(c)));
+}
+
+void freeze(model::ResNet& net, torch::Device device) {
+  net->to(device);
+  net->eval();
+  for (auto& p : net->parameters()) p.set_requires_grad(false);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> backbone_tensors(model::ResNetImpl& net) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : net.named_parameters())
+    if (!starts_with(item.key(), "fc.")) out.emplace_back(item.key(), item.value());
+  for (const auto& item : net.named_buffers())
+    if (!starts_with(item.key(), "fc.")) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+Backbone Backbone::load(const train::Config& c, torch::Device device) {
+  Backbone b;
+  const std::string& what = c.model.pretrained;
+  if (what.empty())
+    throw ConfigError("model.pretrained is not set: name a checkpoint (folder or run output_dir), a `moco_ckpt export` file, "
+                      "random or raw_pixels");
+  if (what == "raw_pixels") {
+    b.kind_ = Kind::kRawPixels;
+    b.description_ = "raw pixels";
+    b.feature_dim_ = train::dataset_channels(c) * c.data.image_size * c.data.image_size;
+    return b;
+  }
+  b.net_ = random_init(c);
+  if (what == "random") {
+    b.kind_ = Kind::kRandomInit;
+    b.description_ = fmt::format("random init (train.seed {})", c.train.seed);
+  } else {
+    b.kind_ = Kind::kPretrained;
+    const Source source = read_source(what);
+    check_fits(source, *b.net_, c);
+    torch::NoGradGuard no_grad;
+    for (auto& [key, tensor] : backbone_tensors(*b.net_)) tensor.copy_(source.tensors.at(key));
+    b.description_ = source.description;
+    b.source_ = source.path;
+  }
+  freeze(b.net_, device);
+  b.feature_dim_ = b.net_->feature_dim();
+  return b;
+}
+
+const char* Backbone::label() const {
+  switch (kind_) {
+    case Kind::kPretrained: return "trained";
+    case Kind::kRandomInit: return "random_init";
+    case Kind::kRawPixels: break;
+  }
+  return "raw_pixels";
+}
+
+torch::Tensor Backbone::features(const torch::Tensor& normalised_images) const {
+  torch::NoGradGuard no_grad;
+  if (!net_) return normalised_images.flatten(1);
+  model::ResNet net = net_;  // a handle: the module's forward is not const
+  const auto device = net->parameters().front().device();
+  return net->features(normalised_images.to(device));
+}
+
+int64_t Backbone::check_unchanged(const train::Config& c) const {
+  if (!net_) return 0;
+  std::map<std::string, torch::Tensor> reference;
+  if (kind_ == Kind::kPretrained) {
+    reference = read_source(source_).tensors;
+  } else {
+    auto fresh = random_init(c);
+    for (const auto& [key, tensor] : backbone_tensors(*fresh)) reference.emplace(key, tensor);
+  }
+  int64_t compared = 0;
+  model::ResNet net = net_;
+  for (const auto& [key, tensor] : backbone_tensors(*net)) {
+    const auto it = reference.find(key);
+    if (it == reference.end() || !torch::equal(tensor.to(torch::kCPU), it->second))
+      throw std::runtime_error(fmt::format("sanity check failed: backbone tensor '{}' is no longer bitwise the one of {}", key, description_));
+    ++compared;
+  }
+  return compared;
+}
+
+}  // namespace moco::lincls

@@ -1,0 +1,63 @@
+// defines: Backbone, the frozen feature extractor that the linear protocol and the kNN evaluation
+// read: model.pretrained's checkpoint or export, MoCo's random initialisation, or the raw pixels
+#pragma once
+
+#include "model/resnet.h"
+#include "train/config.h"
+
+#include <torch/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace moco::lincls {
+
+class Backbone {
+ public:
+  enum class Kind { kPretrained, kRandomInit, kRawPixels };
+
+  // From model.pretrained:
+  //   a checkpoint folder, a checkpoints/ folder or a run's output_dir (the checkpoint `latest`
+  //   names): the query encoder's tensors (encoder_q/<key>);
+  //   a `moco_ckpt export` file: its root datasets (<key>);
+  //   "random": the encoder MoCo training starts from (model.*, train.seed), bit for bit;
+  //   "raw_pixels": no network, the normalised image flattened.
+  // The fc head is never read. A source that does not fit model.* (a missing, extra or differently
+  // shaped tensor) or a path that is none of the above is a train::ConfigError naming the tensor
+  // or the path; a corrupt file a ckpt::CheckpointError naming the file and the tensor. The network
+  // is in eval mode (BatchNorm running statistics) and nothing of it requires grad.
+  static Backbone load(const train::Config& config, torch::Device device);
+
+  Kind kind() const { return kind_; }
+  // metrics.jsonl's word for it: "trained", "random_init" or "raw_pixels".
+  const char* label() const;
+  // What was loaded, for logs: "<folder> (step N)", "<file>", "random init (train.seed S)", "raw pixels".
+  const std::string& description() const { return description_; }
+  // The checkpoint folder or file read (kPretrained), else empty.
+  const std::string& source() const { return source_; }
+  int64_t feature_dim() const { return feature_dim_; }
+  // Features [n, feature_dim] of normalised images [n, C, S, S] (any device), on the backbone's
+  // device, without a graph.
+  torch::Tensor features(const torch::Tensor& normalised_images) const;
+  // The network (null for raw pixels); a handle sharing the module.
+  model::ResNet net() const { return net_; }
+
+  // The official sanity check: every backbone tensor (parameters and BatchNorm buffers, fc excluded)
+  // is bitwise the one of the source, read again from disk (or drawn again from the seed). Returns
+  // how many were compared; throws std::runtime_error naming the first that differs.
+  int64_t check_unchanged(const train::Config& config) const;
+
+ private:
+  Kind kind_ = Kind::kRawPixels;
+  std::string description_;
+  std::string source_;  // the checkpoint folder or file read (not `latest`, which may move on)
+  int64_t feature_dim_ = 0;
+  model::ResNet net_{nullptr};
+};
+
+// The network's tensors that a backbone holds, by torchvision state_dict key: parameters and buffers
+// whose key does not start with "fc.".
+std::vector<std::pair<std::string, torch::Tensor>> backbone_tensors(model::ResNetImpl& net);
+
+}  // namespace moco::lincls

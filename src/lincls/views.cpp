@@ -1,0 +1,35 @@
+#include "lincls/views.h"
+
+#include "train/setup.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace moco::lincls {
+
+data::AugmentOptions train_view(const train::Config& c) {
+  data::AugmentOptions a = train::augment_options(c);
+  a.scale_min = c.lincls.crop_scale_min;
+  a.scale_max = 1.0;
+  a.flip_prob = 0.5;
+  a.jitter_prob = 0.0;
+  return a;
+}
+
+torch::Tensor center_view(const torch::Tensor& images, const data::AugmentOptions& normalisation) {
+  const auto x = data::normalize_batch(images, normalisation);
+  const int64_t s = normalisation.out_size, h = x.size(2), w = x.size(3);
+  if (h == s && w == s) return x;
+  // torchvision's Resize(int): the shorter side becomes `side`, the longer int(side * long / short).
+  const auto side = static_cast<int64_t>(std::lround(static_cast<double>(s) * 256.0 / 224.0));
+  const int64_t rh = h <= w ? side : static_cast<int64_t>(static_cast<double>(side) * h / w);
+  const int64_t rw = h <= w ? static_cast<int64_t>(static_cast<double>(side) * w / h) : side;
+  namespace F = torch::nn::functional;
+  const auto resized = F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{rh, rw}).mode(torch::kBilinear).align_corners(false));
+  // CenterCrop: offsets rounded as torchvision does, int(round((size - s) / 2)).
+  const auto top = static_cast<int64_t>(std::nearbyint((rh - s) / 2.0)), left = static_cast<int64_t>(std::nearbyint((rw - s) / 2.0));
+  return resized.narrow(2, top, s).narrow(3, left, s).contiguous();
+}
+
+}  // namespace moco::lincls

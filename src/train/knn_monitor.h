@@ -1,0 +1,37 @@
+// defines: KnnMonitor (the kNN evaluation of a run: an encoder's or the raw pixels' features of the
+// train split as memory bank, the test split as queries, the row in metrics.jsonl and the log line)
+#pragma once
+
+#include "dist/process_group.h"
+#include "eval/knn.h"
+#include "model/resnet.h"
+#include "train/config.h"
+#include "train/metrics.h"
+#include "train/setup.h"
+
+#include <string>
+
+namespace moco::train {
+
+class KnnMonitor {
+ public:
+  // metrics may be null (ranks other than 0, or no file wanted).
+  KnnMonitor(const Config& config, Splits splits, MetricsLog* metrics, dist::ProcessGroup& group);
+
+  // Top-1 (%) of the encoder's backbone features (eval mode; its mode is restored). Collective.
+  double evaluate(model::ResNet& encoder, const std::string& label, int64_t step, double epoch, bool record = true);
+  // The same for any featurizer; `record`: write the metrics row (the log line is always written).
+  double evaluate(const eval::Featurizer& featurizer, const std::string& label, int64_t step, double epoch, bool record = true);
+  // knn.raw_baseline: true, false, or auto (on for images up to 64 px per side).
+  bool raw_baseline_enabled() const;
+  double evaluate_raw_pixels(int64_t step, double epoch, bool record = true);
+
+ private:
+  const Config& config_;
+  Splits splits_;
+  MetricsLog* metrics_;
+  dist::ProcessGroup& group_;
+  data::AugmentOptions normalisation_;
+};
+
+}  // namespace moco::train

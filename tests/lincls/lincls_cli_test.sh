@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# moco_lincls and moco_dist --eval-only end to end, on a MoCo run of tests/data/tiny_synthetic.yaml
+# made first. One case per ctest entry:
+#   lincls_cli_test.sh CASE BUILD_DIR WORK_DIR
+set -euo pipefail
+case_name=$1 build=$2 work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+dist=$build/moco_dist lincls=$build/moco_lincls ckpt=$build/moco_ckpt py=/usr/bin/python3
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+run() {  # run LOG COMMAND...: the command's output to LOG, shown if it fails
+  local log=$1; shift
+  local rc=0
+  "$@" >"$log" 2>&1 || rc=$?
+  [ $rc = 0 ] || { cat "$log"; fail "exit $rc from: $*"; }
+}
+# The pre-training run whose checkpoint the cases evaluate (4 steps).
+run "$work/pre.console" "$dist" --config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 train.output_dir="$work/pre" ckpt.every_minutes=0
+base=(--config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$work/pre")
+
+# field FILE EVENT KEY [ENCODER]: the value of KEY in the last row of EVENT (with that encoder).
+field() {
+  "$py" - "$@" <<'PY'
+import json, sys
+path, event, key = sys.argv[1:4]
+rows = [json.loads(l) for l in open(path)]
+rows = [r for r in rows if r["event"] == event and (len(sys.argv) < 5 or r.get("encoder") == sys.argv[4])]
+print(rows[-1][key])
+PY
+}
+
+case $case_name in
+cached_np1_np2)
+  # Cached features on 1 and on 2 ranks: one row per epoch, the sanity check, and the same classifier
+  # (the ranks' gradients are averaged; only the summation order differs).
+  run "$work/np1.console" "$lincls" "${base[@]}" train.output_dir="$work/np1"
+  run "$work/np2.console" mpirun -np 2 --oversubscribe "$lincls" "${base[@]}" train.output_dir="$work/np2"
+  for r in np1 np2; do
+    grep -q "sanity check passed: all [0-9]* backbone tensors are bitwise those of $work/pre/checkpoints/step_00000004" "$work/$r.console" ||
+      fail "$r: no sanity check line"
+    [ "$(grep -c '"event":"lincls"' "$work/$r/metrics.jsonl")" = 4 ] || fail "$r: expected 4 lincls rows"
+    [ "$(field "$work/$r/metrics.jsonl" lincls_result sanity_tensors)" -gt 0 ] || fail "$r: no tensors checked"
+  done
+  run "$work/diff.console" "$ckpt" diff "$work/np1" "$work/np2" --atol 1e-5 --ignore '^progress/(train_seconds|epoch_loss_sum)$'
+  cat "$work/diff.console"
+  a=$(field "$work/np1/metrics.jsonl" lincls_result last_top1) b=$(field "$work/np2/metrics.jsonl" lincls_result last_top1)
+  [ "$a" = "$b" ] || fail "top-1 $a on 1 rank, $b on 2" ;;
+full_np2)
+  # A new augmented view every step, on 2 ranks: the frozen backbone (eval mode) is bitwise the
+  # checkpoint's at the end, BatchNorm statistics included.
+  run "$work/console" mpirun -np 2 --oversubscribe "$lincls" "${base[@]}" lincls.cached_features=false lincls.standardize=false \
+    lincls.epochs=2 lincls.base_lr=30 train.output_dir="$work/run"
+  grep -q "sanity check passed" "$work/console" || fail "no sanity check line"
+  grep -q "a new augmented view every step" "$work/console" || fail "not the augmented mode"
+  [ "$(grep -c '"event":"lincls"' "$work/run/metrics.jsonl")" = 2 ] || fail "expected 2 lincls rows" ;;
+resume_bitwise)
+  # Stopped mid-epoch (step 6 of 16 per epoch), then at step 20, then to the end: every tensor of the
+  # final checkpoint and every epoch's top-1 equal the uninterrupted run's, bit for bit.
+  args=("${base[@]}" lincls.cached_features=false lincls.epochs=3 ckpt.async=false)
+  run "$work/a.console" "$lincls" "${args[@]}" train.output_dir="$work/a"
+  run "$work/b1.console" "$lincls" "${args[@]}" train.output_dir="$work/b" train.stop_at_step=6
+  grep -q "stopped after step 6" "$work/b1.console" || fail "did not stop at step 6"
+  run "$work/b2.console" "$lincls" "${args[@]}" train.output_dir="$work/b" train.stop_at_step=20
+  run "$work/b3.console" "$lincls" "${args[@]}" train.output_dir="$work/b"
+  [ "$(grep -c '"event":"resume"' "$work/b/metrics.jsonl")" = 2 ] || fail "expected 2 resume rows"
+  run "$work/diff.console" "$ckpt" diff "$work/a" "$work/b" --ignore '^progress/train_seconds$'
+  cat "$work/diff.console"
+  "$py" - "$work/a/metrics.jsonl" "$work/b/metrics.jsonl" <<'PY'
+import json, sys
+top = [[(r["epoch"], r["top1"], r["top5"], r["loss"]) for r in map(json.loads, open(p)) if r["event"] == "lincls"] for p in sys.argv[1:]]
+print(top)
+sys.exit(0 if top[0] == top[1] and len(top[0]) == 3 else "the epochs' results differ")
+PY
+  ;;
+other_arch)
+  # A checkpoint of another width: exit 2 naming the tensor and the checkpoint, before any folder is made.
+  set +e
+  out=$("$lincls" "${base[@]}" model.width=0.5 train.output_dir="$work/run" 2>&1); rc=$?
+  set -e
+  echo "$out"
+  [ $rc = 2 ] || fail "exit $rc, expected 2"
+  echo "$out" | grep -q "tensor 'conv1.weight' is 16x1x3x3 there, 32x1x3x3 here" || fail "the tensor is not named"
+  echo "$out" | grep -q "model.arch=resnet_tiny model.small_stem=true model.width=0.25" || fail "the checkpoint's own model is not named"
+  [ ! -e "$work/run" ] || fail "an output folder was made" ;;
+baselines)
+  # The raw pixels and the random init under the same protocol: the synthetic classes are linearly
+  # separable in pixel space, so the raw-pixel probe must reach high accuracy.
+  run "$work/raw.console" "$lincls" "${base[@]}" model.pretrained=raw_pixels train.output_dir="$work/raw"
+  run "$work/rnd.console" "$lincls" "${base[@]}" model.pretrained=random train.output_dir="$work/rnd"
+  [ "$(field "$work/raw/metrics.jsonl" lincls_result encoder)" = raw_pixels ] || fail "raw: wrong encoder"
+  [ "$(field "$work/rnd/metrics.jsonl" lincls_result encoder)" = random_init ] || fail "random: wrong encoder"
+  grep -q "sanity check passed" "$work/rnd.console" || fail "random: no sanity check"
+  "$py" -c "import sys; t = float(sys.argv[1]); print('raw-pixel top-1', t); sys.exit(0 if t >= 95 else 'below 95%')" \
+    "$(field "$work/raw/metrics.jsonl" lincls_result best_top1)" ;;
+eval_only)
+  # moco_dist --eval-only scores a checkpoint, the random init and the raw pixels exactly as the
+  # training run did (its metrics.jsonl), writing nothing.
+  [ "$(grep -c '"encoder":"raw_pixels"' "$work/pre/metrics.jsonl")" = 1 ] || fail "the run has no raw_pixels row"
+  grep -q "kNN top-1: raw pixels [0-9.]*%, random init [0-9.]*%, trained [0-9.]*% after 4 steps" "$work/pre.console" ||
+    fail "the run's final line lacks the raw pixels"
+  ls "$work/pre" >"$work/before"
+  for what in trained random_init raw_pixels; do
+    case $what in trained) p="$work/pre" ;; random_init) p=random ;; raw_pixels) p=raw_pixels ;; esac
+    run "$work/$what.console" "$dist" --config "$src/tests/data/tiny_synthetic.yaml" --eval-only train.threads=1 \
+      train.output_dir="$work/pre" model.pretrained="$p"
+    cat "$work/$what.console"
+    want=$("$py" -c "import sys; print('%.2f' % float(sys.argv[1]))" "$(field "$work/pre/metrics.jsonl" knn top1 $what)")
+    grep -q "kNN top-1: .*$what $want%" "$work/$what.console" || fail "$what: expected $want%"
+  done
+  ls "$work/pre" | diff - "$work/before" || fail "--eval-only wrote into the run's folder" ;;
+*)
+  fail "unknown case $case_name" ;;
+esac
+echo "PASS $case_name"
