@@ -122,9 +122,10 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
                               config.train.seed, context.device);
   if (lc.standardize) {
     const auto f = train_features.to(torch::kDouble);
-    auto std = f.std(0, /*unbiased=*/false);
+    const auto mean = f.mean(0);
+    auto std = (f - mean).square().mean(0).sqrt();
     std = torch::where(std > 1e-6, std, torch::ones_like(std));  // a constant dimension carries nothing: left unscaled
-    auto stats = std::vector<torch::Tensor>{f.mean(0).to(torch::kFloat).contiguous(), std.to(torch::kFloat).contiguous()};
+    auto stats = std::vector<torch::Tensor>{mean.to(torch::kFloat).contiguous(), std.to(torch::kFloat).contiguous()};
     if (world > 1) dist::broadcast_parameters(stats, group);  // bitwise rank 0's, whatever each rank's reduction order
     classifier.set_standardization(stats[0], stats[1]);
   }

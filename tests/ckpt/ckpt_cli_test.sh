@@ -89,6 +89,7 @@ resume_bitwise | resume_bitwise_sync)
   same_losses "$work/a.txt" "$work/b.txt" 0 || fail "logged losses differ"
   [ "$(grep -c '"event":"resume"' "$work/sliced/metrics.jsonl")" -eq 2 ] || fail "expected two resume rows"
   [ "$(grep -c '"random_init"' "$work/sliced/metrics.jsonl")" -eq 1 ] || fail "random-init kNN repeated on resume"
+  [ "$(grep -c '"raw_pixels"' "$work/sliced/metrics.jsonl")" -eq 1 ] || fail "raw-pixel kNN row repeated on resume"
   ;;
 other_world)
   # Saved by 4 ranks at step 5, resumed on 2 and on 1 with the same global batch.

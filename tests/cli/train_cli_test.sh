@@ -12,8 +12,9 @@ base=(--config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 knn.memory_
 
 case $case_name in
 knn_every_epochs)
-  # 128 images in batches of 32: 4 steps an epoch, 3 epochs. kNN before training, after epochs 1 and
-  # 2 (every 1), and after training (epoch 3, not twice); with every 2: after epoch 2 and at the end.
+  # 128 images in batches of 32: 4 steps an epoch, 3 epochs. kNN of the raw pixels and the encoder
+  # before training, after epochs 1 and 2 (every 1), and after training (epoch 3, not twice); with
+  # every 2: after epoch 2 and at the end.
   for every in 1 2; do
     "$dist" "${base[@]}" data.synthetic_train_size=128 train.epochs=3 knn.every_epochs=$every train.output_dir="$work/every$every" >"$work/every$every.console" 2>&1 ||
       { cat "$work/every$every.console"; exit 1; }
@@ -21,8 +22,8 @@ knn_every_epochs)
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 knn = [(r["encoder"], r["step"], r["epoch"]) for r in rows if r["event"] == "knn"]
-expected = {"1": [("random_init", 0, 0), ("trained", 4, 1), ("trained", 8, 2), ("trained", 12, 3)],
-            "2": [("random_init", 0, 0), ("trained", 8, 2), ("trained", 12, 3)]}[sys.argv[2]]
+expected = {"1": [("raw_pixels", 0, 0), ("random_init", 0, 0), ("trained", 4, 1), ("trained", 8, 2), ("trained", 12, 3)],
+            "2": [("raw_pixels", 0, 0), ("random_init", 0, 0), ("trained", 8, 2), ("trained", 12, 3)]}[sys.argv[2]]
 print("knn rows:", knn)
 sys.exit(0 if knn == expected else f"expected {expected}")
 PY
