@@ -9,6 +9,8 @@
 #include "test_world.h"
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -144,6 +146,59 @@ TEST(CkptH5, ATruncatedOrMissingFileIsNamed) {
   EXPECT_NE(error.find(file), std::string::npos) << error;
   error = error_of([&] { ckpt::H5TensorReader r((dir / "absent.h5").string()); });
   EXPECT_NE(error.find("absent.h5"), std::string::npos) << error;
+}
+
+namespace {
+
+// A dataset declaring `dims` (float32, chunked, no data written: HDF5 allocates nothing for it), as a
+// damaged file may declare any shape.
+void write_declared_dataset(const std::string& file, const char* name, std::vector<hsize_t> dims) {
+  const hid_t f = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t create = H5Pcreate(H5P_DATASET_CREATE);
+  const std::vector<hsize_t> chunk(dims.size(), 1);
+  H5Pset_chunk(create, static_cast<int>(chunk.size()), chunk.data());
+  const hid_t d = H5Dcreate2(f, name, H5T_NATIVE_FLOAT, space, H5P_DEFAULT, create, H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  H5Dclose(d);
+  H5Pclose(create);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+// A one-shard checkpoint folder holding `tensors`, with its manifest.
+void write_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  ckpt::Manifest m;
+  ckpt::H5TensorWriter w((fs::path(dir) / ckpt::shard_file_name(0, 1)).string());
+  for (const auto& [name, t] : tensors) {
+    w.write(name, t);
+    m.tensors.push_back({name, 0, false, t.sizes().vec(), ckpt::dtype_name(t.scalar_type()), ckpt::tensor_crc32(t),
+                         static_cast<int64_t>(t.nbytes())});
+  }
+  w.close();
+  write_bytes((fs::path(dir) / ckpt::kManifestFile).string(), ckpt::manifest_to_json(m));
+}
+
+}  // namespace
+
+// A damaged file may declare any shape: one whose bytes overflow int64 is refused as such, and
+// CheckpointReader compares the declared shape with the manifest before it allocates, where reading
+// first failed inside LibTorch's allocator, or under ASan aborted (found by fuzz/fuzz_ckpt_shard.cpp).
+TEST(CkptH5, ADeclaredShapeIsCheckedBeforeAllocating) {
+  const auto dir = fs::temp_directory_path() / "moco_ckpt_h5_declared";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto file = (dir / "t.h5").string();
+  write_declared_dataset(file, "x", {hsize_t{1} << 40, hsize_t{1} << 30});
+  auto error = error_of([&] { ckpt::H5TensorReader(file).read("x"); });
+  EXPECT_NE(error.find(file + ": tensor 'x': implausible shape in the file"), std::string::npos) << error;
+
+  const auto shard = (dir / ckpt::shard_file_name(0, 1)).string();
+  write_checkpoint(dir.string(), {{"y", torch::zeros({2, 2})}});
+  write_declared_dataset(shard, "y", {hsize_t{1} << 20, hsize_t{1} << 20});  // 4 TiB of float32
+  error = error_of([&] { ckpt::CheckpointReader(dir.string()).verify_all(); });
+  EXPECT_NE(error.find(shard + ": tensor 'y': stored as float32 1048576x1048576, the manifest says float32 2x2"), std::string::npos)
+      << error;
 }
 
 TEST(CkptManifest, JsonRoundTripAndRefusals) {

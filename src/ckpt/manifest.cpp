@@ -109,11 +109,13 @@ torch::Tensor CheckpointReader::read(const TensorRecord& record) {
   auto& shard = shards_[record.shard];
   const auto file = (std::filesystem::path(dir_) / manifest_.shard_file(record.shard)).string();
   if (!shard) shard = std::make_unique<H5TensorReader>(file);
-  auto tensor = shard->read(record.name);
   const std::string where = file + ": tensor '" + record.name + "'";
-  if (tensor.sizes().vec() != record.shape || dtype_name(tensor.scalar_type()) != record.dtype)
-    throw CheckpointError(fmt::format("{}: stored as {} {}, the manifest says {} {}", where, dtype_name(tensor.scalar_type()),
-                                      fmt::join(tensor.sizes().vec(), "x"), record.dtype, fmt::join(record.shape, "x")));
+  // Checked before reading: the allocation follows the file's claim, and only the manifest vouches for it.
+  const StoredTensor stored = shard->describe(record.name);
+  if (stored.shape != record.shape || dtype_name(stored.dtype) != record.dtype)
+    throw CheckpointError(fmt::format("{}: stored as {} {}, the manifest says {} {}", where, dtype_name(stored.dtype),
+                                      fmt::join(stored.shape, "x"), record.dtype, fmt::join(record.shape, "x")));
+  auto tensor = shard->read(record.name);
   const uint32_t crc = tensor_crc32(tensor);
   if (crc != record.crc32)
     throw CheckpointError(fmt::format("{}: CRC-32 {:08x} does not match the manifest's {:08x} (corrupt data)", where, crc, record.crc32));
