@@ -201,6 +201,45 @@ TEST(CkptH5, ADeclaredShapeIsCheckedBeforeAllocating) {
       << error;
 }
 
+// Shards are written in the HDF5 1.10 format, whose metadata is checksummed and verified before it
+// is decoded: in the 1.0 format, HDF5 1.10.8 decoded a damaged attribute message out of bounds
+// (heap-buffer-overflow, found by fuzz/fuzz_ckpt_shard.cpp). Every single flipped byte of a shard
+// is then either refused with a CheckpointError naming the file, or harmless (the tensors still
+// match their CRC-32s) because it lies in unused space (zeros: the rest of HDF5's 2 KiB metadata
+// block).
+TEST(CkptH5, EveryFlippedByteOfAShardIsRefusedOrHarmless) {
+  const auto dir = fs::temp_directory_path() / "moco_ckpt_h5_every_byte";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_checkpoint(dir.string(), {{"encoder_q/conv1.weight", torch::arange(24, torch::kFloat32).reshape({2, 3, 4})},
+                                  {"encoder_q/bn1.num_batches_tracked", torch::tensor(int64_t{7})},
+                                  {"queue/labels", torch::arange(6, torch::kUInt8)}});
+  const auto shard = (dir / ckpt::shard_file_name(0, 1)).string();
+  {
+    const hid_t f = H5Fopen(shard.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    H5F_info2_t info;
+    ASSERT_GE(H5Fget_info2(f, &info), 0);
+    EXPECT_GE(info.super.version, 2u) << "a superblock without a checksum: the file is not in the 1.10 format";
+    H5Fclose(f);
+  }
+  const auto whole = read_bytes(shard);
+  size_t refused = 0;
+  for (size_t at = 0; at < whole.size(); ++at) {
+    auto damaged = whole;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x5a);
+    write_bytes(shard, damaged);
+    try {
+      ckpt::CheckpointReader(dir.string()).verify_all();
+      EXPECT_EQ(whole[at], 0) << "byte " << at << " is in use, but its damage went unnoticed";
+    } catch (const ckpt::CheckpointError& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find(shard), std::string::npos) << "byte " << at << ": " << e.what();
+    }
+  }
+  EXPECT_GT(refused, whole.size() / 2) << refused << " of " << whole.size() << " flipped bytes refused";
+}
+
 TEST(CkptManifest, JsonRoundTripAndRefusals) {
   ckpt::Manifest m;
   m.step = 12;
