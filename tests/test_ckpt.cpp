@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <numeric>
@@ -263,6 +264,44 @@ TEST(CkptManifest, JsonRoundTripAndRefusals) {
   auto future = m;
   future.format_version = 99;
   EXPECT_NE(error_of([&] { ckpt::manifest_from_json(ckpt::manifest_to_json(future), "m.json"); }).find("format version 99"), std::string::npos);
+}
+
+// Numbers are taken only as JSON integers within range, never cast: nlohmann's get<int>() turns
+// 1e300 into undefined behaviour and 2^32 + 2 into 2 (found by fuzz/fuzz_ckpt_manifest.cpp). A
+// tensor's bytes must follow from its shape and dtype, so total_bytes() cannot overflow.
+TEST(CkptManifest, NumbersOutOfRangeAreRefusedNotCast) {
+  ckpt::Manifest m;
+  m.world_size = 2;
+  m.tensors.push_back({"a", 1, false, {4, 3}, "float32", 7, 48});
+  m.tensors.push_back({"b", 0, false, {5}, "int64", 8, 40});
+  const auto good = nlohmann::json::parse(ckpt::manifest_to_json(m));
+  ASSERT_EQ(ckpt::manifest_from_json(good.dump(), "m.json").total_bytes(), 88);
+  const auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto j = good;
+    edit(j);
+    return error_of([&] { ckpt::manifest_from_json(j.dump(), "m.json"); });
+  };
+  EXPECT_NE(refusal([](auto& j) { j["world_size"] = 1e300; }).find("m.json: world_size must be an integer in [1, 2147483647], not 1e+300"),
+            std::string::npos)
+      << refusal([](auto& j) { j["world_size"] = 1e300; });
+  EXPECT_NE(refusal([](auto& j) { j["world_size"] = (int64_t{1} << 32) + 2; }).find("world_size must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["step"] = 2.5; }).find("step must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["crc32"] = -1; }).find("tensor 'a': crc32 must be an integer in [0, 4294967295]"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["crc32"] = 1e20; }).find("crc32 must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["shard"] = 2; }).find("tensor 'a': shard must be an integer in [0, 1]"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["shape"][0] = -4; }).find("tensor 'a': a dimension must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][1]["dtype"] = "complex"; }).find("m.json: tensor 'b': unknown dtype 'complex'"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["bytes"] = 47; }).find("tensor 'a': bytes 47 do not match shape [4, 3] of float32"),
+            std::string::npos);
+  const auto huge = [](auto& j) {
+    for (auto& t : j["tensors"]) {
+      t["shape"] = {int64_t{1} << 59};
+      t["dtype"] = "float64";
+      t["bytes"] = int64_t{1} << 62;
+    }
+  };
+  EXPECT_NE(refusal(huge).find("m.json: the tensors' bytes add up to more than int64 holds"), std::string::npos) << refusal(huge);
 }
 
 TEST(CkptWriters, ReplicatedBytesAreBalancedAndTheSameOnEveryRank) {
