@@ -9,9 +9,12 @@
 #include "test_world.h"
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <numeric>
@@ -146,6 +149,98 @@ TEST(CkptH5, ATruncatedOrMissingFileIsNamed) {
   EXPECT_NE(error.find("absent.h5"), std::string::npos) << error;
 }
 
+namespace {
+
+// A dataset declaring `dims` (float32, chunked, no data written: HDF5 allocates nothing for it), as a
+// damaged file may declare any shape.
+void write_declared_dataset(const std::string& file, const char* name, std::vector<hsize_t> dims) {
+  const hid_t f = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t create = H5Pcreate(H5P_DATASET_CREATE);
+  const std::vector<hsize_t> chunk(dims.size(), 1);
+  H5Pset_chunk(create, static_cast<int>(chunk.size()), chunk.data());
+  const hid_t d = H5Dcreate2(f, name, H5T_NATIVE_FLOAT, space, H5P_DEFAULT, create, H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  H5Dclose(d);
+  H5Pclose(create);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+// A one-shard checkpoint folder holding `tensors`, with its manifest.
+void write_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  ckpt::Manifest m;
+  ckpt::H5TensorWriter w((fs::path(dir) / ckpt::shard_file_name(0, 1)).string());
+  for (const auto& [name, t] : tensors) {
+    w.write(name, t);
+    m.tensors.push_back({name, 0, false, t.sizes().vec(), ckpt::dtype_name(t.scalar_type()), ckpt::tensor_crc32(t),
+                         static_cast<int64_t>(t.nbytes())});
+  }
+  w.close();
+  write_bytes((fs::path(dir) / ckpt::kManifestFile).string(), ckpt::manifest_to_json(m));
+}
+
+}  // namespace
+
+// A damaged file may declare any shape: one whose bytes overflow int64 is refused as such, and
+// CheckpointReader compares the declared shape with the manifest before it allocates, where reading
+// first failed inside LibTorch's allocator, or under ASan aborted (found by fuzz/fuzz_ckpt_shard.cpp).
+TEST(CkptH5, ADeclaredShapeIsCheckedBeforeAllocating) {
+  const auto dir = fs::temp_directory_path() / "moco_ckpt_h5_declared";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto file = (dir / "t.h5").string();
+  write_declared_dataset(file, "x", {hsize_t{1} << 40, hsize_t{1} << 30});
+  auto error = error_of([&] { ckpt::H5TensorReader(file).read("x"); });
+  EXPECT_NE(error.find(file + ": tensor 'x': implausible shape in the file"), std::string::npos) << error;
+
+  const auto shard = (dir / ckpt::shard_file_name(0, 1)).string();
+  write_checkpoint(dir.string(), {{"y", torch::zeros({2, 2})}});
+  write_declared_dataset(shard, "y", {hsize_t{1} << 20, hsize_t{1} << 20});  // 4 TiB of float32
+  error = error_of([&] { ckpt::CheckpointReader(dir.string()).verify_all(); });
+  EXPECT_NE(error.find(shard + ": tensor 'y': stored as float32 1048576x1048576, the manifest says float32 2x2"), std::string::npos)
+      << error;
+}
+
+// Shards are written in the HDF5 1.10 format, whose metadata is checksummed and verified before it
+// is decoded: in the 1.0 format, HDF5 1.10.8 decoded a damaged attribute message out of bounds
+// (heap-buffer-overflow, found by fuzz/fuzz_ckpt_shard.cpp). Every single flipped byte of a shard
+// is then either refused with a CheckpointError naming the file, or harmless (the tensors still
+// match their CRC-32s) because it lies in unused space (zeros: the rest of HDF5's 2 KiB metadata
+// block).
+TEST(CkptH5, EveryFlippedByteOfAShardIsRefusedOrHarmless) {
+  const auto dir = fs::temp_directory_path() / "moco_ckpt_h5_every_byte";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_checkpoint(dir.string(), {{"encoder_q/conv1.weight", torch::arange(24, torch::kFloat32).reshape({2, 3, 4})},
+                                  {"encoder_q/bn1.num_batches_tracked", torch::tensor(int64_t{7})},
+                                  {"queue/labels", torch::arange(6, torch::kUInt8)}});
+  const auto shard = (dir / ckpt::shard_file_name(0, 1)).string();
+  {
+    const hid_t f = H5Fopen(shard.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    H5F_info2_t info;
+    ASSERT_GE(H5Fget_info2(f, &info), 0);
+    EXPECT_GE(info.super.version, 2u) << "a superblock without a checksum: the file is not in the 1.10 format";
+    H5Fclose(f);
+  }
+  const auto whole = read_bytes(shard);
+  size_t refused = 0;
+  for (size_t at = 0; at < whole.size(); ++at) {
+    auto damaged = whole;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x5a);
+    write_bytes(shard, damaged);
+    try {
+      ckpt::CheckpointReader(dir.string()).verify_all();
+      EXPECT_EQ(whole[at], 0) << "byte " << at << " is in use, but its damage went unnoticed";
+    } catch (const ckpt::CheckpointError& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find(shard), std::string::npos) << "byte " << at << ": " << e.what();
+    }
+  }
+  EXPECT_GT(refused, whole.size() / 2) << refused << " of " << whole.size() << " flipped bytes refused";
+}
+
 TEST(CkptManifest, JsonRoundTripAndRefusals) {
   ckpt::Manifest m;
   m.step = 12;
@@ -169,6 +264,44 @@ TEST(CkptManifest, JsonRoundTripAndRefusals) {
   auto future = m;
   future.format_version = 99;
   EXPECT_NE(error_of([&] { ckpt::manifest_from_json(ckpt::manifest_to_json(future), "m.json"); }).find("format version 99"), std::string::npos);
+}
+
+// Numbers are taken only as JSON integers within range, never cast: nlohmann's get<int>() turns
+// 1e300 into undefined behaviour and 2^32 + 2 into 2 (found by fuzz/fuzz_ckpt_manifest.cpp). A
+// tensor's bytes must follow from its shape and dtype, so total_bytes() cannot overflow.
+TEST(CkptManifest, NumbersOutOfRangeAreRefusedNotCast) {
+  ckpt::Manifest m;
+  m.world_size = 2;
+  m.tensors.push_back({"a", 1, false, {4, 3}, "float32", 7, 48});
+  m.tensors.push_back({"b", 0, false, {5}, "int64", 8, 40});
+  const auto good = nlohmann::json::parse(ckpt::manifest_to_json(m));
+  ASSERT_EQ(ckpt::manifest_from_json(good.dump(), "m.json").total_bytes(), 88);
+  const auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto j = good;
+    edit(j);
+    return error_of([&] { ckpt::manifest_from_json(j.dump(), "m.json"); });
+  };
+  EXPECT_NE(refusal([](auto& j) { j["world_size"] = 1e300; }).find("m.json: world_size must be an integer in [1, 2147483647], not 1e+300"),
+            std::string::npos)
+      << refusal([](auto& j) { j["world_size"] = 1e300; });
+  EXPECT_NE(refusal([](auto& j) { j["world_size"] = (int64_t{1} << 32) + 2; }).find("world_size must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["step"] = 2.5; }).find("step must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["crc32"] = -1; }).find("tensor 'a': crc32 must be an integer in [0, 4294967295]"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["crc32"] = 1e20; }).find("crc32 must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["shard"] = 2; }).find("tensor 'a': shard must be an integer in [0, 1]"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["shape"][0] = -4; }).find("tensor 'a': a dimension must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][1]["dtype"] = "complex"; }).find("m.json: tensor 'b': unknown dtype 'complex'"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["bytes"] = 47; }).find("tensor 'a': bytes 47 do not match shape [4, 3] of float32"),
+            std::string::npos);
+  const auto huge = [](auto& j) {
+    for (auto& t : j["tensors"]) {
+      t["shape"] = {int64_t{1} << 59};
+      t["dtype"] = "float64";
+      t["bytes"] = int64_t{1} << 62;
+    }
+  };
+  EXPECT_NE(refusal(huge).find("m.json: the tensors' bytes add up to more than int64 holds"), std::string::npos) << refusal(huge);
 }
 
 TEST(CkptWriters, ReplicatedBytesAreBalancedAndTheSameOnEveryRank) {

@@ -124,6 +124,22 @@ TEST_F(IdxTest, TruncatedPlainFileNamesPathAndSizes) {
   EXPECT_NE(message.find("truncated: expected 36 bytes of pixels, got 31"), std::string::npos) << message;
 }
 
+// A header is not trusted with memory: 16 bytes announcing 4096^3 pixels (64 GiB, within the
+// reader's plausibility limit) are refused from the file's size before the payload is allocated,
+// where allocating first failed with "cannot allocate" (found by fuzz/fuzz_idx.cpp).
+TEST_F(IdxTest, HeaderClaimingMoreThanTheFileHoldsIsRefusedBeforeAllocating) {
+  Bytes header;
+  put_be32(header, 0x00000803);
+  for (int d = 0; d < 3; ++d) put_be32(header, 4096);
+  write_plain(dir_ / "img", header);
+  std::string message = error_of([&] { read_idx_images((dir_ / "img").string()); });
+  EXPECT_NE(message.find((dir_ / "img").string() + ": truncated: expected 68719476736 bytes of pixels, got 0"), std::string::npos) << message;
+  write_gz(dir_ / "img.gz", header);
+  message = error_of([&] { read_idx_images((dir_ / "img.gz").string()); });
+  EXPECT_NE(message.find((dir_ / "img.gz").string() + ": implausible dimensions 4096 x 4096 x 4096 in the header"), std::string::npos) << message;
+  EXPECT_NE(message.find("more than a gzip file of"), std::string::npos) << message;
+}
+
 TEST_F(IdxTest, TruncatedGzipPayloadThrows) {
   Bytes bytes = image_file(4, 3, 3);
   bytes.resize(bytes.size() - 1);

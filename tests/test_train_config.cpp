@@ -156,6 +156,29 @@ TEST(ConfigTest, EffectiveConfigRoundTrips) {
   EXPECT_TRUE(contains(moco::train::config_reference(), "moco.queue_size (int, default 65536)"));
 }
 
+// .nan and .inf are YAML floats, but no key means anything by them, and to_yaml writes them as "nan"
+// and "inf", which do not read back: a checkpoint of such a run could not be resumed (found by
+// fuzz/fuzz_config.cpp's round trip). They are refused when the config loads, naming the key.
+TEST(ConfigTest, NonFiniteFloatsAreRefusedNamingTheKey) {
+  const auto path = write_temp("{}\n");
+  EXPECT_TRUE(contains(error_of(path, {"train.time_budget_s=.inf"}), "key 'train.time_budget_s' expects a finite float, got '.inf'"))
+      << error_of(path, {"train.time_budget_s=.inf"});
+  EXPECT_TRUE(contains(error_of(path, {"train.epochs=.inf"}), "key 'train.epochs' expects a finite float"));
+  EXPECT_TRUE(contains(error_of(path, {"data.mean=[.nan]"}), "key 'data.mean' expects a finite list of float"));
+  EXPECT_TRUE(contains(error_of(path, {"data.mean=.nan"}), "key 'data.mean' expects a finite list of float, got '.nan'"));
+  const auto file = write_temp("optim:\n  milestones: [10, .inf]\n");
+  EXPECT_TRUE(contains(error_of(file), file + ": key 'optim.milestones' expects a finite list of float")) << error_of(file);
+}
+
+// What a checkpoint does with a config: to_yaml, then load_config_text. Extreme finite floats
+// (the largest, the smallest normal, a denormal, negative zero) come back the same.
+TEST(ConfigTest, ExtremeFiniteFloatsSurviveTheCheckpointRoundTrip) {
+  const auto c = load_config(write_temp("{}\n"), {"train.time_budget_s=1.7976931348623157e308", "data.std=[2.2250738585072014e-308]",
+                                                   "moco.momentum=-0.0", "dist.bucket_mb=4.9e-324"});
+  const auto again = moco::train::load_config_text(moco::train::to_yaml(c), "saved");
+  EXPECT_TRUE(moco::train::config_changes(c, again).empty()) << moco::train::to_yaml(c);
+}
+
 TEST(ScheduleTest, LinearScalingStepAndCosine) {
   Config c;
   c.optim.base_lr = 0.03;

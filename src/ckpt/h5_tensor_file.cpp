@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -149,7 +150,15 @@ torch::ScalarType dtype_from_name(const std::string& name) {
 
 H5TensorWriter::H5TensorWriter(std::string file_path) : file_path_(std::move(file_path)) {
   silence_hdf5_once();
-  file_ = H5Fcreate(file_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  // The 1.10 file format checksums all metadata (superblock, object headers, chunk indexes), and
+  // HDF5 verifies a checksum before it decodes what it covers. Damaged metadata is then refused as
+  // such; in the default (1.0) format HDF5 1.10 parses it unchecked, and its decoders read out of
+  // bounds on malformed input (found by fuzz/fuzz_ckpt_shard.cpp). Data chunks carry Fletcher-32
+  // and every tensor a CRC-32 in the manifest. Readable by HDF5 >= 1.10 (h5py since 2.8).
+  Handle access(H5Pcreate(H5P_FILE_ACCESS));
+  if (!access.ok() || H5Pset_libver_bounds(access.get(), H5F_LIBVER_V110, H5F_LIBVER_LATEST) < 0)
+    fail(file_path_, "cannot select the HDF5 1.10 file format");
+  file_ = H5Fcreate(file_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
   if (file_ < 0) fail(file_path_, "cannot create the file");
 }
 
@@ -227,27 +236,57 @@ bool H5TensorReader::contains(const std::string& path) const {
   }
 }
 
+namespace {
+
+// The shape and dtype an open dataset declares. A damaged file may declare anything: a shape whose
+// bytes do not fit in int64 is refused here, before anyone allocates for it.
+StoredTensor describe_dataset(hid_t dataset, const std::string& where) {
+  Handle space(H5Dget_space(dataset));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) fail(where, "cannot read the shape");
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) fail(where, "cannot read the shape");
+  StoredTensor stored;
+  const std::string stored_dtype = read_string_attribute(dataset, "dtype");
+  if (!stored_dtype.empty()) {
+    try {
+      stored.dtype = dtype_from_name(stored_dtype);
+    } catch (const CheckpointError& e) {
+      throw CheckpointError(where + ": " + e.what());
+    }
+  } else {
+    Handle type(H5Dget_type(dataset));
+    stored.dtype = dtype_of_stored_type(type.get(), where);
+  }
+  uint64_t bytes = c10::elementSize(stored.dtype);
+  for (const hsize_t d : dims) {
+    if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw CheckpointError(where + ": implausible shape in the file (" + std::to_string(rank) +
+                            " dimensions whose bytes overflow int64): the file is corrupt");
+    stored.shape.push_back(static_cast<int64_t>(d));
+  }
+  return stored;
+}
+
+}  // namespace
+
+StoredTensor H5TensorReader::describe(const std::string& path) const {
+  const std::string where = file_path_ + ": tensor '" + path + "'";
+  if (!contains(path)) throw CheckpointError(where + ": not in the file");
+  Handle dataset(H5Dopen2(file_, path.c_str(), H5P_DEFAULT));
+  if (!dataset.ok()) fail(where, "cannot open the dataset");
+  return describe_dataset(dataset.get(), where);
+}
+
 torch::Tensor H5TensorReader::read(const std::string& path) const {
   const std::string where = file_path_ + ": tensor '" + path + "'";
   if (!contains(path)) throw CheckpointError(where + ": not in the file");
   Handle dataset(H5Dopen2(file_, path.c_str(), H5P_DEFAULT));
   if (!dataset.ok()) fail(where, "cannot open the dataset");
-  Handle space(H5Dget_space(dataset.get()));
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 0) fail(where, "cannot read the shape");
-  std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  const std::string stored_dtype = read_string_attribute(dataset.get(), "dtype");
-  torch::ScalarType dtype;
-  if (!stored_dtype.empty()) {
-    dtype = dtype_from_name(stored_dtype);
-  } else {
-    Handle type(H5Dget_type(dataset.get()));
-    dtype = dtype_of_stored_type(type.get(), where);
-  }
-  std::vector<int64_t> shape(dims.begin(), dims.end());
-  auto tensor = torch::empty(shape, torch::TensorOptions().dtype(dtype));
-  if (tensor.numel() > 0 && H5Dread(dataset.get(), memory_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data_ptr()) < 0)
+  const StoredTensor stored = describe_dataset(dataset.get(), where);
+  auto tensor = torch::empty(stored.shape, torch::TensorOptions().dtype(stored.dtype));
+  if (tensor.numel() > 0 &&
+      H5Dread(dataset.get(), memory_type(stored.dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data_ptr()) < 0)
     fail(where, "cannot read the data: the file is corrupt or truncated (a Fletcher-32 mismatch reads as 'filter returned failure')");
   return tensor;
 }

@@ -40,6 +40,12 @@ class H5TensorWriter {
   int64_t file_ = -1;  // hid_t; HDF5's headers stay out of this header
 };
 
+// What a dataset declares: its shape and the dtype it reads as.
+struct StoredTensor {
+  std::vector<int64_t> shape;
+  torch::ScalarType dtype = torch::kFloat32;
+};
+
 class H5TensorReader {
  public:
   explicit H5TensorReader(std::string file_path);  // throws CheckpointError naming the file
@@ -48,6 +54,9 @@ class H5TensorReader {
   H5TensorReader& operator=(const H5TensorReader&) = delete;
 
   bool contains(const std::string& path) const;
+  // The stored shape and dtype, without reading the data: a damaged file may declare any size, so
+  // callers check it (CheckpointReader against the manifest) before read() allocates for it.
+  StoredTensor describe(const std::string& path) const;
   // A CPU tensor of the stored dtype and shape. A failed Fletcher-32 check, a truncated file or a
   // missing dataset throws CheckpointError naming the file and the tensor.
   torch::Tensor read(const std::string& path) const;

@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace moco::ckpt {
@@ -40,38 +42,73 @@ std::string manifest_to_json(const Manifest& m) {
   return j.dump(1) + "\n";
 }
 
+namespace {
+
+// An integer field in [lo, hi]. nlohmann's get<int>() would convert a float or an out-of-range
+// number with a plain cast: undefined behaviour for 1e300, a silent wrap for 2^40 (found by
+// fuzz/fuzz_ckpt_manifest.cpp). Only JSON integers in range are taken.
+template <typename T>
+T integer(const nlohmann::json& value, const std::string& what, const std::string& where, int64_t lo = std::numeric_limits<T>::min(),
+          uint64_t hi = std::numeric_limits<T>::max()) {
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<uint64_t>();
+    if (v <= hi && (lo <= 0 || v >= static_cast<uint64_t>(lo))) return static_cast<T>(v);
+  } else if (value.is_number_integer()) {
+    const auto v = value.get<int64_t>();
+    if (v >= lo && (v < 0 || static_cast<uint64_t>(v) <= hi)) return static_cast<T>(v);
+  }
+  throw CheckpointError(fmt::format("{}: {} must be an integer in [{}, {}], not {}", where, what, lo, hi, value.dump()));
+}
+
+}  // namespace
+
 Manifest manifest_from_json(const std::string& text, const std::string& where) {
   Manifest m;
   try {
     const auto j = nlohmann::json::parse(text);
     if (j.value("format", "") != "moco_dist checkpoint") throw CheckpointError(where + ": not a moco_dist checkpoint manifest");
-    m.format_version = j.at("format_version").get<int>();
+    m.format_version = integer<int>(j.at("format_version"), "format_version", where);
     if (m.format_version != kFormatVersion)
       throw CheckpointError(fmt::format("{}: format version {}, this build reads version {}", where, m.format_version, kFormatVersion));
-    m.step = j.at("step").get<int64_t>();
+    m.step = integer<int64_t>(j.at("step"), "step", where, 0);
     m.epoch = j.at("epoch").get<double>();
-    m.world_size = j.at("world_size").get<int>();
-    m.global_batch = j.at("global_batch").get<int64_t>();
+    if (!std::isfinite(m.epoch) || m.epoch < 0) throw CheckpointError(fmt::format("{}: epoch {} is not a finite number >= 0", where, m.epoch));
+    m.world_size = integer<int>(j.at("world_size"), "world_size", where, 1);
+    m.global_batch = integer<int64_t>(j.at("global_batch"), "global_batch", where, 0);
     m.torch_version = j.at("torch_version").get<std::string>();
     m.created_utc = j.value("created_utc", "");
     m.config_yaml = j.at("config_yaml").get<std::string>();
+    int64_t total = 0;
     for (const auto& t : j.at("tensors")) {
       TensorRecord r;
       r.name = t.at("name").get<std::string>();
-      r.shard = t.at("shard").get<int>();
+      const std::string what = "tensor '" + r.name + "'";
+      r.shard = integer<int>(t.at("shard"), what + ": shard", where, 0, static_cast<uint64_t>(m.world_size - 1));
       r.rank_local = t.at("rank_local").get<bool>();
-      r.shape = t.at("shape").get<std::vector<int64_t>>();
+      for (const auto& d : t.at("shape")) r.shape.push_back(integer<int64_t>(d, what + ": a dimension", where, 0));
       r.dtype = t.at("dtype").get<std::string>();
-      r.crc32 = t.at("crc32").get<uint32_t>();
-      r.bytes = t.at("bytes").get<int64_t>();
-      if (r.shard < 0 || r.shard >= m.world_size)
-        throw CheckpointError(fmt::format("{}: tensor '{}' names shard {} of a world of {}", where, r.name, r.shard, m.world_size));
+      r.crc32 = integer<uint32_t>(t.at("crc32"), what + ": crc32", where);
+      r.bytes = integer<int64_t>(t.at("bytes"), what + ": bytes", where, 0);
+      // The byte count follows from shape and dtype; their sum must fit the int64 total_bytes() returns.
+      torch::ScalarType dtype;
+      try {
+        dtype = dtype_from_name(r.dtype);
+      } catch (const CheckpointError& e) {
+        throw CheckpointError(fmt::format("{}: {}: {}", where, what, e.what()));
+      }
+      int64_t bytes = static_cast<int64_t>(c10::elementSize(dtype));
+      bool overflow = false;
+      for (const int64_t d : r.shape) overflow |= __builtin_mul_overflow(bytes, d, &bytes);
+      if (overflow || bytes != r.bytes)
+        throw CheckpointError(fmt::format("{}: {}: bytes {} do not match shape [{}] of {}", where, what, r.bytes, fmt::join(r.shape, ", "),
+                                          r.dtype));
+      if (__builtin_add_overflow(total, r.bytes, &total))
+        throw CheckpointError(fmt::format("{}: the tensors' bytes add up to more than int64 holds", where));
       m.tensors.push_back(std::move(r));
     }
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(where + ": malformed manifest: " + e.what());
   }
-  if (m.world_size < 1) throw CheckpointError(where + ": world_size must be positive");
   return m;
 }
 
@@ -109,11 +146,13 @@ torch::Tensor CheckpointReader::read(const TensorRecord& record) {
   auto& shard = shards_[record.shard];
   const auto file = (std::filesystem::path(dir_) / manifest_.shard_file(record.shard)).string();
   if (!shard) shard = std::make_unique<H5TensorReader>(file);
-  auto tensor = shard->read(record.name);
   const std::string where = file + ": tensor '" + record.name + "'";
-  if (tensor.sizes().vec() != record.shape || dtype_name(tensor.scalar_type()) != record.dtype)
-    throw CheckpointError(fmt::format("{}: stored as {} {}, the manifest says {} {}", where, dtype_name(tensor.scalar_type()),
-                                      fmt::join(tensor.sizes().vec(), "x"), record.dtype, fmt::join(record.shape, "x")));
+  // Checked before reading: the allocation follows the file's claim, and only the manifest vouches for it.
+  const StoredTensor stored = shard->describe(record.name);
+  if (stored.shape != record.shape || dtype_name(stored.dtype) != record.dtype)
+    throw CheckpointError(fmt::format("{}: stored as {} {}, the manifest says {} {}", where, dtype_name(stored.dtype),
+                                      fmt::join(stored.shape, "x"), record.dtype, fmt::join(record.shape, "x")));
+  auto tensor = shard->read(record.name);
   const uint32_t crc = tensor_crc32(tensor);
   if (crc != record.crc32)
     throw CheckpointError(fmt::format("{}: CRC-32 {:08x} does not match the manifest's {:08x} (corrupt data)", where, crc, record.crc32));

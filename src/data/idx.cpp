@@ -65,6 +65,16 @@ class GzReader {
     return trailer_size_.has_value() && *trailer_size_ == static_cast<uint32_t>(expected_total);
   }
 
+  // The most bytes the file can decompress to: its size when plain; when gzip, its size times 1032,
+  // deflate's largest compression ratio. Unknown where the size cannot be read. A header claiming
+  // more is refused before its payload is allocated: 16 bytes must not cost gigabytes of memory.
+  bool gzip_magic() const { return gzip_magic_; }
+  std::optional<uint64_t> max_data_bytes() const {
+    if (!file_bytes_) return std::nullopt;
+    return gzip_magic_ ? *file_bytes_ * kDeflateMaxRatio : *file_bytes_;
+  }
+  static constexpr uint64_t kDeflateMaxRatio = 1032;
+
   // Reads up to `count` bytes into `out`; fewer only where the data ends. zlib reports a gzip
   // stream cut short as a short read (Z_BUF_ERROR), so the caller names it as truncation; only
   // corrupt compressed data (a CRC or format error) fails here.
@@ -109,11 +119,14 @@ class GzReader {
   void read_gzip_trailer() {
     std::ifstream in(path_, std::ios::binary | std::ios::ate);
     const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
-    if (size < 18) return;  // a gzip member has a 10-byte header and an 8-byte trailer
+    if (size < 0) return;
+    file_bytes_ = static_cast<uint64_t>(size);
     std::array<unsigned char, 4> bytes{};
     in.seekg(0);
     in.read(reinterpret_cast<char*>(bytes.data()), 2);
     if (!in || bytes[0] != 0x1f || bytes[1] != 0x8b) return;  // not gzip: read as a plain file
+    gzip_magic_ = true;
+    if (size < 18) return;  // a gzip member has a 10-byte header and an 8-byte trailer
     in.seekg(size - 4);
     in.read(reinterpret_cast<char*>(bytes.data()), 4);
     if (!in) return;
@@ -124,6 +137,8 @@ class GzReader {
   gzFile file_ = nullptr;
   uint64_t position_ = 0;
   std::optional<uint32_t> trailer_size_;  // ISIZE of a gzip file
+  std::optional<uint64_t> file_bytes_;
+  bool gzip_magic_ = false;
 };
 
 uint32_t big_endian32(const uint8_t* bytes) {
@@ -170,6 +185,18 @@ uint64_t payload_bytes(const GzReader& reader, const std::vector<int64_t>& dims)
 // Reads exactly `count` payload bytes and insists nothing follows them.
 torch::Tensor read_payload(GzReader& reader, const std::vector<int64_t>& shape, const char* what) {
   const uint64_t count = payload_bytes(reader, shape);
+  const uint64_t header = 4 * static_cast<uint64_t>(1 + shape.size());
+  if (const auto most = reader.max_data_bytes(); most && header + count > *most) {
+    if (!reader.gzip_magic()) {
+      fail(reader.path(), "truncated: expected " + std::to_string(count) + " bytes of " + what + ", got " +
+                              std::to_string(*most > header ? *most - header : 0));
+    }
+    std::ostringstream dims;
+    for (size_t i = 0; i < shape.size(); ++i) dims << (i ? " x " : "") << shape[i];
+    fail(reader.path(), "implausible dimensions " + dims.str() + " in the header: " + std::to_string(count) + " bytes of " +
+                            what + ", more than a gzip file of " + std::to_string(*most / GzReader::kDeflateMaxRatio) +
+                            " bytes can hold (deflate compresses at most 1032:1)");
+  }
   torch::Tensor out;
   try {
     out = torch::empty(shape, torch::kUInt8);
@@ -177,7 +204,6 @@ torch::Tensor read_payload(GzReader& reader, const std::vector<int64_t>& shape, 
     fail(reader.path(), "cannot allocate " + std::to_string(count) + " bytes of " + what);
   }
   const uint64_t got = reader.read(out.data_ptr<uint8_t>(), count);
-  const uint64_t header = 4 * static_cast<uint64_t>(1 + shape.size());
   if (got != count) {
     if (reader.damaged_not_cut(header + count)) {
       fail(reader.path(), "corrupt compressed data: the gzip stream ends after " + std::to_string(got) + " of " +

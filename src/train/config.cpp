@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -21,6 +22,11 @@ template <> const char* type_name<uint64_t>() { return "unsigned int"; }
 template <> const char* type_name<double>() { return "float"; }
 template <> const char* type_name<std::string>() { return "string"; }
 template <> const char* type_name<std::vector<double>>() { return "list of float"; }
+
+// Thrown by a float field given .nan or .inf: no key means anything by them, and a config holding
+// one cannot be written back (to_yaml prints "nan", which YAML does not read as a float), so a
+// checkpoint of the run could not be resumed.
+struct NotFinite {};
 
 // One configurable value: its dotted key, how to read it from YAML and how to write it back.
 struct Field {
@@ -52,14 +58,18 @@ Field make_field(std::string key, std::string help, Access access) {
   f.type = type_name<T>();
   f.help = std::move(help);
   f.set = [access](Config& c, const YAML::Node& node) {
+    T value;
     if constexpr (std::is_same_v<T, std::vector<double>>) {
-      if (node.IsScalar()) {  // "mean: 0.5" is a one-element list
-        access(c) = {node.as<double>()};
-        return;
-      }
+      value = node.IsScalar() ? T{node.as<double>()} : node.as<T>();  // "mean: 0.5" is a one-element list
+      for (double v : value)
+        if (!std::isfinite(v)) throw NotFinite{};
+    } else {
+      if (!node.IsScalar()) throw YAML::Exception(node.Mark(), "not a scalar");
+      value = node.as<T>();
+      if constexpr (std::is_same_v<T, double>)
+        if (!std::isfinite(value)) throw NotFinite{};
     }
-    if (!node.IsScalar() && !std::is_same_v<T, std::vector<double>>) throw YAML::Exception(node.Mark(), "not a scalar");
-    access(c) = node.as<T>();
+    access(c) = std::move(value);
   };
   f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
   return f;
@@ -195,6 +205,9 @@ void assign(Config& config, const Field& field, const YAML::Node& node, const st
     throw ConfigError(where + ": key '" + field.key + "' has no value (expects " + field.type + ")");
   try {
     field.set(config, node);
+  } catch (const NotFinite&) {
+    throw ConfigError(where + ": key '" + field.key + "' expects a finite " + field.type + ", got " +
+                      (node.IsScalar() ? "'" + node.Scalar() + "'" : std::string("a list holding .nan or .inf")));
   } catch (const YAML::Exception&) {
     std::string shown = node.IsScalar() ? "'" + node.Scalar() + "'" : "a " + std::string(node.IsMap() ? "mapping" : "list");
     throw ConfigError(where + ": key '" + field.key + "' expects " + field.type + ", got " + shown);
