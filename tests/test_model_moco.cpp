@@ -7,11 +7,20 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 using namespace moco;
 namespace F = torch::nn::functional;
 
 namespace {
+
+// A handle on a tensor's grad_fn() that does not keep the graph alive. LibTorch 2.13 made autograd
+// nodes intrusive_ptr's (grad_fn() was a std::shared_ptr before).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+using WeakNode = c10::weak_intrusive_ptr<torch::autograd::Node>;
+#else
+using WeakNode = std::weak_ptr<torch::autograd::Node>;
+#endif
 
 model::ResNetOptions tiny_encoder() {
   auto o = model::resnet_options_for("resnet_tiny");
@@ -99,7 +108,7 @@ TEST(SeedErrorsTest, NaiveQueueKeepsTheGraphAlive) {
   torch::manual_seed(0);
   NaiveQueueStep naive;
   naive.step(true);
-  std::weak_ptr<torch::autograd::Node> node = naive.queue.grad_fn();
+  WeakNode node(naive.queue.grad_fn());
   EXPECT_FALSE(node.expired());
 }
 
@@ -109,19 +118,19 @@ TEST(MocoTest, TwoHundredPlainBackwardStepsLeaveNoGraphBehind) {
   torch::optim::SGD optimizer(moco->trainable_parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   int64_t resident_after_warmup = 0;
   for (int step = 0; step < 200; ++step) {
-    std::weak_ptr<torch::autograd::Node> loss_node, query_node;
+    std::optional<WeakNode> loss_node, query_node;  // set once the step has its graph
     {
       const auto out = moco->forward(torch::randn({32, 1, 16, 16}), torch::randn({32, 1, 16, 16}));
-      loss_node = out.loss.grad_fn();
-      query_node = out.q.grad_fn();
-      ASSERT_FALSE(loss_node.expired());
+      loss_node.emplace(out.loss.grad_fn());
+      query_node.emplace(out.q.grad_fn());
+      ASSERT_FALSE(loss_node->expired());
       optimizer.zero_grad();
       ASSERT_NO_THROW(out.loss.backward());
       optimizer.step();
       ASSERT_TRUE(std::isfinite(out.loss.item<double>()));
     }
-    ASSERT_TRUE(loss_node.expired()) << "step " << step << " left its loss graph alive";
-    ASSERT_TRUE(query_node.expired()) << "step " << step << " left its query graph alive";
+    ASSERT_TRUE(loss_node->expired()) << "step " << step << " left its loss graph alive";
+    ASSERT_TRUE(query_node->expired()) << "step " << step << " left its query graph alive";
     ASSERT_FALSE(moco->queue().requires_grad());
     ASSERT_FALSE(moco->queue().grad_fn());
     if (step == 49) resident_after_warmup = resident_bytes();

@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  unzip                                      # tools/build_torch2.sh unpacks PyPI's torch wheel
   libtorch-dev libopenblas0-pthread          # LibTorch 1.13 (CPU); OpenBLAS makes its matmuls ~30x faster
   libopenmpi-dev openmpi-bin                 # bootstrap, CPU collectives, launcher
   libhdf5-dev                                # checkpoints

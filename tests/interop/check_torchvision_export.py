@@ -2,7 +2,8 @@
 
 Usage: /usr/bin/python3 check_torchvision_export.py EXPORT.h5 IO.h5 resnet18|resnet50
 IO.h5 holds `input` [n, 3, H, W] and the C++ `features` [n, d] of the same backbone in eval mode.
-Exit 0 when every key but fc loads with strict shapes and the features agree to 1e-4.
+Exit 0 when every key but fc loads with strict shapes and the features agree to 1e-5 of their
+largest magnitude (at least 1e-4).
 """
 import sys
 
@@ -30,5 +31,10 @@ with h5py.File(io_path, "r") as f:
 with torch.no_grad():
     got = model(x)
 error = (got - expected).abs().max().item()
-print(f"{arch}: {len(state_dict)} tensors loaded, features {tuple(got.shape)}, max |torchvision - C++| = {error:.3g}")
-sys.exit(0 if error <= 1e-4 else 1)
+# Float32 rounding through a ResNet-50 grows with the features' size (here up to ~230), and another
+# LibTorch than this torchvision's (2.x in C++, 1.13 here) sums in another order: 1.6e-4 seen. A 1%
+# error in one BatchNorm's running_var of the last block moves the features by ~0.7.
+tolerance = max(1e-4, 1e-5 * expected.abs().max().item())
+print(f"{arch}: {len(state_dict)} tensors loaded, features {tuple(got.shape)}, "
+      f"max |torchvision - C++| = {error:.3g} (tolerance {tolerance:.3g})")
+sys.exit(0 if error <= tolerance else 1)
