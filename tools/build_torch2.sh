@@ -83,10 +83,11 @@ if [ ! -e "$root/.complete" ]; then
 fi
 
 say "configuring $build against $root/torch"
+mkdir -p "$build"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$root/torch" \
-  -DMOCO_WITH_CUDA=ON -DMOCO_WITH_NCCL=ON >"$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log" >&2; exit 1; }
-grep 'moco_dist:' "$build.configure.log" >&2
+  -DMOCO_WITH_CUDA=ON -DMOCO_WITH_NCCL=ON >"$build/configure.log" 2>&1 \
+  || { cat "$build/configure.log" >&2; exit 1; }
+grep 'moco_dist:' "$build/configure.log" >&2
 say "building every target"
 cmake --build "$build"
 say "built"
