@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 #include "dist/mpi_comm.h"  // <mpi.h> without its C++ bindings
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "dist/bootstrap.h"
 #include "dist/collective_check.h"
@@ -303,6 +307,31 @@ TEST_F(MpiTimeout, WithoutChecksTheCollectiveItselfTimesOut) {
       EXPECT_TRUE(contains(error, ": all_reduce #1 did not complete within 1 s; rank 0 did not answer a roll call (dead or stuck)")) << error;
       EXPECT_EQ(dist_error_of([&] { work->wait(); }), error) << "wait() rethrows the same error";
     }
+  }
+  pg_->barrier();
+}
+
+// A rank frozen inside a collective (SIGSTOP; Open MPI resumes stopped ranks when another aborts)
+// does not time out the moment it runs again: only its running time counts, so it neither blames
+// peers it could not hear nor answers a roll call meant to find it. Rank 0 freezes the others
+// longer than the timeout, resumes them, then joins the collective, which completes everywhere.
+TEST_F(MpiTimeout, TimeSpentFrozenDoesNotCount) {
+  if (world_ < 2) GTEST_SKIP() << "needs two ranks";
+  torch::Tensor pids = torch::zeros({world_}, torch::kInt64);
+  pids[rank_] = static_cast<int64_t>(getpid());
+  pg_->all_reduce(pids, ReduceOp::kSum);
+  for (const bool check : {true, false}) {  // the descriptor exchange's wait and the data's wait
+    SCOPED_TRACE(check ? "checked" : "unchecked");
+    auto short_lived = make_group(check, 1500ms);
+    torch::Tensor t = torch::ones({4});
+    if (rank_ == 0) {
+      std::this_thread::sleep_for(200ms);
+      for (int r = 1; r < world_; ++r) ASSERT_EQ(kill(static_cast<pid_t>(pids[r].item<int64_t>()), SIGSTOP), 0);
+      std::this_thread::sleep_for(3s);
+      for (int r = 1; r < world_; ++r) ASSERT_EQ(kill(static_cast<pid_t>(pids[r].item<int64_t>()), SIGCONT), 0);
+    }
+    EXPECT_EQ(dist_error_of([&] { short_lived->all_reduce(t, ReduceOp::kSum); }), "");
+    EXPECT_TRUE(torch::equal(t, torch::full({4}, static_cast<float>(world_)))) << t;
   }
   pg_->barrier();
 }

@@ -14,6 +14,7 @@
 #include "dist/collective_check.h"
 #include "dist/errors.h"
 #include "dist/mpi_comm.h"
+#include "dist/running_deadline.h"
 
 namespace moco::dist {
 namespace {
@@ -100,7 +101,7 @@ struct MpiProcessGroup::State {
 
   // Polls until `pending` completes or the deadline passes (back_off between polls).
   void wait_for(Pending& pending, CollectiveOp op, int64_t number, const char* phase) {
-    const auto deadline = Clock::now() + options.timeout;
+    RunningDeadline deadline(options.timeout);
     for (int polls = 0;; ++polls) {
       {
         std::lock_guard<std::mutex> lock(mpi_mutex());
@@ -118,7 +119,7 @@ struct MpiProcessGroup::State {
           return;
         }
       }
-      if (Clock::now() >= deadline) {
+      if (deadline.passed()) {
         std::lock_guard<std::mutex> lock(mpi_mutex());
         const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
         broken = what + " timed out";
@@ -174,7 +175,7 @@ struct MpiProcessGroup::State {
   // The descriptor exchange's wait: as wait_for, but on a timeout it names the ranks whose
   // descriptor never came, i.e. the ranks that never reached this collective.
   void wait_for_exchange(Pending& pending, CollectiveOp op, int64_t number) {
-    const auto deadline = Clock::now() + options.timeout;
+    RunningDeadline deadline(options.timeout);
     const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
     for (int polls = 0;; ++polls) {
       {
@@ -190,7 +191,7 @@ struct MpiProcessGroup::State {
           return;
         }
       }
-      if (Clock::now() >= deadline) {
+      if (deadline.passed()) {
         std::lock_guard<std::mutex> lock(mpi_mutex());
         std::vector<int> missing;
         for (size_t i = 0; i < pending.exchange_peers.size(); ++i) {

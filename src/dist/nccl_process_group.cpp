@@ -4,6 +4,7 @@
 #include "dist/cuda_current_stream.h"
 #include "dist/cuda_errors.h"  // defines: CUDA_CHECK_ON_RANK, NCCL_CHECK_ON_RANK
 #include "dist/errors.h"       // defines: DistError
+#include "dist/running_deadline.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -227,7 +228,7 @@ void NcclWork::wait_host() { wait_host(comm_->timeout); }
 void NcclWork::wait_host(std::chrono::milliseconds timeout) {
   // c10d's watchdog in the waiting thread: poll rather than cudaEventSynchronize, which would block
   // forever on a collective whose peer is gone.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  RunningDeadline deadline(timeout);
   for (;;) {
     const cudaError_t state = cudaEventQuery(done_);
     if (state == cudaSuccess) break;
@@ -236,7 +237,7 @@ void NcclWork::wait_host(std::chrono::milliseconds timeout) {
     }
     std::lock_guard<std::mutex> lock(comm_->mutex);
     comm_->check_healthy_locked(what_);
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (deadline.passed()) {
       comm_->abort_locked(what_ + " did not finish within " + std::to_string(timeout.count()) +
                           " ms; a peer rank has probably died, hung, or called a different collective");
       throw DistError(comm_->rank, comm_->abort_reason);
