@@ -19,6 +19,9 @@ ExportSummary export_module(const std::string& checkpoint_dir, const std::string
   {
     H5TensorWriter out(tmp);
     out.write_string_attribute("source", fmt::format("{} (step {}), module {}", checkpoint_dir, summary.step, module));
+    // The training config travels along: some of the architecture (a stem's stride) shows in no
+    // tensor's shape, and whoever loads the export checks it against their own.
+    out.write_string_attribute("config_yaml", reader.manifest().config_yaml);
     for (const auto& record : reader.manifest().tensors) {
       if (record.rank_local || record.name.rfind(prefix, 0) != 0) continue;
       const std::string key = record.name.substr(prefix.size());

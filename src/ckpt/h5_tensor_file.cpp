@@ -307,6 +307,10 @@ std::vector<std::string> H5TensorReader::list() const {
   return names;
 }
 
+std::string H5TensorReader::string_attribute(const std::string& name) const {
+  return read_string_attribute(file_, name.c_str());
+}
+
 void fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw CheckpointError(path + ": cannot open to fsync: " + std::strerror(errno));

@@ -62,6 +62,8 @@ class H5TensorReader {
   torch::Tensor read(const std::string& path) const;
   // Every dataset's path below the root, in HDF5's (alphabetical) order.
   std::vector<std::string> list() const;
+  // A string attribute of the root group; "" if there is none.
+  std::string string_attribute(const std::string& name) const;
   const std::string& file_path() const { return file_path_; }
 
  private:

@@ -26,8 +26,22 @@ struct Source {
   std::string path;  // the checkpoint folder or the file read
   std::string description;
   std::string trained_with;  // the checkpoint's own model.* keys, to explain a mismatch
+  int stem_stride = 0;       // the checkpoint's model.stem_stride; 0: unknown (an export, an unreadable config)
   std::map<std::string, torch::Tensor> tensors;
 };
+
+// What the checkpoint's own config says of the architecture, to check and to explain a mismatch.
+void note_training_config(Source& source, const std::string& config_yaml, const std::string& where) {
+  if (config_yaml.empty()) return;  // an export written before exports carried their config
+  try {
+    const auto saved = train::load_config_text(config_yaml, where);
+    source.trained_with = fmt::format("; the checkpoint was trained with model.arch={} model.small_stem={} model.stem_stride={} model.width={}",
+                                      saved.model.arch, saved.model.small_stem, saved.model.stem_stride, saved.model.width);
+    source.stem_stride = saved.model.stem_stride;
+  } catch (const std::exception&) {
+    // Only a hint: a config this version cannot read still leaves the tensors to compare.
+  }
+}
 
 Source read_source(const std::string& path) {
   Source source;
@@ -37,6 +51,7 @@ Source read_source(const std::string& path) {
     for (const auto& key : reader.list())
       if (!starts_with(key, "fc.")) source.tensors.emplace(key, reader.read(key));
     source.path = source.description = path;
+    note_training_config(source, reader.string_attribute("config_yaml"), path);
     if (source.tensors.empty()) throw ConfigError(fmt::format("model.pretrained: {} holds no backbone tensor", path));
     return source;
   }
@@ -55,13 +70,7 @@ Source read_source(const std::string& path) {
   }
   source.path = reader.dir();
   source.description = fmt::format("{} (step {})", reader.dir(), manifest.step);
-  try {
-    const auto saved = train::load_config_text(manifest.config_yaml, reader.dir());
-    source.trained_with = fmt::format("; the checkpoint was trained with model.arch={} model.small_stem={} model.width={}", saved.model.arch,
-                                      saved.model.small_stem, saved.model.width);
-  } catch (const std::exception&) {
-    // Only a hint: a config this version cannot read still leaves the tensors to compare.
-  }
+  note_training_config(source, manifest.config_yaml, reader.dir());
   if (source.tensors.empty()) throw ConfigError(fmt::format("model.pretrained: {} holds no tensor encoder_q/*", source.description));
   return source;
 }
@@ -73,11 +82,15 @@ std::string shape_text(const torch::Tensor& t) { return t.dim() == 0 ? "scalar" 
 void check_fits(const Source& source, model::ResNetImpl& net, const train::Config& c) {
   const auto mine = backbone_tensors(net);
   auto mismatch = [&](const std::string& what) {
-    return ConfigError(fmt::format("model.pretrained: {} does not fit model.arch={} model.small_stem={} model.width={} "
+    return ConfigError(fmt::format("model.pretrained: {} does not fit model.arch={} model.small_stem={} model.stem_stride={} model.width={} "
                                    "with {}-channel images: {}{}",
-                                   source.description, c.model.arch, c.model.small_stem, c.model.width, train::dataset_channels(c), what,
-                                   source.trained_with));
+                                   source.description, c.model.arch, c.model.small_stem, c.model.stem_stride, c.model.width,
+                                   train::dataset_channels(c), what, source.trained_with));
   };
+  // The stem's stride changes no tensor's shape, only what the features mean: without this check a
+  // stride-2 encoder evaluated at stride 1 would score, silently, as some other network.
+  if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)
+    throw mismatch(fmt::format("it was trained with model.stem_stride={}", source.stem_stride));
   std::map<std::string, bool> expected;
   for (const auto& [key, tensor] : mine) {
     expected[key] = true;
