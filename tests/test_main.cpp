@@ -8,6 +8,7 @@
 #include "dist/bootstrap.h"
 #include "dist/errors.h"
 #include "dist/mpi_process_group.h"
+#include "test_world.h"
 
 namespace {
 
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
       moco::dist::abort_world(e.what(), 1);
     }
   }
+  release_test_world_group();
   moco::dist::finalize_world();
   return failed;
 }

@@ -50,6 +50,8 @@ lincls_backbone_in_train_mode|src/lincls/backbone.cpp|return net->features(norma
 lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|loader->start_epoch(epoch, at.batch_in_epoch());|loader->start_epoch(epoch, 0);|^lincls\.resume_bitwise$
 lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->finalize();|  (void)0;|^mpi\.np2$|^lincls\.cached_np1_np2$
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
+frozen_time_counts|src/dist/running_deadline.h|if (now - last_check_ > kFrozen) end_ += now - last_check_;|(void)kFrozen;|^mpi\.np2$
+lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 LIST
 )
 
