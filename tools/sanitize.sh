@@ -28,6 +28,8 @@ export ASAN_OPTIONS="exitcode=97:log_path=$reports/asan:detect_leaks=1:fast_unwi
 export UBSAN_OPTIONS="exitcode=98:log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$repo/tools/lsan.supp:print_suppressions=0"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Tests that bound a whole job's wall time allow this many times more (a sanitized step is slower).
+export MOCO_TEST_SLOWDOWN=2
 
 status=0
 ctest --test-dir "$build" --output-on-failure --timeout 900 || status=1

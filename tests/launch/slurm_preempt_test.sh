@@ -3,9 +3,10 @@
 # SIGUSR1 to its batch shell, it must checkpoint, requeue itself (SLURM_RESTART_COUNT=1), resume
 # from that checkpoint and finish, with metrics.jsonl logging every step exactly once.
 #   slurm_preempt_test.sh BUILD_DIR WORK_DIR
-# Exit 77 (a skip that ctest shows) when ../shared/slurm is absent.
+# Exit 77 (a skip that ctest shows) when ../shared/slurm is absent. MOCO_TEST_SLOWDOWN=N (default 1)
+# gives the job N times the time (tools/sanitize.sh: sanitized code runs a step several times slower).
 set -euo pipefail
-build=$(cd "$1" && pwd) work=$2
+build=$(cd "$1" && pwd) work=$2 slow=${MOCO_TEST_SLOWDOWN:-1}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 slurm=$src/../shared/slurm
 if [ ! -x "$slurm/slurm_up.sh" ]; then
@@ -34,22 +35,22 @@ step_logged() {  # the highest step in metrics.jsonl
 }
 state() { scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 
-for _ in $(seq 600); do
+for _ in $(seq $((600 * slow))); do
   [ "$(step_logged || echo 0)" -ge 20 ] 2>/dev/null && break
   case $(state) in COMPLETED | FAILED | CANCELLED | TIMEOUT) fail "the job ended before step 20: $(state)" ;; esac
   sleep 0.2
 done
-[ "$(step_logged)" -ge 20 ] || fail "no step 20 within 120 s"
+[ "$(step_logged)" -ge 20 ] || fail "no step 20 within $((120 * slow)) s"
 scancel --batch --signal=USR1 "$job"
 echo "SIGUSR1 sent at step $(step_logged)"
 
-for _ in $(seq 900); do
+for _ in $(seq $((900 * slow))); do
   s=$(state)
   [ "$s" = COMPLETED ] && grep -q 'Restarts=1' <(scontrol show job "$job") && break
   case $s in FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) fail "job state $s" ;; esac
   sleep 0.2
 done
-[ "$(state)" = COMPLETED ] || fail "the job did not complete within 180 s of the signal (state $(state))"
+[ "$(state)" = COMPLETED ] || fail "the job did not complete within $((180 * slow)) s of the signal (state $(state))"
 scontrol show job "$job" | grep -q 'Restarts=1' || fail "the job did not restart once"
 
 grep -q "restart 1:" "$work/job.out" || fail "no restart 1 in the job's output"
