@@ -30,13 +30,18 @@ struct Source {
   std::map<std::string, torch::Tensor> tensors;
 };
 
+// The model.* keys that decide a backbone, as a mismatch names them.
+std::string model_keys(const train::Config& c) {
+  return fmt::format("model.arch={} model.small_stem={} model.stem_stride={} model.width={}", c.model.arch, c.model.small_stem,
+                     c.model.stem_stride, c.model.width);
+}
+
 // What the checkpoint's own config says of the architecture, to check and to explain a mismatch.
 void note_training_config(Source& source, const std::string& config_yaml, const std::string& where) {
   if (config_yaml.empty()) return;  // an export written before exports carried their config
   try {
     const auto saved = train::load_config_text(config_yaml, where);
-    source.trained_with = fmt::format("; the checkpoint was trained with model.arch={} model.small_stem={} model.stem_stride={} model.width={}",
-                                      saved.model.arch, saved.model.small_stem, saved.model.stem_stride, saved.model.width);
+    source.trained_with = "; the checkpoint was trained with " + model_keys(saved);
     source.stem_stride = saved.model.stem_stride;
   } catch (const std::exception&) {
     // Only a hint: a config this version cannot read still leaves the tensors to compare.
@@ -82,9 +87,7 @@ std::string shape_text(const torch::Tensor& t) { return t.dim() == 0 ? "scalar" 
 void check_fits(const Source& source, model::ResNetImpl& net, const train::Config& c) {
   const auto mine = backbone_tensors(net);
   auto mismatch = [&](const std::string& what) {
-    return ConfigError(fmt::format("model.pretrained: {} does not fit model.arch={} model.small_stem={} model.stem_stride={} model.width={} "
-                                   "with {}-channel images: {}{}",
-                                   source.description, c.model.arch, c.model.small_stem, c.model.stem_stride, c.model.width,
+    return ConfigError(fmt::format("model.pretrained: {} does not fit {} with {}-channel images: {}{}", source.description, model_keys(c),
                                    train::dataset_channels(c), what, source.trained_with));
   };
   // The stem's stride changes no tensor's shape, only what the features mean: without this check a
