@@ -26,13 +26,26 @@ using Clock = std::chrono::steady_clock;
 constexpr int kDescriptorTag = 0x6d6f;
 constexpr int kRollCallTag = 0x6d70;
 
-// Between polls of a pending operation: yield at first, then sleep up to 1 ms, so that a rank
-// waiting for a slow peer leaves the core to it (ranks are oversubscribed in tests; in training the
-// data loader threads want the core).
-void back_off(int polls) {
-  if (polls < 64) std::this_thread::yield();
-  else std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(polls - 64, 7))));
-}
+// Between polls of a pending operation. Open MPI's nonblocking collectives advance only inside MPI
+// calls, so a sleeping waiter stalls its collective as well as itself: poll without sleeping (but
+// yielding the core, ranks are oversubscribed in tests) for the first kSpin, which covers the
+// collectives of a training step, and only then sleep, up to 1 ms, so that a rank waiting for a
+// slow peer leaves the core to it and to the data loader's threads.
+class BackOff {
+ public:
+  void operator()() {
+    if (Clock::now() - start_ < kSpin) {
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(sleeps_++, 7))));
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kSpin{20};
+  Clock::time_point start_ = Clock::now();
+  int sleeps_ = 0;
+};
 
 // MPI_THREAD_SERIALIZED: one MPI call at a time in the whole process, whichever group makes it.
 std::mutex& mpi_mutex() {
@@ -102,7 +115,8 @@ struct MpiProcessGroup::State {
   // Polls until `pending` completes or the deadline passes (back_off between polls).
   void wait_for(Pending& pending, CollectiveOp op, int64_t number, const char* phase) {
     RunningDeadline deadline(options.timeout);
-    for (int polls = 0;; ++polls) {
+    BackOff back_off;
+    for (;;) {
       {
         std::lock_guard<std::mutex> lock(mpi_mutex());
         if (pending.done) return;
@@ -125,7 +139,7 @@ struct MpiProcessGroup::State {
         broken = what + " timed out";
         throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + phase + "; " + roll_call_verdict());
       }
-      back_off(polls);
+      back_off();
     }
   }
 
@@ -177,7 +191,8 @@ struct MpiProcessGroup::State {
   void wait_for_exchange(Pending& pending, CollectiveOp op, int64_t number) {
     RunningDeadline deadline(options.timeout);
     const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
-    for (int polls = 0;; ++polls) {
+    BackOff back_off;
+    for (;;) {
       {
         std::lock_guard<std::mutex> lock(mpi_mutex());
         int flag = 0;
@@ -204,7 +219,7 @@ struct MpiProcessGroup::State {
                                   (missing.empty() ? std::string("a rank") : rank_list(missing)) + ", which never reached it; " +
                                   roll_call_verdict());
       }
-      back_off(polls);
+      back_off();
     }
   }
 
