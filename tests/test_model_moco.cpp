@@ -273,7 +273,8 @@ TEST(MocoTest, QueriesAndKeysAreUnitOutputsOfTheEncodersAndLogitsFollowByHand) {
     expected[i][0] = (out.q[i] * out.k[i]).sum() / 0.2;
     for (int64_t j = 0; j < 8; ++j) expected[i][1 + j] = (out.q[i] * queue_before.select(1, j)).sum() / 0.2;
   }
-  EXPECT_TRUE(torch::allclose(out.logits.detach(), expected, 1e-5, 1e-5));
+  EXPECT_NEAR(out.loss.item<double>(), model::contrastive_loss(expected).item<double>(), 1e-5);
+  EXPECT_TRUE(torch::equal(out.positive_rank, expected.narrow(1, 1, 8).gt(expected.narrow(1, 0, 1)).sum(1)));
 }
 
 TEST(MocoTest, LogitsUseTheQueueAsItWasBeforeTheEnqueue) {
@@ -281,9 +282,53 @@ TEST(MocoTest, LogitsUseTheQueueAsItWasBeforeTheEnqueue) {
   auto moco = make_moco(32);
   const auto queue_before = moco->queue().clone();
   const auto out = moco->forward(torch::randn({4, 1, 8, 8}), torch::randn({4, 1, 8, 8}));
-  EXPECT_EQ(out.logits.sizes(), (std::vector<int64_t>{4, 33}));
-  EXPECT_TRUE(torch::allclose(out.logits, model::contrastive_logits(out.q, out.k, queue_before, 0.2), 1e-6, 1e-6));
+  torch::NoGradGuard no_grad;
+  const auto logits = model::contrastive_logits(out.q, out.k, queue_before, 0.2);
+  EXPECT_NEAR(out.loss.item<double>(), model::contrastive_loss(logits).item<double>(), 1e-6);
+  EXPECT_GT(std::abs(model::contrastive_loss(model::contrastive_logits(out.q, out.k, moco->queue(), 0.2)).item<double>() -
+                     out.loss.item<double>()),
+            1e-4);  // the queue after the enqueue would give another loss
   EXPECT_FALSE(torch::equal(moco->queue(), queue_before));
+}
+
+// The fused loss against the plain composition it replaces, on random unit vectors of several
+// shapes and temperatures: the loss, dL/dq under a random upstream gradient, and the positive's rank.
+TEST(ContrastiveTest, FusedLossAndGradientEqualThePlainComposition) {
+  namespace F = torch::nn::functional;
+  torch::manual_seed(3);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, double>> cases = {
+      {1, 4, 1, 0.07}, {5, 3, 17, 0.2}, {64, 128, 1024, 0.07}, {33, 16, 300, 1.0}};
+  for (const auto& [n, dim, K, T] : cases) {
+    const auto unit = F::NormalizeFuncOptions().dim(1);
+    const auto q0 = F::normalize(torch::randn({n, dim}, torch::kDouble), unit).to(torch::kFloat);
+    const auto k = F::normalize(torch::randn({n, dim}), unit);
+    const auto queue = F::normalize(torch::randn({dim, K}), F::NormalizeFuncOptions().dim(0));
+    const auto upstream = torch::rand({}) + 0.5;
+
+    auto q_plain = q0.clone().requires_grad_(true);
+    const auto logits = model::contrastive_logits(q_plain, k, queue, T);
+    const auto plain = model::contrastive_loss(logits);
+    (plain * upstream).backward();
+
+    auto q_fused = q0.clone().requires_grad_(true);
+    const auto fused = model::fused_contrastive_loss(q_fused, k, queue, T);
+    (fused.loss * upstream).backward();
+
+    const std::string where = "n=" + std::to_string(n) + " dim=" + std::to_string(dim) + " K=" + std::to_string(K);
+    EXPECT_NEAR(fused.loss.item<double>(), plain.item<double>(), 1e-5 * std::max(1.0, plain.item<double>())) << where;
+    EXPECT_TRUE(torch::allclose(q_fused.grad(), q_plain.grad(), 1e-4, 1e-6)) << where << "\n"
+        << (q_fused.grad() - q_plain.grad()).abs().max().item<double>();
+    const auto l = logits.detach();
+    EXPECT_TRUE(torch::equal(fused.positive_rank, l.narrow(1, 1, K).gt(l.narrow(1, 0, 1)).sum(1))) << where;
+  }
+}
+
+TEST(ContrastiveTest, FusedLossRefusesAKeyOrQueueThatWantsAGradient) {
+  const auto q = torch::randn({2, 4}, torch::requires_grad());
+  EXPECT_THROW(model::fused_contrastive_loss(q, torch::randn({2, 4}, torch::requires_grad()), torch::randn({4, 3}), 0.2),
+               std::invalid_argument);
+  EXPECT_THROW(model::fused_contrastive_loss(q, torch::randn({2, 4}), torch::randn({4, 3}, torch::requires_grad()), 0.2),
+               std::invalid_argument);
 }
 
 TEST(ContrastiveTest, LogitsAndLossEqualAHandComputation) {

@@ -1,4 +1,5 @@
-// defines: the MoCo math that does not depend on the encoders: contrastive logits and loss, and the
+// defines: the MoCo math that does not depend on the encoders: contrastive logits and loss (plain, for
+// reference, and fused, for training), and the
 // ring-buffer enqueue of keys
 #pragma once
 
@@ -13,6 +14,17 @@ torch::Tensor contrastive_logits(const torch::Tensor& q, const torch::Tensor& k,
 
 // Cross-entropy of the logits against label 0 (the positive), averaged over the batch.
 torch::Tensor contrastive_loss(const torch::Tensor& logits);
+
+struct ContrastiveLoss {
+  torch::Tensor loss;           // scalar, with a graph into q only
+  torch::Tensor positive_rank;  // [n] int64: how many negatives score above the positive (0: top-1)
+};
+
+// contrastive_loss(contrastive_logits(q, k, queue, temperature)) and its gradient with respect to q,
+// without the intermediate [n, 1 + K] tensors of that composition (see Note [Fused contrastive
+// loss]). k and queue are constants here: neither may require grad.
+ContrastiveLoss fused_contrastive_loss(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& queue,
+                                       double temperature);
 
 // Writes keys [n, dim] (detached) into columns ptr, ptr+1, ... of queue [dim, K], wrapping past the
 // end, and returns the new pointer. Needs n <= K.

@@ -85,10 +85,11 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
     momentum_update();
     out.k = F::normalize(key_forward(im_k), unit);
   }
-  // Autograd saves the queue for the backward of q.queue; the enqueue below writes it in place, so
-  // the logits must see a snapshot (else backward fails with "modified by an inplace operation").
-  out.logits = contrastive_logits(out.q, out.k, queue_.clone(), options_.temperature);
-  out.loss = contrastive_loss(out.logits);
+  // Backward needs the queue as it was here; the enqueue below writes it in place, so the loss must
+  // keep a snapshot (else backward fails with "modified by an inplace operation").
+  auto contrastive = fused_contrastive_loss(out.q, out.k, queue_.clone(), options_.temperature);
+  out.loss = contrastive.loss;
+  out.positive_rank = contrastive.positive_rank;
 
   const auto all_keys = group_->all_gather(out.k);
   queue_ptr_.fill_(enqueue_keys(queue_, queue_pointer(), all_keys));

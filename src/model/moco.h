@@ -19,11 +19,11 @@ struct MocoOptions {
 
 struct MocoOutput {
   torch::Tensor loss;    // scalar, with a graph into the query encoder only
-  torch::Tensor logits;  // [n, 1+K], positive in column 0
+  torch::Tensor positive_rank;  // [n]: how many of the K negatives score above the positive
   torch::Tensor q;       // [n, dim] normalised queries
   torch::Tensor k;       // [n, dim] normalised keys, no graph
   // With MocoOptions::skip_nonfinite: the ranks whose queries held NaN or Inf. Then nothing else
-  // was computed (loss, logits, k undefined) and nothing changed: no momentum update, no enqueue,
+  // was computed (loss, positive_rank, k undefined) and nothing changed: no momentum update, no enqueue,
   // the query encoder's BatchNorm buffers restored; the caller must not step either.
   std::vector<int> skipped_by;
   bool skipped() const { return !skipped_by.empty(); }
