@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -40,13 +41,27 @@ moco::model::ResNetOptions encoder_for(const Case& c) {
   return o;
 }
 
-// Images per second of `steps` calls of fn after `warmup` untimed ones.
-template <typename Fn>
-double images_per_second(const Case& c, int warmup, int steps, Fn fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  const auto start = Clock::now();
-  for (int i = 0; i < steps; ++i) fn();
-  return static_cast<double>(steps * c.batch) / seconds(start);
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Images per second of `step` and of `floor`, each the median over `steps` timed calls after
+// `warmup` untimed ones; the two alternate, so that drift in the machine's speed (a shared or
+// virtual machine's is large) falls on both alike.
+template <typename Step, typename Floor>
+std::pair<double, double> images_per_second(const Case& c, int warmup, int steps, Step step, Floor floor) {
+  for (int i = 0; i < warmup; ++i) step(), floor();
+  std::vector<double> step_s, floor_s;
+  for (int i = 0; i < steps; ++i) {
+    auto start = Clock::now();
+    step();
+    step_s.push_back(seconds(start));
+    start = Clock::now();
+    floor();
+    floor_s.push_back(seconds(start));
+  }
+  return {static_cast<double>(c.batch) / median(step_s), static_cast<double>(c.batch) / median(floor_s)};
 }
 
 nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size) {
@@ -56,7 +71,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
   moco->train();
   torch::optim::SGD optimizer(moco->trainable_parameters(), torch::optim::SGDOptions(0.03).momentum(0.9).weight_decay(1e-4));
 
-  auto dataset = std::make_shared<moco::data::SyntheticDataset>(c.batch * (warmup + steps + 1), c.channels, c.side, c.side, 10, 0);
+  auto dataset = std::make_shared<moco::data::SyntheticDataset>(c.batch * (warmup + steps + 2), c.channels, c.side, c.side, 10, 0);
   moco::data::AugmentOptions augment;
   augment.out_size = c.side;
   moco::data::LoaderOptions loader_options;
@@ -64,21 +79,22 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
   moco::data::TwoViewLoader loader(dataset, augment, loader_options);
   loader.start_epoch(0);
 
-  const double step_rate = images_per_second(c, warmup, steps, [&] {
-    auto batch = loader.next();
-    auto out = moco->forward(batch->query, batch->key);
-    optimizer.zero_grad();
-    out.loss.backward();
-    optimizer.step();
-  });
-
   const auto im_q = torch::randn({c.batch, c.channels, c.side, c.side});
   const auto im_k = torch::randn({c.batch, c.channels, c.side, c.side});
-  const double floor_rate = images_per_second(c, warmup, steps, [&] {
-    moco->encoder_q->forward(im_q).sum().backward();
-    torch::NoGradGuard no_grad;
-    moco->encoder_k->forward(im_k);
-  });
+  const auto [step_rate, floor_rate] = images_per_second(
+      c, warmup, steps,
+      [&] {
+        auto batch = loader.next();
+        auto out = moco->forward(batch->query, batch->key);
+        optimizer.zero_grad();
+        out.loss.backward();
+        optimizer.step();
+      },
+      [&] {
+        moco->encoder_q->forward(im_q).sum().backward();
+        torch::NoGradGuard no_grad;
+        moco->encoder_k->forward(im_k);
+      });
   return {{"case", c.name}, {"arch", c.arch}, {"image", c.side}, {"batch", c.batch}, {"steps", steps},
           {"queue_size", queue_size}, {"step_img_per_s", step_rate}, {"floor_img_per_s", floor_rate},
           {"step_over_floor", step_rate / floor_rate}, {"threads", torch::get_num_threads()}};
