@@ -111,6 +111,10 @@ TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
   if (options.key_view) batch.key = augment_batch(images, augment, key_seeds);
   batch.labels = std::move(labels);
   batch.indices = torch::tensor(indices, torch::kInt64);
+  if (options.pin_memory) {
+    batch.query = batch.query.pin_memory();
+    if (batch.key.defined()) batch.key = batch.key.pin_memory();
+  }
   return batch;
 }
 

@@ -17,6 +17,7 @@ struct LoaderOptions {
                              // the bound is max(prefetch, workers) so every worker can stay busy)
   bool shuffle = true;
   bool key_view = true;      // false: the query view only (TwoViewBatch::key stays undefined)
+  bool pin_memory = false;   // batches in page-locked host memory, for asynchronous copies to a GPU
   uint64_t seed = 0;
   int rank = 0, world_size = 1;
 };

@@ -1,5 +1,6 @@
 #include "model/moco.h"
 
+#include "model/autocast.h"
 #include "model/batch_shuffle.h"
 #include "model/contrastive.h"
 
@@ -38,6 +39,15 @@ void MocoImpl::copy_query_to_key() {
   for (size_t i = 0; i < q_buffers.size(); ++i) k_buffers[i].copy_(q_buffers[i]);
 }
 
+torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images) const {
+  torch::Tensor features;
+  {
+    const AutocastGuard autocast(images.device(), options_.bf16);
+    features = encoder->forward(images);
+  }
+  return features.to(torch::kFloat);
+}
+
 void MocoImpl::momentum_update() {
   torch::NoGradGuard no_grad;
   const double m = options_.momentum;
@@ -48,12 +58,12 @@ void MocoImpl::momentum_update() {
 
 torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
   const int world = group_->world_size();
-  if (world == 1 && encoder_k->options().bn_splits == 1) return encoder_k->forward(im_k);
+  if (world == 1 && encoder_k->options().bn_splits == 1) return encode(encoder_k, im_k);
   // Shuffle-BN: the key batch is permuted across ranks (or, on one device, across BN groups) so that
   // a key's BN statistics come from other samples than its query's: otherwise the statistics tell
   // the model which key is the positive.
   const BatchShuffle plan(shared_permutation(im_k.size(0) * world, seed_, steps_), group_->rank(), world);
-  const auto k = plan.unshuffle(encoder_k->forward(plan.shuffle(im_k, *group_)), *group_);
+  const auto k = plan.unshuffle(encode(encoder_k, plan.shuffle(im_k, *group_)), *group_);
   const int64_t row_bytes = (im_k.numel() / im_k.size(0)) * im_k.element_size() + (k.numel() / k.size(0)) * k.element_size();
   last_shuffle_bytes_ = plan.rows_sent_to_others() * row_bytes;
   return k;
@@ -66,7 +76,7 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
   std::vector<torch::Tensor> saved_buffers;
   if (options_.skip_nonfinite)
     for (const auto& b : encoder_q->buffers()) saved_buffers.push_back(b.detach().clone());
-  out.q = F::normalize(encoder_q->forward(im_q), unit);
+  out.q = F::normalize(encode(encoder_q, im_q), unit);
   if (options_.skip_nonfinite) {
     // One flag per rank, so that every rank skips the same step and can name who caused it.
     auto flags = group_->all_gather(torch::full({1}, out.q.isfinite().all().item<bool>() ? 0 : 1, torch::kInt32));

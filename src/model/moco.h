@@ -15,6 +15,9 @@ struct MocoOptions {
   // Every rank checks its queries before anything else changes: if any rank's are not finite, all
   // ranks skip the step (see MocoOutput::skipped_by).
   bool skip_nonfinite = false;
+  // The encoders' forward (and so their backward) under bfloat16 autocast; their outputs are cast
+  // back to fp32 before anything else (normalisation, loss, queue) sees them.
+  bool bf16 = false;
 };
 
 struct MocoOutput {
@@ -65,6 +68,8 @@ class MocoImpl : public torch::nn::Module {
  private:
   MocoOptions options_;
   torch::Tensor key_forward(const torch::Tensor& im_k);
+  // encoder(images) under autocast when MocoOptions::bf16, returned in fp32.
+  torch::Tensor encode(ResNet& encoder, const torch::Tensor& images) const;
 
   std::shared_ptr<dist::ProcessGroup> group_;
   uint64_t seed_;

@@ -123,6 +123,9 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(train.stop_at_step, "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs (jobs sliced into time windows)"),
       MOCO_FIELD(train.tensorboard, "also write the metrics (loss, lr, img/s, acc@1/5, data wait, kNN) as TensorBoard events in output_dir/tb"),
       MOCO_FIELD(train.max_bad_steps, "a step whose queries hold NaN or Inf on any rank is skipped by every rank (parameters, optimizer, queue unchanged); this many in a row stop the run with an error; 0: stop at the first"),
+      MOCO_FIELD(train.precision, "fp32, or bf16: the encoders' forward and backward run under autocast in bfloat16 (on CUDA, and on CPUs LibTorch supports); the loss, the logits, the queue, the momentum update and the optimizer stay in fp32"),
+      MOCO_FIELD(train.channels_last, "keep images and convolution weights in channels-last (NHWC) memory order, faster for convolutions on tensor cores"),
+      MOCO_FIELD(train.cudnn_benchmark, "on CUDA: let cuDNN time its convolution algorithms on the first batches and keep the fastest (the shapes do not change during a run)"),
       MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off"),
       MOCO_FIELD(ckpt.every_minutes, "minutes of training between checkpoints; 0: off (a final checkpoint is always written)"),
       MOCO_FIELD(ckpt.keep_last, "committed checkpoints kept, newest first (the one 'latest' names is never deleted)"),
@@ -305,6 +308,7 @@ void validate(const Config& c, const std::string& where) {
   require(c.optim.momentum >= 0 && c.optim.momentum < 1, where, "optim.momentum", "must lie in [0, 1)");
   require(c.optim.weight_decay >= 0, where, "optim.weight_decay", "must be >= 0");
   require(c.optim.schedule == "step" || c.optim.schedule == "cosine", where, "optim.schedule", "must be step or cosine, not '" + c.optim.schedule + "'");
+  require(c.train.precision == "fp32" || c.train.precision == "bf16", where, "train.precision", "must be fp32 or bf16, not '" + c.train.precision + "'");
   require(std::is_sorted(c.optim.milestones.begin(), c.optim.milestones.end()), where, "optim.milestones", "must be ascending");
   require(c.optim.gamma > 0, where, "optim.gamma", "must be positive");
   require(c.train.epochs > 0, where, "train.epochs", "must be positive");

@@ -66,6 +66,9 @@ struct Config {
     int64_t stop_at_step = 0;       // > 0: end (with a checkpoint) after this step; the schedule still spans epochs
     bool tensorboard = true;        // also write metrics as TensorBoard events in output_dir/tb
     int64_t max_bad_steps = 5;      // consecutive steps with NaN/Inf queries skipped before the run stops; 0: stop at the first
+    std::string precision = "fp32"; // fp32 | bf16 (autocast around the encoders)
+    bool channels_last = false;     // NHWC images and convolution weights
+    bool cudnn_benchmark = true;    // on CUDA: cuDNN picks the fastest convolution algorithms for the shapes seen
   } train;
   struct Ckpt {
     int64_t every_steps = 0;        // 0: off

@@ -48,4 +48,17 @@ std::shared_ptr<dist::ProcessGroup> make_world_group(torch::Device device, const
 #endif
 }
 
+void use_channels_last(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : module.parameters())
+    if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+  for (auto& b : module.buffers())
+    if (b.dim() == 4) b.set_data(b.contiguous(torch::MemoryFormat::ChannelsLast));
+}
+
+torch::Tensor to_device(const torch::Tensor& batch, torch::Device device, bool channels_last) {
+  auto moved = batch.to(device, /*non_blocking=*/batch.is_pinned());
+  return channels_last ? moved.contiguous(torch::MemoryFormat::ChannelsLast) : moved;
+}
+
 }  // namespace moco::train

@@ -1,8 +1,10 @@
-// defines: select_device (this rank's device), make_world_group (the job's collectives for it)
+// defines: select_device (this rank's device), make_world_group (the job's collectives for it),
+// use_channels_last, to_device (a batch onto the device, in the memory order asked for)
 #pragma once
 
 #include "dist/mpi_process_group.h"
 
+#include <torch/nn/module.h>
 #include <torch/types.h>
 
 #include <memory>
@@ -19,5 +21,12 @@ int available_cores();
 // All ranks' collectives for tensors on `device`: MPI for CPU tensors; on CUDA, NCCL for device
 // tensors (MPI still bootstraps it and carries CPU tensors).
 std::shared_ptr<dist::ProcessGroup> make_world_group(torch::Device device, const dist::MpiOptions& options);
+
+// Every 4-d parameter and buffer of `module` (the convolution weights) in channels-last order. The
+// values and shapes are unchanged; only the memory order, which convolutions on tensor cores prefer.
+void use_channels_last(torch::nn::Module& module);
+
+// A host batch onto `device`: asynchronously from pinned memory, channels-last when asked.
+torch::Tensor to_device(const torch::Tensor& batch, torch::Device device, bool channels_last);
 
 }  // namespace moco::train

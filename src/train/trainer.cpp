@@ -195,9 +195,12 @@ TrainResult train(const Config& config, const RunContext& context) {
   }
 
   const Splits splits = load_splits(config);
-  model::MocoOptions moco_options{config.moco.queue_size, config.moco.momentum, config.moco.temperature, /*skip_nonfinite=*/true};
+  model::MocoOptions moco_options{config.moco.queue_size, config.moco.momentum, config.moco.temperature, /*skip_nonfinite=*/true,
+                                  /*bf16=*/config.train.precision == "bf16"};
   model::Moco moco(encoder_options(config, splits.train->channels(), world), moco_options, context.group, config.train.seed);
   moco->to(device);
+  if (config.train.channels_last) use_channels_last(*moco);
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(config.train.cudnn_benchmark);
   moco->train();
   const auto bn_buffers = cat_vectors(moco->encoder_q->buffers(), moco->encoder_k->buffers());
   if (world > 1) {
@@ -205,9 +208,9 @@ TrainResult train(const Config& config, const RunContext& context) {
     dist::broadcast_parameters(cat_vectors(cat_vectors(moco->encoder_q->parameters(), moco->encoder_q->buffers()), moco->queue_state()), group);
     moco->copy_query_to_key();
   }
-  spdlog::info("{}: {} parameters in the query encoder, feature dim {}, queue {}x{}, {} rank(s) on {}, {} threads", config.model.arch,
+  spdlog::info("{}: {} parameters in the query encoder, feature dim {}, queue {}x{}, {} rank(s) on {}, {} threads, {}{}", config.model.arch,
                model::count_parameters(*moco->encoder_q), moco->encoder_q->feature_dim(), config.model.dim,
-               config.moco.queue_size, world, device.str(), threads);
+               config.moco.queue_size, world, device.str(), threads, config.train.precision, config.train.channels_last ? ", channels-last" : "");
 
   MomentumSgd optimizer(moco->trainable_parameters(), config.optim.momentum, config.optim.weight_decay);
   std::vector<std::string> names;
@@ -223,6 +226,7 @@ TrainResult train(const Config& config, const RunContext& context) {
   loader_options.seed = config.train.seed;
   loader_options.rank = rank;
   loader_options.world_size = world;
+  loader_options.pin_memory = device.is_cuda();
   data::TwoViewLoader loader(splits.train, augment_options(config), loader_options);
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   if (steps_per_epoch < 1)
@@ -306,9 +310,9 @@ TrainResult train(const Config& config, const RunContext& context) {
         const bool check_step = world > 1 && config.dist.queue_check_every > 0 && (step + 1) % config.dist.queue_check_every == 0;
         const uint64_t bn_hash = check_step && config.dist.broadcast_buffers ? fnv1a(bn_buffers) : 0;
         if (invariants) invariants->before_forward();
-        auto query = batch->query.to(device);
+        auto query = to_device(batch->query, device, config.train.channels_last);
         if (nan_injection.step == step + 1 && nan_injection.rank == rank) query.fill_(std::nan(""));
-        const auto out = moco->forward(query, batch->key.to(device));
+        const auto out = moco->forward(query, to_device(batch->key, device, config.train.channels_last));
         if (out.skipped()) {
           ++bad_steps;
           if (++bad_in_a_row > config.train.max_bad_steps)

@@ -1,0 +1,26 @@
+// defines: AutocastGuard (bfloat16 autocast on one device for the guard's scope)
+#pragma once
+
+#include <torch/types.h>
+
+namespace moco::model {
+
+// While alive, eligible ops on `device`'s type (convolutions, matrix products) run in bfloat16 and
+// the rest as autocast's lists say, like `with torch.autocast(device_type, torch.bfloat16)`. The
+// previous state comes back on destruction, and leaving the outermost guard frees autocast's cache
+// of cast weights (they change every step). A disabled guard does nothing.
+class AutocastGuard {
+ public:
+  AutocastGuard(torch::Device device, bool enabled);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool enabled_;
+  c10::DeviceType type_;
+  bool was_enabled_ = false;
+  c10::ScalarType previous_dtype_ = c10::ScalarType::BFloat16;
+};
+
+}  // namespace moco::model
