@@ -1,6 +1,7 @@
 #include "data/loader.h"
 
 #include "data/hash.h"
+#include "data/single_threaded_ops.h"
 
 #include <torch/torch.h>
 
@@ -120,6 +121,7 @@ TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
 
 void TwoViewLoader::State::work() {
   torch::NoGradGuard no_grad;  // grad mode is thread-local; the consumer's guard does not reach here
+  run_ops_single_threaded();   // one worker, one core: the training step has the others
   for (;;) {
     int64_t j = 0;
     {
