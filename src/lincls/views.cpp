@@ -14,6 +14,8 @@ data::AugmentOptions train_view(const train::Config& c) {
   a.scale_max = 1.0;
   a.flip_prob = 0.5;
   a.jitter_prob = 0.0;
+  // The official linear protocol's training view is crop + flip whatever the pre-training used.
+  a.recipe = data::Recipe::kSimple;
   return a;
 }
 

@@ -94,6 +94,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(data.dataset, "fashion_mnist, mnist (IDX files under data.root) or synthetic"),
       MOCO_FIELD(data.root, "folder of the IDX files"),
       MOCO_FIELD(data.image_size, "side in pixels of the augmented crops"),
+      MOCO_FIELD(data.augmentation, "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 equal torchvision's ops on uint8 images"),
       MOCO_FIELD(data.workers, "augmentation threads"),
       MOCO_FIELD(data.prefetch, "batches prepared ahead of training"),
       MOCO_FIELD(data.synthetic_train_size, "images in the synthetic train split"),
@@ -101,9 +102,14 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(data.synthetic_channels, "channels of synthetic images"),
       MOCO_FIELD(data.crop_scale_min, "smallest crop area of the random resized crop, as a fraction"),
       MOCO_FIELD(data.flip_prob, "probability of a horizontal flip"),
-      MOCO_FIELD(data.jitter_prob, "probability of brightness/contrast jitter"),
+      MOCO_FIELD(data.jitter_prob, "probability of the colour jitter (simple: brightness/contrast; v2: all four; v1 ignores it: always)"),
       MOCO_FIELD(data.brightness, "brightness factor range 1 +- this"),
       MOCO_FIELD(data.contrast, "contrast factor range 1 +- this"),
+      MOCO_FIELD(data.saturation, "v1/v2: saturation factor range 1 +- this"),
+      MOCO_FIELD(data.hue, "v1/v2: hue shift range +- this (at most 0.5; 0.4 in v1, 0.1 in v2)"),
+      MOCO_FIELD(data.grayscale_prob, "v1/v2: probability of converting the view to greyscale"),
+      MOCO_FIELD(data.blur_prob, "v2: probability of the Gaussian blur"),
+      MOCO_FIELD(data.blur_sigma, "v2: [min, max] of the blur's sigma in pixels (kernel 2*ceil(3 sigma)+1)"),
       MOCO_FIELD(data.mean, "per-channel mean subtracted after scaling to [0,1]"),
       MOCO_FIELD(data.std, "per-channel std divided by after scaling to [0,1]"),
       MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch"),
@@ -287,6 +293,14 @@ void validate(const Config& c, const std::string& where) {
   require(c.data.jitter_prob >= 0 && c.data.jitter_prob <= 1, where, "data.jitter_prob", "must lie in [0, 1]");
   require(c.data.brightness >= 0 && c.data.brightness < 1, where, "data.brightness", "must lie in [0, 1)");
   require(c.data.contrast >= 0 && c.data.contrast < 1, where, "data.contrast", "must lie in [0, 1)");
+  require(c.data.augmentation == "simple" || c.data.augmentation == "v1" || c.data.augmentation == "v2", where, "data.augmentation",
+          "must be simple, v1 or v2, not '" + c.data.augmentation + "'");
+  require(c.data.saturation >= 0 && c.data.saturation < 1, where, "data.saturation", "must lie in [0, 1)");
+  require(c.data.hue >= 0 && c.data.hue <= 0.5, where, "data.hue", "must lie in [0, 0.5]");
+  require(c.data.grayscale_prob >= 0 && c.data.grayscale_prob <= 1, where, "data.grayscale_prob", "must lie in [0, 1]");
+  require(c.data.blur_prob >= 0 && c.data.blur_prob <= 1, where, "data.blur_prob", "must lie in [0, 1]");
+  require(c.data.blur_sigma.size() == 2 && c.data.blur_sigma[0] > 0 && c.data.blur_sigma[0] <= c.data.blur_sigma[1], where, "data.blur_sigma",
+          "must be [min, max] with 0 < min <= max");
   require(!c.data.mean.empty(), where, "data.mean", "must not be empty");
   require(c.data.std.size() == c.data.mean.size(), where, "data.std", "must have as many values as data.mean");
   // Decided from the config alone, before any file is read: the IDX sets are greyscale.

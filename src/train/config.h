@@ -37,6 +37,7 @@ struct Config {
     std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic
     std::string root = "/usr/share/datasets/fashion-mnist";
     int64_t image_size = 28;  // side of the augmented crops
+    std::string augmentation = "simple";  // simple | v1 | v2 (data/augment.h)
     int workers = 1;
     int prefetch = 2;
     int64_t synthetic_train_size = 2048, synthetic_test_size = 512, synthetic_channels = 1;
@@ -44,6 +45,10 @@ struct Config {
     double flip_prob = 0.5;
     double jitter_prob = 0.8;
     double brightness = 0.4, contrast = 0.4;
+    double saturation = 0.4, hue = 0.1;  // v1, v2
+    double grayscale_prob = 0.2;         // v1, v2
+    double blur_prob = 0.5;              // v2
+    std::vector<double> blur_sigma{0.1, 2.0};  // v2: [min, max]
     std::vector<double> mean{0.2860}, std{0.3530};  // Fashion-MNIST's pixel statistics
   } data;
   struct Optim {

@@ -4,7 +4,6 @@
 #include "data/synthetic.h"
 
 namespace moco::train {
-
 Splits load_splits(const Config& c) {
   if (c.data.dataset == "synthetic") {
     const int64_t side = c.data.image_size;
@@ -19,12 +18,19 @@ Splits load_splits(const Config& c) {
 
 data::AugmentOptions augment_options(const Config& c) {
   data::AugmentOptions a;
+  a.recipe = data::parse_recipe(c.data.augmentation);  // validated with the config
   a.out_size = c.data.image_size;
   a.scale_min = c.data.crop_scale_min;
   a.flip_prob = c.data.flip_prob;
   a.jitter_prob = c.data.jitter_prob;
   a.brightness = c.data.brightness;
   a.contrast = c.data.contrast;
+  a.saturation = c.data.saturation;
+  a.hue = c.data.hue;
+  a.grayscale_prob = c.data.grayscale_prob;
+  a.blur_prob = c.data.blur_prob;
+  a.blur_sigma_min = c.data.blur_sigma[0];
+  a.blur_sigma_max = c.data.blur_sigma[1];
   a.mean = c.data.mean;
   a.std = c.data.std;
   return a;
