@@ -31,6 +31,7 @@ struct AugmentOptions {
   double blur_prob = 0.5;                          // v2
   double blur_sigma_min = 0.1, blur_sigma_max = 2.0;  // v2
   std::vector<double> mean{0.5}, std{0.5};         // per channel (one value broadcasts)
+  bool dct_scaling = true;                         // encoded JPEGs: decode at a DCT scale where the crop allows
 };
 
 // uint8 [n, C, H, W] -> float [n, C, out, out]. Sample i draws its random parameters from

@@ -34,8 +34,10 @@ struct Config {
     int64_t bn_splits = 8;  // BN groups in the global batch (each rank runs its share), keys shuffled across them
   } moco;
   struct Data {
-    std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic
+    std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | imagefolder
     std::string root = "/usr/share/datasets/fashion-mnist";
+    std::string train_dir = "train", val_dir = "val";  // imagefolder: the splits under root
+    bool dct_scaling = true;  // imagefolder: JPEGs decoded at a DCT scale where the view allows
     int64_t image_size = 28;  // side of the augmented crops
     std::string augmentation = "simple";  // simple | v1 | v2 (data/augment.h)
     int workers = 1;

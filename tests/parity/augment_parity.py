@@ -141,6 +141,7 @@ OPS = {
     "grayscale": lambda x, p: gray(x),
     "blur": lambda x, p: F.gaussian_blur(x, [p["kernel_image"]] * 2, [p["sigma"]] * 2),
     "flip": lambda x, p: F.hflip(x),
+    "eval": lambda x, p: F.center_crop(F.resize(x, round(p["size"] * 256 / 224), antialias=True), p["size"]),
     "v1": v1,
     "v2": v2,
 }
@@ -168,9 +169,25 @@ def main():
         for name, pixels in generated():
             write_raw(os.path.join(in_dir, name + ".u8"), pixels)
             count += 1
+        for file_name, data in encoded.items():
+            open(os.path.join(in_dir, file_name), "wb").write(data)
         subprocess.run([args.tool, in_dir, out_dir, str(args.cases)], check=True)
 
+        # The decoders against PIL's (torchvision's loader): Image.open(...).convert("RGB").
         failures = []
+        exact_decodes = 0
+        for file_name, data in encoded.items():
+            ours = read_raw(os.path.join(out_dir, file_name + ".decoded.u8")).numpy().transpose(1, 2, 0)
+            theirs = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+            if ours.shape != theirs.shape:
+                failures.append(f"decode {file_name}: shape {ours.shape} vs PIL {theirs.shape}")
+                continue
+            diff = np.abs(ours.astype(int) - theirs.astype(int))
+            exact_decodes += int(diff.max() == 0)
+            if (diff <= 1).mean() < MIN_SHARE:
+                failures.append(f"decode {file_name}: {100 * (diff <= 1).mean():.3f}% within one level of PIL (max diff {diff.max()})")
+        print(f"{len(encoded)} JPEG/PNG files decoded, {exact_decodes} bit for bit as PIL decodes them")
+
         stats = collections.defaultdict(lambda: [0, 0, 0, 0, 1.0])  # outputs, pixels, exact, within 1, worst share
         rows = [json.loads(line) for line in open(os.path.join(out_dir, "params.jsonl"))]
         for p in rows:

@@ -4,9 +4,12 @@
 //
 // Raw image file (*.u8): three little-endian int32 (C, H, W), then C*H*W bytes, planar.
 // OUT_DIR/params.jsonl: one JSON object per (image, case); OUT_DIR/<image>.<case>.<op>.u8 per op,
-// and <image>.<case>.v2.f32 (the normalised float view, C*S*S float32).
+// and <image>.<case>.v2.f32 (the normalised float view, C*S*S float32). Encoded files (*.jpg,
+// *.png) in IN_DIR are decoded at full size to OUT_DIR/<file>.decoded.u8 (RGB).
 #include "data/color_jitter.h"
+#include "data/encoded_views.h"
 #include "data/gaussian_blur.h"
+#include "data/image_decode.h"
 #include "data/resize.h"
 #include "data/view_augment.h"
 #include "data/view_params.h"
@@ -16,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -81,6 +85,12 @@ int main(int argc, char** argv) {
     o.hue = 0.4;
     std::ofstream params_out(out_dir / "params.jsonl");
     for (const auto& entry : fs::directory_iterator(in_dir)) {
+      if (entry.path().extension() == ".jpg" || entry.path().extension() == ".png") {
+        std::ifstream in(entry.path(), std::ios::binary);
+        const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        write_raw(out_dir / (entry.path().filename().string() + ".decoded.u8"), decode_image(bytes.data(), bytes.size()).image);
+        continue;
+      }
       if (entry.path().extension() != ".u8") continue;
       const std::string name = entry.path().stem().string();
       const Image image = read_raw(entry.path());
@@ -105,6 +115,7 @@ int main(int argc, char** argv) {
         one("grayscale", [&](Image& x) { to_grayscale(x); });
         one("blur", [&](Image& x) { gaussian_blur(x, p.sigma); });
         one("flip", [&](Image& x) { hflip(x); });
+        write_raw(stem + "eval.u8", eval_view(image, size));
         ViewParams v1 = p;
         v1.jitter = true;
         v1.blur = false;
