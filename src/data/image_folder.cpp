@@ -59,7 +59,8 @@ ImageFolder scan_image_folder(const std::string& root) {
     if (found.empty()) throw FolderError(class_dir.string() + ": class folder without images (.jpg, .jpeg, .png)");
     std::sort(found.begin(), found.end());
     for (const auto& [dir, name] : found) {
-      folder.files.push_back(fs::relative(fs::path(dir) / name, root).string());
+      // Lexical, not fs::relative: no system call per file, and a linked class folder keeps its name.
+      folder.files.push_back((fs::path(dir) / name).lexically_relative(root).string());
       folder.labels.push_back(static_cast<int64_t>(label));
     }
   }
