@@ -70,7 +70,7 @@ imagefolder_np1_np2)
   # logs each broken file with its path instead of crashing or feeding a black image.
   "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 16 --val 4 --corrupt 2
   for np in 1 2; do
-    run=(--config "$src/configs/imagefolder_quick.yaml" data.root="$work/data" train.threads=1 train.epochs=1 ckpt.every_minutes=0
+    run=(--config "$src/configs/imagefolder_quick.yaml" data.root="$work/data" train.threads=1 train.epochs=$((3 - np)) ckpt.every_minutes=0
          train.output_dir="$work/np$np")
     if [ $np -eq 1 ]; then "$dist" "${run[@]}" >"$work/np$np.console" 2>&1 || { cat "$work/np$np.console"; exit 1; }
     else mpirun -np 2 --oversubscribe "$dist" "${run[@]}" data.workers=1 >"$work/np$np.console" 2>&1 || { cat "$work/np$np.console"; exit 1; }; fi
@@ -78,6 +78,9 @@ imagefolder_np1_np2)
       grep -q "skipping unreadable image $work/data/train/class_0$k/corrupt_$k.jpg" "$work/np$np.console" "$work/np$np"/rank*.log ||
         { cat "$work/np$np.console"; echo "corrupt_$k.jpg not logged" >&2; exit 1; }
     done
+    # the epoch summary counts them (one rank: it met both while scoring the raw pixels)
+    [ $np -eq 2 ] || grep -q "epoch 1 done: .*; 2 unreadable image file(s) skipped by this rank" "$work/np$np.console" ||
+      { cat "$work/np$np.console"; echo "the epoch summary does not count the skipped files" >&2; exit 1; }
     "$py" - "$work/np$np/metrics.jsonl" <<'PY'
 import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
