@@ -144,6 +144,16 @@ TEST(ImageDecodeTest, BrokenBytesThrowDecodeError) {
   auto png = png_bytes(pattern(16, 16, 0), 16, 16, false);
   png.resize(png.size() / 2);
   EXPECT_THROW(decode_image(png.data(), png.size()), DecodeError);
+  // A header damaged to claim 65000 x 65000 pixels: a DecodeError, not a 12 GiB allocation.
+  for (size_t i = 2; i + 9 < bytes.size(); ++i) {
+    if (bytes[i] == 0xFF && bytes[i + 1] == 0xC0) {  // SOF0: length (2), precision (1), height (2), width (2)
+      bytes[i + 5] = bytes[i + 7] = 0xFD;
+      bytes[i + 6] = bytes[i + 8] = 0xE8;
+      break;
+    }
+  }
+  EXPECT_THROW(image_size(bytes.data(), bytes.size()), DecodeError);
+  EXPECT_THROW(decode_image(bytes.data(), bytes.size(), 224, 224), DecodeError);
 }
 
 TEST(ImageFolderTest, BrokenFilesAreSkippedCountedAndReplacedByTheNextImage) {

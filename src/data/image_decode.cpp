@@ -11,6 +11,16 @@
 namespace moco::data {
 namespace {
 
+// PIL's limit (Image.MAX_IMAGE_PIXELS * 2, where it raises DecompressionBombError): a damaged header
+// that claims 65535 x 65535 pixels must be a bad file, not a 12 GiB allocation that ends the run.
+constexpr int64_t kMaxPixels = 2 * 89478485;
+
+void check_pixels(int64_t height, int64_t width, const char* what) {
+  if (height <= 0 || width <= 0 || height * width > kMaxPixels)
+    throw DecodeError(std::string(what) + " of " + std::to_string(width) + "x" + std::to_string(height) + " pixels (more than " +
+                      std::to_string(kMaxPixels) + ": a damaged header or a decompression bomb)");
+}
+
 bool is_jpeg(const uint8_t* b, size_t n) { return n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF; }
 bool is_png(const uint8_t* b, size_t n) { return n >= 8 && png_sig_cmp(b, 0, 8) == 0; }
 
@@ -39,6 +49,7 @@ ImageSize jpeg_size(const uint8_t* bytes, size_t size, int* colorspace = nullptr
   if (!tj.h || tjDecompressHeader3(tj.h, bytes, static_cast<unsigned long>(size), &width, &height, &subsamp, &space) != 0)
     throw DecodeError(std::string("JPEG header: ") + tjGetErrorStr2(tj.h));
   if (colorspace) *colorspace = space;
+  check_pixels(height, width, "JPEG");
   return {height, width};
 }
 
@@ -109,6 +120,7 @@ Decoded decode_png(const uint8_t* bytes, size_t size) {
   png_read_info(r.png, r.info);
   width = png_get_image_width(r.png, r.info);
   height = png_get_image_height(r.png, r.info);
+  if (int64_t{width} * int64_t{height} > kMaxPixels) png_error(r.png, "more pixels than a photograph can hold (a damaged header)");
   // As PIL's convert("RGB"): palette expanded, 16 bits cut to 8, grey replicated, alpha dropped.
   png_set_expand(r.png);
   png_set_strip_16(r.png);
@@ -136,7 +148,7 @@ ImageSize image_size(const uint8_t* bytes, size_t size) {
       return (int64_t{bytes[at]} << 24) | (int64_t{bytes[at + 1]} << 16) | (int64_t{bytes[at + 2]} << 8) | int64_t{bytes[at + 3]};
     };
     const ImageSize s{be32(20), be32(16)};
-    if (s.height <= 0 || s.width <= 0) throw DecodeError("PNG of zero size");
+    check_pixels(s.height, s.width, "PNG");
     return s;
   }
   throw DecodeError("neither a JPEG nor a PNG");
