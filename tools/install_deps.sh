@@ -15,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev
   dataset-fashion-mnist                      # real images for the main job
   python3-torch python3-torchvision python3-h5py   # interoperability tests only (/usr/bin/python3)
-  python3-skimage                            # real photographs for the augmentation parity test
+  python3-skimage python3-pil                # real photographs and JPEG/PNG writing: the parity test, tools/make_image_folder.py
 )
 
 missing=()
