@@ -49,6 +49,27 @@ TEST(ConfigTest, ShippedConfigsLoad) {
   EXPECT_TRUE(v2.model.mlp);
   EXPECT_DOUBLE_EQ(v2.moco.temperature, 0.2);
   EXPECT_EQ(v2.optim.schedule, "cosine");
+  // The papers' augmentations: v1 jitter 0.4 everywhere (hue too), always; v2 aug+ with hue 0.1 and blur.
+  EXPECT_EQ(v1.data.dataset, "imagefolder");
+  EXPECT_EQ(v1.data.augmentation, "v1");
+  EXPECT_DOUBLE_EQ(v1.data.hue, 0.4);
+  EXPECT_EQ(v2.data.augmentation, "v2");
+  EXPECT_DOUBLE_EQ(v2.data.hue, 0.1);
+  EXPECT_DOUBLE_EQ(v2.data.jitter_prob, 0.8);
+  EXPECT_DOUBLE_EQ(v2.data.blur_prob, 0.5);
+  EXPECT_EQ(v2.data.blur_sigma, (std::vector<double>{0.1, 2.0}));
+  // What configs from before the new keys get: the batched recipe of the small sets.
+  EXPECT_EQ(load_config(kConfigs + "fashion_mnist_quick.yaml").data.augmentation, "simple");
+}
+
+TEST(ConfigTest, AugmentationKeysAreChecked) {
+  EXPECT_TRUE(contains(error_of(write_temp("data:\n  augmentation: v3\n")), "data.augmentation"));
+  EXPECT_TRUE(contains(error_of(write_temp("data:\n  augmentation: v2\n  hue: 0.6\n")), "data.hue"));
+  EXPECT_TRUE(contains(error_of(write_temp("data:\n  augmentation: v2\n  blur_sigma: [2.0, 0.1]\n")), "data.blur_sigma"));
+  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: imagefolder\n  mean: [0.5]\n  std: [0.5]\n")), "data.augmentation"));
+  // ImageFolder images are RGB: 3 values or 1, known from the config alone.
+  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: imagefolder\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
+                       "has 2 values but data.dataset imagefolder has 3 channel(s)"));
 }
 
 TEST(ConfigTest, UnknownKeyNamesTheKeyAndTheFile) {

@@ -10,10 +10,12 @@ packages=(
   libopenmpi-dev openmpi-bin                 # bootstrap, CPU collectives, launcher
   libhdf5-dev                                # checkpoints
   libprotobuf-dev protobuf-compiler libboost-dev   # TensorBoard event files (protobuf; Boost.CRC's CRC-32C)
-  libspdlog-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libturbojpeg0-dev
+  libspdlog-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+  libturbojpeg0-dev libpng-dev                # ImageFolder: JPEG (TurboJPEG API) and PNG decoding
   libgtest-dev libgmock-dev
   dataset-fashion-mnist                      # real images for the main job
   python3-torch python3-torchvision python3-h5py   # interoperability tests only (/usr/bin/python3)
+  python3-skimage python3-pil                # real photographs and JPEG/PNG writing: the parity test, tools/make_image_folder.py
 )
 
 missing=()

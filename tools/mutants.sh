@@ -28,8 +28,11 @@ momentum_swapped|src/model/moco.cpp|k_params[i].mul_(m).add_(q_params[i], 1.0 - 
 gradients_summed|src/dist/reducer.cpp|torch::div_out(slot.view, grad, torch::scalar_tensor(static_cast<double>(group_->world_size()), torch::kDouble));|slot.view.copy_(grad);|^Reducer|^mpi\.np2$
 bn_buffers_not_broadcast|src/train/trainer.cpp|        if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
         const bool check_step|        const bool check_step|^cli\.train\.bn_buffers_np2$
-crop_at_corner|src/data/augment.cpp|return {top, left, h, w};|return {0, 0, h, w};|^AugmentTest\.|^LoaderTest\.
-crop_centred|src/data/augment.cpp|return {top, left, h, w};|return {(height - h) / 2, (width - w) / 2, h, w};|^AugmentTest\.|^LoaderTest\.
+crop_at_corner|src/data/view_params.cpp|return {top, left, h, w};|return {0, 0, h, w};|^AugmentTest\.|^LoaderTest\.|^ViewParamsTest\.
+crop_centred|src/data/view_params.cpp|return {top, left, h, w};|return {(height - h) / 2, (width - w) / 2, h, w};|^AugmentTest\.|^LoaderTest\.|^ViewParamsTest\.
+resize_not_antialiased|src/data/resize.cpp|const float support = scale >= 1.0f ? scale : 1.0f;|const float support = 1.0f;|^data\.augment_parity_torchvision$|^ImageOpsTest\.
+hue_wrapped_wrongly|src/data/color_jitter.cpp|h -= std::floor(h);|h -= std::trunc(h);|^data\.augment_parity_torchvision$
+jitter_order_fixed|src/data/view_params.cpp|std::swap(p.order[i - 1], p.order[detail::uniform_below(rng, i)]);|(void)detail::uniform_below(rng, i);|^ViewParamsTest\.
 dispatch_all_to_cuda|src/dist/device_dispatch_group.cpp|return tensor.is_cuda() ? *cuda_ : *cpu_;|return *cuda_;|^DistDispatchTest\.
 keys_not_unshuffled|src/model/moco.cpp|const auto k = plan.unshuffle(encoder_k->forward(plan.shuffle(im_k, *group_)), *group_);|const auto k = encoder_k->forward(plan.shuffle(im_k, *group_));|^MocoTest\.|^BatchShuffleTest\.
 unshuffle_skipped_in_plan|src/model/batch_shuffle.cpp|  local.index_copy_(0, as_index(send_rows_).to(shuffled.device()), back);
@@ -69,7 +72,7 @@ done
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$log/cmake.log" 2>&1 || { cat "$log/cmake.log"; exit 2; }
 fi
-targets=(--target moco_tests moco_dist moco_ckpt moco_lincls)
+targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_augment_parity_tool)
 echo "building the unmutated tree in $build"
 cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 2; }
 

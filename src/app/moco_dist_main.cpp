@@ -8,6 +8,7 @@
 #include "train/config.h"
 #include "train/device.h"
 #include "train/run_logging.h"
+#include "train/setup.h"
 #include "train/trainer.h"
 
 #include <CLI/CLI.hpp>
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
     // The world size is known now: a batch that does not split over the ranks is the config's fault,
     // reported before any folder is made or data read.
     moco::train::validate_for_world(config, world.world_size, overrides.empty() ? config_path : config_path + " (with overrides)");
+    moco::train::check_data(config, overrides.empty() ? config_path : config_path + " (with overrides)");
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks, !dry_run && !eval_only);
     moco::train::RunContext context;
     context.dry_run = dry_run;

@@ -10,6 +10,7 @@
 #include "train/config.h"
 #include "train/device.h"
 #include "train/run_logging.h"
+#include "train/setup.h"
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
     world = moco::dist::init_world(&argc, &argv);
     moco::preempt::install_preemption_handlers();
     moco::train::validate_for_world(config, world.world_size, where, moco::train::Job::kLincls);
+    moco::train::check_data(config, where);
     moco::train::RunContext context;
     context.device = moco::train::select_device(world.local_rank, world.local_size);
     // Before any folder is made: a backbone that does not fit the config is the config's fault.

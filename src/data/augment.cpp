@@ -1,6 +1,8 @@
 #include "data/augment.h"
 
 #include "data/hash.h"
+#include "data/view_augment.h"
+#include "data/view_params.h"
 
 #include <torch/torch.h>
 
@@ -14,10 +16,6 @@ namespace moco::data {
 namespace {
 
 namespace F = torch::nn::functional;
-
-struct CropBox {
-  int64_t top, left, height, width;
-};
 
 // One sample's random choices. Everything is drawn from the sample's own generator in a fixed
 // order, so the view depends only on its seed.
@@ -42,37 +40,11 @@ void check_options(const AugmentOptions& o) {
   require(o.ratio_min > 0 && o.ratio_min <= o.ratio_max, "need 0 < ratio_min <= ratio_max");
   require(o.flip_prob >= 0 && o.flip_prob <= 1, "flip_prob must lie in [0, 1]");
   require(o.jitter_prob >= 0 && o.jitter_prob <= 1, "jitter_prob must lie in [0, 1]");
-  require(o.brightness >= 0 && o.contrast >= 0, "brightness and contrast must be non-negative");
-}
-
-// Python's round(), which torchvision's box arithmetic uses, rounds halves to even; nearbyint does
-// too in the default rounding mode, where std::lround would round them away from zero.
-int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
-
-// torchvision's RandomResizedCrop.get_params: ten tries at a box of random area and log-uniform
-// aspect ratio, then the central crop clamped to the ratio range.
-CropBox random_resized_crop(std::mt19937_64& rng, int64_t height, int64_t width, const AugmentOptions& o) {
-  const double area = static_cast<double>(height * width);
-  const double log_lo = std::log(o.ratio_min), log_hi = std::log(o.ratio_max);
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target_area = area * detail::uniform(rng, o.scale_min, o.scale_max);
-    const double aspect = std::exp(detail::uniform(rng, log_lo, log_hi));
-    const int64_t w = round_half_even(std::sqrt(target_area * aspect));
-    const int64_t h = round_half_even(std::sqrt(target_area / aspect));
-    if (w > 0 && w <= width && h > 0 && h <= height) {
-      const auto top = static_cast<int64_t>(detail::uniform_below(rng, static_cast<uint64_t>(height - h + 1)));
-      const auto left = static_cast<int64_t>(detail::uniform_below(rng, static_cast<uint64_t>(width - w + 1)));
-      return {top, left, h, w};
-    }
-  }
-  const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
-  int64_t w = width, h = height;
-  if (in_ratio < o.ratio_min) {
-    h = std::max<int64_t>(1, round_half_even(static_cast<double>(w) / o.ratio_min));
-  } else if (in_ratio > o.ratio_max) {
-    w = std::max<int64_t>(1, round_half_even(static_cast<double>(h) * o.ratio_max));
-  }
-  return {(height - h) / 2, (width - w) / 2, h, w};
+  require(o.brightness >= 0 && o.contrast >= 0 && o.saturation >= 0, "brightness, contrast and saturation must be non-negative");
+  require(o.hue >= 0 && o.hue <= 0.5, "hue must lie in [0, 0.5]");
+  require(o.grayscale_prob >= 0 && o.grayscale_prob <= 1, "grayscale_prob must lie in [0, 1]");
+  require(o.blur_prob >= 0 && o.blur_prob <= 1, "blur_prob must lie in [0, 1]");
+  require(o.blur_sigma_min > 0 && o.blur_sigma_min <= o.blur_sigma_max, "need 0 < blur_sigma_min <= blur_sigma_max");
 }
 
 SampleParams draw_params(uint64_t seed, int64_t height, int64_t width, const AugmentOptions& o) {
@@ -156,7 +128,43 @@ torch::Tensor normalize_(torch::Tensor x, const AugmentOptions& o) {
   return x.sub_(mean).div_(std);
 }
 
+// v1/v2: one sample at a time on uint8 pixels, as torchvision; the views are written straight into
+// the batch.
+torch::Tensor augment_per_sample(const torch::Tensor& images, const AugmentOptions& o, const std::vector<uint64_t>& seeds) {
+  const int64_t n = images.size(0), channels = images.size(1), height = images.size(2), width = images.size(3);
+  channel_values(o.mean, channels, "mean");  // the count check, before any work
+  channel_values(o.std, channels, "std");
+  for (double s : o.std)
+    if (s == 0) throw std::invalid_argument("augment: std must be non-zero");
+  const torch::Tensor input = images.contiguous();
+  torch::Tensor out = torch::empty({n, channels, o.out_size, o.out_size}, torch::kFloat);
+  const int64_t in_bytes = channels * height * width, out_floats = channels * o.out_size * o.out_size;
+  Image image(channels, height, width);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* src = input.data_ptr<uint8_t>() + i * in_bytes;
+    std::copy(src, src + in_bytes, image.pixels.begin());
+    const ViewParams params = draw_view_params(seeds[static_cast<size_t>(i)], height, width, o);
+    normalize_into(augment_view(image, params, o.recipe, o.out_size), o.mean, o.std, out.data_ptr<float>() + i * out_floats);
+  }
+  return out;
+}
+
 }  // namespace
+
+Recipe parse_recipe(const std::string& name) {
+  if (name == "simple") return Recipe::kSimple;
+  if (name == "v1") return Recipe::kV1;
+  if (name == "v2") return Recipe::kV2;
+  throw std::invalid_argument("augmentation must be simple, v1 or v2, not '" + name + "'");
+}
+
+const char* recipe_name(Recipe recipe) {
+  switch (recipe) {
+    case Recipe::kV1: return "v1";
+    case Recipe::kV2: return "v2";
+    default: return "simple";
+  }
+}
 
 torch::Tensor augment_batch(const torch::Tensor& images, const AugmentOptions& options,
                             const std::vector<uint64_t>& sample_seeds) {
@@ -170,6 +178,7 @@ torch::Tensor augment_batch(const torch::Tensor& images, const AugmentOptions& o
   }
   if (n == 0) return torch::empty({0, channels, options.out_size, options.out_size}, torch::kFloat);
   if (height == 0 || width == 0) throw std::invalid_argument("augment_batch: images have zero height or width");
+  if (options.recipe != Recipe::kSimple) return augment_per_sample(images, options, sample_seeds);
 
   std::vector<SampleParams> params;
   params.reserve(sample_seeds.size());

@@ -40,6 +40,10 @@ std::pair<torch::Tensor, torch::Tensor> Dataset::get_batch(const std::vector<int
   return {torch::stack(images), torch::tensor(labels, torch::kInt64)};
 }
 
+int64_t Dataset::with_encoded(int64_t, const EncodedUse&) const {
+  throw std::logic_error("with_encoded called on a dataset of decoded images");
+}
+
 InMemoryDataset::InMemoryDataset(torch::Tensor images, torch::Tensor labels, int64_t num_classes)
     : num_classes_(num_classes) {
   if (!images.defined() || images.dim() != 4 || images.scalar_type() != torch::kUInt8) {

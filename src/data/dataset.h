@@ -3,7 +3,9 @@
 
 #include <torch/types.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace moco::data {
@@ -27,6 +29,19 @@ class Dataset {
 
   // uint8 [n, C, H, W] and int64 [n]. The default stacks get(); in-memory sets index in one op.
   virtual std::pair<torch::Tensor, torch::Tensor> get_batch(const std::vector<int64_t>& indices) const;
+
+  // Datasets of encoded files of any size (ImageFolder) return true: the loader then makes each
+  // training view from the sample's own bytes (encoded_views.h), while get() and get_batch() serve
+  // fixed-size evaluation views (height() x width()).
+  virtual bool is_encoded() const { return false; }
+  // Encoded datasets: calls use(bytes, size, label) with sample `index`'s file. A file that cannot
+  // be read, or on which `use` throws DecodeError, is logged with its path, counted and skipped:
+  // the next sample (index + 1, ...) is used instead, so a batch never holds a black image or a
+  // hole. Returns the index whose bytes were used. The base class throws std::logic_error.
+  using EncodedUse = std::function<void(const uint8_t* bytes, size_t size, int64_t label)>;
+  virtual int64_t with_encoded(int64_t index, const EncodedUse& use) const;
+  // Files skipped so far as unreadable or corrupt.
+  virtual int64_t bad_files() const { return 0; }
 };
 
 class InMemoryDataset : public Dataset {

@@ -1,5 +1,6 @@
 #include "data/loader.h"
 
+#include "data/encoded_views.h"
 #include "data/hash.h"
 #include "data/single_threaded_ops.h"
 
@@ -99,7 +100,6 @@ struct TwoViewLoader::State {
 TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
   const int64_t b = options.batch_size;
   const std::vector<int64_t> indices(order.begin() + j * b, order.begin() + (j + 1) * b);
-  auto [images, labels] = dataset->get_batch(indices);
   std::vector<uint64_t> query_seeds, key_seeds;
   query_seeds.reserve(indices.size());
   key_seeds.reserve(indices.size());
@@ -108,14 +108,29 @@ TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
     key_seeds.push_back(view_seed(options.seed, epoch, index, 1));
   }
   TwoViewBatch batch;
+  batch.indices = torch::tensor(indices, torch::kInt64);
+  if (dataset->is_encoded()) {
+    // Images of their own sizes: each sample is decoded once and cropped into both views; the
+    // views go straight into the batch.
+    const int64_t c = dataset->channels(), s = augment.out_size, floats = c * s * s;
+    batch.query = torch::empty({b, c, s, s}, torch::kFloat);
+    if (options.key_view) batch.key = torch::empty({b, c, s, s}, torch::kFloat);
+    std::vector<int64_t> labels(indices.size());
+    for (size_t i = 0; i < indices.size(); ++i) {
+      dataset->with_encoded(indices[i], [&](const uint8_t* bytes, size_t size, int64_t label) {
+        encoded_train_views(bytes, size, augment, augment.dct_scaling, query_seeds[i], batch.query.data_ptr<float>() + static_cast<int64_t>(i) * floats,
+                            options.key_view ? &key_seeds[i] : nullptr,
+                            options.key_view ? batch.key.data_ptr<float>() + static_cast<int64_t>(i) * floats : nullptr);
+        labels[i] = label;
+      });
+    }
+    batch.labels = torch::tensor(labels, torch::kInt64);
+    return batch;
+  }
+  auto [images, labels] = dataset->get_batch(indices);
   batch.query = augment_batch(images, augment, query_seeds);
   if (options.key_view) batch.key = augment_batch(images, augment, key_seeds);
   batch.labels = std::move(labels);
-  batch.indices = torch::tensor(indices, torch::kInt64);
-  if (options.pin_memory) {
-    batch.query = batch.query.pin_memory();
-    if (batch.key.defined()) batch.key = batch.key.pin_memory();
-  }
   return batch;
 }
 
@@ -135,6 +150,10 @@ void TwoViewLoader::State::work() {
     Result result;
     try {
       result.batch = build(j);
+      if (options.pin_memory) {
+        result.batch.query = result.batch.query.pin_memory();
+        if (result.batch.key.defined()) result.batch.key = result.batch.key.pin_memory();
+      }
     } catch (...) {
       result.error = std::current_exception();
     }

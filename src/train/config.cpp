@@ -91,9 +91,13 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q"),
       MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)"),
       MOCO_FIELD(moco.bn_splits, "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on one device"),
-      MOCO_FIELD(data.dataset, "fashion_mnist, mnist (IDX files under data.root) or synthetic"),
-      MOCO_FIELD(data.root, "folder of the IDX files"),
+      MOCO_FIELD(data.dataset, "fashion_mnist, mnist (IDX files under data.root), synthetic, or imagefolder (data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs data.augmentation v1 or v2)"),
+      MOCO_FIELD(data.root, "folder of the IDX files, or of the ImageFolder splits"),
+      MOCO_FIELD(data.train_dir, "imagefolder: the train split's folder under data.root"),
+      MOCO_FIELD(data.val_dir, "imagefolder: the val split's folder under data.root (the kNN monitor's queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
+      MOCO_FIELD(data.dct_scaling, "imagefolder: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still leaves each crop at least data.image_size px, before the antialiased resize (much faster on large photos; false: always decode at full size)"),
       MOCO_FIELD(data.image_size, "side in pixels of the augmented crops"),
+      MOCO_FIELD(data.augmentation, "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 equal torchvision's ops on uint8 images"),
       MOCO_FIELD(data.workers, "augmentation threads"),
       MOCO_FIELD(data.prefetch, "batches prepared ahead of training"),
       MOCO_FIELD(data.synthetic_train_size, "images in the synthetic train split"),
@@ -101,9 +105,14 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(data.synthetic_channels, "channels of synthetic images"),
       MOCO_FIELD(data.crop_scale_min, "smallest crop area of the random resized crop, as a fraction"),
       MOCO_FIELD(data.flip_prob, "probability of a horizontal flip"),
-      MOCO_FIELD(data.jitter_prob, "probability of brightness/contrast jitter"),
+      MOCO_FIELD(data.jitter_prob, "probability of the colour jitter (simple: brightness/contrast; v2: all four; v1 ignores it: always)"),
       MOCO_FIELD(data.brightness, "brightness factor range 1 +- this"),
       MOCO_FIELD(data.contrast, "contrast factor range 1 +- this"),
+      MOCO_FIELD(data.saturation, "v1/v2: saturation factor range 1 +- this"),
+      MOCO_FIELD(data.hue, "v1/v2: hue shift range +- this (at most 0.5; 0.4 in v1, 0.1 in v2)"),
+      MOCO_FIELD(data.grayscale_prob, "v1/v2: probability of converting the view to greyscale"),
+      MOCO_FIELD(data.blur_prob, "v2: probability of the Gaussian blur"),
+      MOCO_FIELD(data.blur_sigma, "v2: [min, max] of the blur's sigma in pixels (kernel 2*ceil(3 sigma)+1)"),
       MOCO_FIELD(data.mean, "per-channel mean subtracted after scaling to [0,1]"),
       MOCO_FIELD(data.std, "per-channel std divided by after scaling to [0,1]"),
       MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch"),
@@ -255,7 +264,10 @@ void require(bool ok, const std::string& where, const std::string& key, const st
 int64_t global_batch(const Config& c, Job job) { return job == Job::kLincls ? c.lincls.batch_size : c.optim.batch_size; }
 const char* global_batch_key(Job job) { return job == Job::kLincls ? "lincls.batch_size" : "optim.batch_size"; }
 
-int64_t dataset_channels(const Config& c) { return c.data.dataset == "synthetic" ? c.data.synthetic_channels : 1; }
+int64_t dataset_channels(const Config& c) {
+  if (c.data.dataset == "synthetic") return c.data.synthetic_channels;
+  return c.data.dataset == "imagefolder" ? 3 : 1;  // ImageFolder images are decoded to RGB, as torchvision's loader does
+}
 
 void validate_for_world(const Config& c, int world_size, const std::string& where, Job job) {
   require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
@@ -278,8 +290,11 @@ void validate(const Config& c, const std::string& where) {
   require(c.moco.temperature > 0, where, "moco.temperature", "must be positive");
   require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
           "must be >= 1 and divide optim.batch_size");
-  const std::set<std::string> datasets{"fashion_mnist", "mnist", "synthetic"};
-  require(datasets.count(c.data.dataset) > 0, where, "data.dataset", "must be one of fashion_mnist, mnist, synthetic, not '" + c.data.dataset + "'");
+  const std::set<std::string> datasets{"fashion_mnist", "mnist", "synthetic", "imagefolder"};
+  require(datasets.count(c.data.dataset) > 0, where, "data.dataset", "must be one of fashion_mnist, mnist, synthetic, imagefolder, not '" + c.data.dataset + "'");
+  require(c.data.dataset != "imagefolder" || c.data.augmentation != "simple", where, "data.augmentation",
+          "must be v1 or v2 with data.dataset imagefolder (the simple recipe needs images of one size)");
+  require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
   require(c.data.image_size > 0, where, "data.image_size", "must be positive");
   require(c.data.workers >= 1, where, "data.workers", "must be at least 1");
   require(c.data.prefetch >= 1, where, "data.prefetch", "must be at least 1");
@@ -290,9 +305,17 @@ void validate(const Config& c, const std::string& where) {
   require(c.data.jitter_prob >= 0 && c.data.jitter_prob <= 1, where, "data.jitter_prob", "must lie in [0, 1]");
   require(c.data.brightness >= 0 && c.data.brightness < 1, where, "data.brightness", "must lie in [0, 1)");
   require(c.data.contrast >= 0 && c.data.contrast < 1, where, "data.contrast", "must lie in [0, 1)");
+  require(c.data.augmentation == "simple" || c.data.augmentation == "v1" || c.data.augmentation == "v2", where, "data.augmentation",
+          "must be simple, v1 or v2, not '" + c.data.augmentation + "'");
+  require(c.data.saturation >= 0 && c.data.saturation < 1, where, "data.saturation", "must lie in [0, 1)");
+  require(c.data.hue >= 0 && c.data.hue <= 0.5, where, "data.hue", "must lie in [0, 0.5]");
+  require(c.data.grayscale_prob >= 0 && c.data.grayscale_prob <= 1, where, "data.grayscale_prob", "must lie in [0, 1]");
+  require(c.data.blur_prob >= 0 && c.data.blur_prob <= 1, where, "data.blur_prob", "must lie in [0, 1]");
+  require(c.data.blur_sigma.size() == 2 && c.data.blur_sigma[0] > 0 && c.data.blur_sigma[0] <= c.data.blur_sigma[1], where, "data.blur_sigma",
+          "must be [min, max] with 0 < min <= max");
   require(!c.data.mean.empty(), where, "data.mean", "must not be empty");
   require(c.data.std.size() == c.data.mean.size(), where, "data.std", "must have as many values as data.mean");
-  // Decided from the config alone, before any file is read: the IDX sets are greyscale.
+  // Decided from the config alone, before any file is read: the IDX sets are greyscale, ImageFolder RGB.
   const int64_t channels = dataset_channels(c);
   for (const auto& [key, values] : {std::pair<const char*, const std::vector<double>*>{"data.mean", &c.data.mean},
                                     std::pair<const char*, const std::vector<double>*>{"data.std", &c.data.std}}) {

@@ -34,9 +34,12 @@ struct Config {
     int64_t bn_splits = 8;  // BN groups in the global batch (each rank runs its share), keys shuffled across them
   } moco;
   struct Data {
-    std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic
+    std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | imagefolder
     std::string root = "/usr/share/datasets/fashion-mnist";
+    std::string train_dir = "train", val_dir = "val";  // imagefolder: the splits under root
+    bool dct_scaling = true;  // imagefolder: JPEGs decoded at a DCT scale where the view allows
     int64_t image_size = 28;  // side of the augmented crops
+    std::string augmentation = "simple";  // simple | v1 | v2 (data/augment.h)
     int workers = 1;
     int prefetch = 2;
     int64_t synthetic_train_size = 2048, synthetic_test_size = 512, synthetic_channels = 1;
@@ -44,6 +47,10 @@ struct Config {
     double flip_prob = 0.5;
     double jitter_prob = 0.8;
     double brightness = 0.4, contrast = 0.4;
+    double saturation = 0.4, hue = 0.1;  // v1, v2
+    double grayscale_prob = 0.2;         // v1, v2
+    double blur_prob = 0.5;              // v2
+    std::vector<double> blur_sigma{0.1, 2.0};  // v2: [min, max]
     std::vector<double> mean{0.2860}, std{0.3530};  // Fashion-MNIST's pixel statistics
   } data;
   struct Optim {

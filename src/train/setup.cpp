@@ -1,9 +1,42 @@
 #include "train/setup.h"
 
 #include "data/idx.h"
+#include "data/image_folder.h"
 #include "data/synthetic.h"
 
+#include <filesystem>
+#include <map>
+#include <mutex>
+
 namespace moco::train {
+namespace {
+
+// The file list of an ImageFolder split, scanned once per process (check_data scans before any
+// work, load_splits then reuses it: a million-file walk is not repeated). A missing or empty
+// folder is the config's fault: ConfigError naming `where`, the keys and the folder.
+data::ImageFolder scanned_split(const Config& c, const std::string& dir, const char* key, const std::string& where) {
+  static std::mutex mu;
+  static std::map<std::string, data::ImageFolder> scans;
+  const std::string path = (std::filesystem::path(c.data.root) / dir).string();
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = scans.find(path); it != scans.end()) return it->second;
+  try {
+    return scans.emplace(path, data::scan_image_folder(path)).first->second;
+  } catch (const data::FolderError& e) {
+    throw ConfigError(where + ": keys 'data.root' and '" + key + "': " + e.what());
+  }
+}
+
+}  // namespace
+
+void check_data(const Config& c, const std::string& where) {
+  if (c.data.dataset != "imagefolder") return;
+  const data::ImageFolder train = scanned_split(c, c.data.train_dir, "data.train_dir", where);
+  const data::ImageFolder val = scanned_split(c, c.data.val_dir, "data.val_dir", where);
+  if (val.classes != train.classes)
+    throw ConfigError(where + ": key 'data.val_dir': " + val.root + " holds " + std::to_string(val.classes.size()) + " class folders, not the " +
+                      std::to_string(train.classes.size()) + " of " + train.root + " (the kNN monitor needs the same classes)");
+}
 
 Splits load_splits(const Config& c) {
   if (c.data.dataset == "synthetic") {
@@ -13,20 +46,33 @@ Splits load_splits(const Config& c) {
             std::make_shared<data::SyntheticDataset>(c.data.synthetic_test_size, c.data.synthetic_channels, side, side, 10, c.train.seed,
                                                      c.data.synthetic_train_size)};
   }
+  if (c.data.dataset == "imagefolder") {
+    auto train = std::make_shared<data::ImageFolderDataset>(scanned_split(c, c.data.train_dir, "data.train_dir", "the config"), c.data.image_size, c.data.dct_scaling);
+    auto val = std::make_shared<data::ImageFolderDataset>(scanned_split(c, c.data.val_dir, "data.val_dir", "the config"), c.data.image_size, c.data.dct_scaling);
+    return {train, val};
+  }
   auto idx = data::load_mnist_style_splits(c.data.root);
   return {std::move(idx.train), std::move(idx.test)};
 }
 
 data::AugmentOptions augment_options(const Config& c) {
   data::AugmentOptions a;
+  a.recipe = data::parse_recipe(c.data.augmentation);  // validated with the config
   a.out_size = c.data.image_size;
   a.scale_min = c.data.crop_scale_min;
   a.flip_prob = c.data.flip_prob;
   a.jitter_prob = c.data.jitter_prob;
   a.brightness = c.data.brightness;
   a.contrast = c.data.contrast;
+  a.saturation = c.data.saturation;
+  a.hue = c.data.hue;
+  a.grayscale_prob = c.data.grayscale_prob;
+  a.blur_prob = c.data.blur_prob;
+  a.blur_sigma_min = c.data.blur_sigma[0];
+  a.blur_sigma_max = c.data.blur_sigma[1];
   a.mean = c.data.mean;
   a.std = c.data.std;
+  a.dct_scaling = c.data.dct_scaling;
   return a;
 }
 

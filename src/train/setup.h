@@ -15,8 +15,14 @@ struct Splits {
   std::shared_ptr<data::Dataset> train, test;
 };
 
-// Synthetic splits from the seed, or the IDX files under data.root (errors name the file).
+// Synthetic splits from the seed, the IDX files under data.root (errors name the file), or the
+// ImageFolder splits data.root/data.train_dir and data.val_dir (a missing root, no class folder or
+// an empty class: ConfigError naming the key and folder).
 Splits load_splits(const Config& config);
+
+// What only the data on disk can tell, checked before any work (exit 2 as a ConfigError): for
+// imagefolder, that both splits exist, hold class folders with images, and the same classes.
+void check_data(const Config& config, const std::string& where);
 
 // MoCo's augmentation and the normalisation of every view (data.*).
 data::AugmentOptions augment_options(const Config& config);

@@ -399,9 +399,10 @@ TrainResult train(const Config& config, const RunContext& context) {
       }
       const int64_t epochs_done = epoch + 1;
       if (!done && epoch_steps > 0)
-        spdlog::info("epoch {} done: mean loss {:.4f}, acc@1 {:.1f}% over {} step(s); {} step(s) skipped so far; {} of training",
+        spdlog::info("epoch {} done: mean loss {:.4f}, acc@1 {:.1f}% over {} step(s); {} step(s) skipped so far; {} of training{}",
                      epochs_done, epoch_loss / static_cast<double>(epoch_steps), epoch_acc1 / static_cast<double>(epoch_steps), epoch_steps,
-                     bad_steps, format_duration(result.train_seconds));
+                     bad_steps, format_duration(result.train_seconds),
+                     splits.train->bad_files() > 0 ? fmt::format("; {} unreadable image file(s) skipped by this rank", splits.train->bad_files()) : "");
       epoch_loss = epoch_acc1 = 0;
       epoch_steps = 0;
       if (!done && config.knn.every_epochs > 0 && epochs_done % config.knn.every_epochs == 0) {

@@ -123,6 +123,31 @@ PY
   write_idx "$work/idx" 64 16 16 16 16 -1
   "$py" -c "import sys; p=sys.argv[1]; b=open(p,'rb').read(); open(p,'wb').write(b[:len(b)//2])" "$work/idx/train-images-idx3-ubyte.gz"
   expect 1 "$work/idx/train-images-idx3-ubyte.gz: truncated" -- "$dist" "${idx_run[@]}" data.root="$work/idx" ;;
+imagefolder_bad_folders)
+  # A missing root, a split without class folders, an empty class, val classes that differ: exit 2
+  # naming the config file, the keys and the folder, before any work.
+  if_run=(--config "$src/configs/imagefolder_quick.yaml" train.threads=1 train.output_dir="$out")
+  expect 2 "$src/configs/imagefolder_quick.yaml (with overrides): keys 'data.root' and 'data.train_dir': $work/none/train: no such folder" -- \
+    "$dist" "${if_run[@]}" data.root="$work/none"
+  no_work_done
+  "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 2 --val 1
+  mkdir -p "$work/if/train/class_02_empty" && touch "$work/if/train/class_02_empty/notes.txt"
+  expect 2 "keys 'data.root' and 'data.train_dir': $work/if/train/class_02_empty: class folder without images" -- \
+    "$dist" "${if_run[@]}" data.root="$work/if"
+  no_work_done
+  rmdir "$work/if/train/class_02_empty" 2>/dev/null || rm -r "$work/if/train/class_02_empty"
+  mkdir -p "$work/if/empty_split"
+  expect 2 "keys 'data.root' and 'data.val_dir': $work/if/empty_split: holds no class folder" -- \
+    "$dist" "${if_run[@]}" data.root="$work/if" data.val_dir=empty_split
+  no_work_done
+  mkdir -p "$work/if/val/class_09" && cp "$work/if/val/class_00/"* "$work/if/val/class_09/"
+  expect 2 "key 'data.val_dir': $work/if/val holds 3 class folders, not the 2 of $work/if/train" -- \
+    "$dist" "${if_run[@]}" data.root="$work/if"
+  no_work_done
+  # RGB images: 2 values of mean/std fit neither 1 nor 3 channels (decided before any file is read)
+  expect 2 "key 'data.mean' has 2 values but data.dataset imagefolder has 3 channel(s): give 1 value or 3" -- \
+    "$dist" "${if_run[@]}" data.root="$work/none" data.mean=[0.1,0.2] data.std=[0.3,0.4]
+  no_work_done ;;
 output_dir_unwritable)
   expect 1 "train.output_dir '/proc/moco_dist_test/run': cannot create the folder" -- \
     "$dist" --config "$tiny" train.output_dir=/proc/moco_dist_test/run

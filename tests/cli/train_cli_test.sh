@@ -64,6 +64,33 @@ bn_buffers_np2)
   mpirun -np 2 --oversubscribe "$dist" "${base[@]}" dist.queue_check_every=1 dist.broadcast_buffers=false train.output_dir="$work/local" >"$work/local.console" 2>&1 ||
     { cat "$work/local.console"; exit 1; }
   grep -q '"encoder":"trained"' "$work/local/metrics.jsonl" ;;
+imagefolder_np1_np2)
+  # configs/imagefolder_quick.yaml on a generated ImageFolder (JPEG, greyscale JPEG, PNG, sizes
+  # 48-160 px) with two broken files in train/: on 1 and 2 ranks the run trains, evaluates, and
+  # logs each broken file with its path instead of crashing or feeding a black image.
+  "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 16 --val 4 --corrupt 2
+  for np in 1 2; do
+    run=(--config "$src/configs/imagefolder_quick.yaml" data.root="$work/data" train.threads=1 train.epochs=$((3 - np)) ckpt.every_minutes=0
+         train.output_dir="$work/np$np")
+    if [ $np -eq 1 ]; then "$dist" "${run[@]}" >"$work/np$np.console" 2>&1 || { cat "$work/np$np.console"; exit 1; }
+    else mpirun -np 2 --oversubscribe "$dist" "${run[@]}" data.workers=1 >"$work/np$np.console" 2>&1 || { cat "$work/np$np.console"; exit 1; }; fi
+    for k in 0 1; do
+      grep -q "skipping unreadable image $work/data/train/class_0$k/corrupt_$k.jpg" "$work/np$np.console" "$work/np$np"/rank*.log ||
+        { cat "$work/np$np.console"; echo "corrupt_$k.jpg not logged" >&2; exit 1; }
+    done
+    # the epoch summary counts them (one rank: it met both while scoring the raw pixels)
+    [ $np -eq 2 ] || grep -q "epoch 1 done: .*; 2 unreadable image file(s) skipped by this rank" "$work/np$np.console" ||
+      { cat "$work/np$np.console"; echo "the epoch summary does not count the skipped files" >&2; exit 1; }
+    "$py" - "$work/np$np/metrics.jsonl" <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+train = [r for r in rows if r["event"] == "train"]
+knn = {r["encoder"]: r["top1"] for r in rows if r["event"] == "knn"}
+assert train and all(math.isfinite(r["loss"]) for r in train), "no finite training steps"
+assert {"raw_pixels", "random_init", "trained"} <= set(knn), f"kNN rows: {knn}"
+print(f"{len(train)} steps, loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}, kNN {knn}")
+PY
+  done ;;
 *) echo "unknown case $case_name" >&2; exit 1 ;;
 esac
 echo "PASS ($case_name)"

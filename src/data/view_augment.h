@@ -1,0 +1,24 @@
+// defines: augment_view (MoCo v1/v2's augmentation of one uint8 image with given parameters),
+// hflip, normalize_into (uint8 -> the network's normalised float input)
+#pragma once
+
+#include "data/augment.h"
+#include "data/image.h"
+#include "data/view_params.h"
+
+namespace moco::data {
+
+// The official main_moco.py pipelines, each step as torchvision.transforms.functional on a uint8
+// tensor (the parity test checks this against torchvision itself):
+//   v1: RandomResizedCrop -> RandomGrayscale -> ColorJitter (always) -> RandomHorizontalFlip
+//   v2: RandomResizedCrop -> ColorJitter (p) -> RandomGrayscale -> GaussianBlur (p) -> RandomHorizontalFlip
+// Returns the out_size x out_size uint8 view before ToTensor/Normalize.
+Image augment_view(const Image& image, const ViewParams& params, Recipe recipe, int64_t out_size);
+
+void hflip(Image& image);
+
+// ToTensor + Normalize: (x / 255 - mean[c]) / std[c] in float32, written to out[C * H * W].
+// mean/std hold 1 value or one per channel (checked by the caller).
+void normalize_into(const Image& image, const std::vector<double>& mean, const std::vector<double>& std, float* out);
+
+}  // namespace moco::data

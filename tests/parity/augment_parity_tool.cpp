@@ -1,0 +1,147 @@
+// The C++ half of the augmentation parity test (augment_parity.py is the other): for every raw
+// image in IN_DIR, draws view parameters, applies each operation and the whole v1 and v2 pipelines,
+// and writes the results and the parameters to OUT_DIR for torchvision to redo.
+//
+// Raw image file (*.u8): three little-endian int32 (C, H, W), then C*H*W bytes, planar.
+// OUT_DIR/params.jsonl: one JSON object per (image, case); OUT_DIR/<image>.<case>.<op>.u8 per op,
+// and <image>.<case>.v2.f32 (the normalised float view, C*S*S float32). Encoded files (*.jpg,
+// *.png) in IN_DIR are decoded at full size to OUT_DIR/<file>.decoded.u8 (RGB).
+#include "data/color_jitter.h"
+#include "data/encoded_views.h"
+#include "data/gaussian_blur.h"
+#include "data/image_decode.h"
+#include "data/resize.h"
+#include "data/view_augment.h"
+#include "data/view_params.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+namespace fs = std::filesystem;
+using namespace moco::data;
+
+namespace {
+
+Image read_raw(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  int32_t dims[3];
+  in.read(reinterpret_cast<char*>(dims), sizeof dims);
+  if (!in) throw std::runtime_error(path.string() + ": no header");
+  Image image(dims[0], dims[1], dims[2]);
+  in.read(reinterpret_cast<char*>(image.pixels.data()), static_cast<std::streamsize>(image.pixels.size()));
+  if (!in) throw std::runtime_error(path.string() + ": truncated");
+  return image;
+}
+
+void write_raw(const fs::path& path, const Image& image) {
+  std::ofstream out(path, std::ios::binary);
+  const int32_t dims[3] = {static_cast<int32_t>(image.channels), static_cast<int32_t>(image.height), static_cast<int32_t>(image.width)};
+  out.write(reinterpret_cast<const char*>(dims), sizeof dims);
+  out.write(reinterpret_cast<const char*>(image.pixels.data()), static_cast<std::streamsize>(image.pixels.size()));
+  if (!out) throw std::runtime_error(path.string() + ": cannot write");
+}
+
+// Cases 0 and 1 pin the extremes of every range; the rest are draws from the seed. The gates are
+// set by the case number so that every branch of both pipelines is exercised.
+ViewParams params_for(int which, const Image& image, const AugmentOptions& o) {
+  ViewParams p = draw_view_params(0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(which + 1) + image.pixels.size(), image.height, image.width, o);
+  if (which == 0) {
+    p.box = {0, 0, image.height, image.width};
+    p.jitter_params = {{3, 2, 1, 0}, 0.6, 0.6, 0.6, -0.5};
+    p.sigma = 2.0;
+  } else if (which == 1) {
+    p.box = {image.height / 3, image.width / 4, std::max<int64_t>(1, image.height / 5), std::max<int64_t>(1, image.width / 7)};
+    p.jitter_params = {{0, 1, 2, 3}, 1.4, 1.4, 1.4, 0.5};
+    p.sigma = 0.1;
+  }
+  p.jitter = which % 4 != 3;
+  p.grayscale = which % 3 == 1;
+  p.blur = which % 2 == 0;
+  p.flip = which % 2 == 1;
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::cerr << "usage: " << argv[0] << " IN_DIR OUT_DIR CASES\n";
+    return 2;
+  }
+  try {
+    const fs::path in_dir = argv[1], out_dir = argv[2];
+    const int cases = std::stoi(argv[3]);
+    AugmentOptions o;
+    o.recipe = Recipe::kV2;
+    o.mean = {0.485, 0.456, 0.406};
+    o.std = {0.229, 0.224, 0.225};
+    o.hue = 0.4;
+    std::ofstream params_out(out_dir / "params.jsonl");
+    for (const auto& entry : fs::directory_iterator(in_dir)) {
+      if (entry.path().extension() == ".jpg" || entry.path().extension() == ".png") {
+        std::ifstream in(entry.path(), std::ios::binary);
+        const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        write_raw(out_dir / (entry.path().filename().string() + ".decoded.u8"), decode_image(bytes.data(), bytes.size()).image);
+        continue;
+      }
+      if (entry.path().extension() != ".u8") continue;
+      const std::string name = entry.path().stem().string();
+      const Image image = read_raw(entry.path());
+      const std::vector<double> mean = image.channels == 3 ? o.mean : std::vector<double>{0.449};
+      const std::vector<double> std = image.channels == 3 ? o.std : std::vector<double>{0.226};
+      for (int k = 0; k < cases; ++k) {
+        const ViewParams p = params_for(k, image, o);
+        const int64_t size = k % 2 == 0 ? 224 : 96;
+        const std::string stem = (out_dir / (name + "." + std::to_string(k) + ".")).string();
+        // Each operation alone, on the whole image (the crop: on its box).
+        write_raw(stem + "crop.u8", resized_crop(image, p.box, size, size));
+        auto one = [&](const char* op, auto&& apply) {
+          Image x = image;
+          apply(x);
+          write_raw(stem + op + ".u8", x);
+        };
+        one("brightness", [&](Image& x) { adjust_brightness(x, p.jitter_params.brightness); });
+        one("contrast", [&](Image& x) { adjust_contrast(x, p.jitter_params.contrast); });
+        one("saturation", [&](Image& x) { adjust_saturation(x, p.jitter_params.saturation); });
+        one("hue", [&](Image& x) { adjust_hue(x, p.jitter_params.hue); });
+        one("jitter", [&](Image& x) { color_jitter(x, p.jitter_params); });
+        one("grayscale", [&](Image& x) { to_grayscale(x); });
+        one("blur", [&](Image& x) { gaussian_blur(x, p.sigma); });
+        one("flip", [&](Image& x) { hflip(x); });
+        write_raw(stem + "eval.u8", eval_view(image, size));
+        ViewParams v1 = p;
+        v1.jitter = true;
+        v1.blur = false;
+        write_raw(stem + "v1.u8", augment_view(image, v1, Recipe::kV1, size));
+        const Image v2 = augment_view(image, p, Recipe::kV2, size);
+        write_raw(stem + "v2.u8", v2);
+        std::vector<float> normalised(v2.pixels.size());
+        normalize_into(v2, mean, std, normalised.data());
+        std::ofstream(stem + "v2.f32", std::ios::binary)
+            .write(reinterpret_cast<const char*>(normalised.data()), static_cast<std::streamsize>(normalised.size() * sizeof(float)));
+        const auto& j = p.jitter_params;
+        nlohmann::json row = {{"image", name}, {"case", k}, {"size", size},
+                              {"box", {p.box.top, p.box.left, p.box.height, p.box.width}},
+                              {"order", {j.order[0], j.order[1], j.order[2], j.order[3]}},
+                              {"brightness", j.brightness}, {"contrast", j.contrast}, {"saturation", j.saturation}, {"hue", j.hue},
+                              {"jitter", p.jitter}, {"grayscale", p.grayscale}, {"blur", p.blur}, {"sigma", p.sigma}, {"flip", p.flip},
+                              {"kernel_image", blur_kernel_size(p.sigma, image.height, image.width)},
+                              {"kernel_view", blur_kernel_size(p.sigma, size, size)},
+                              {"mean", mean}, {"std", std}};
+        params_out << row.dump() << "\n";
+      }
+    }
+    if (!params_out.flush()) throw std::runtime_error("cannot write params.jsonl");
+  } catch (const std::exception& e) {
+    std::cerr << "augment_parity_tool: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
