@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 maker=${MOCO_GPUKIT_MAKER:-../shared/gpukit/make_gpu_kit.sh}
 
-# find_package name | the kit's Debian package that provides it (Boost: added here, see above).
+# find_package or find_library name | the kit's Debian package that provides it (Boost: added here, see above).
 # tests/gpu/gpu_kit_test.sh checks this list against CMakeLists.txt and make_gpu_kit.sh.
 needs() {
   cat <<'LIST'
@@ -25,6 +25,8 @@ CLI11 libcli11-dev
 nlohmann_json nlohmann-json3-dev
 ZLIB zlib1g-dev
 GTest libgtest-dev
+PNG libpng-dev
+turbojpeg libturbojpeg0-dev
 Boost boost-crc-headers
 LIST
 }

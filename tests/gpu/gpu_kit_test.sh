@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The parts of tools/gpu_check.sh that need no GPU (it runs them as --self-check):
-#  - every package the build finds (find_package ... REQUIRED in the CMake files) is in the kit's list
+#  - every package and library the build finds (find_package / find_library ... REQUIRED in the CMake
+#    files) is in the kit's list
 #    (tools/gpu_kit.sh --list), and every package of that list is one that ../shared/gpukit's
 #    make_gpu_kit.sh downloads, or one tools/gpu_kit.sh adds itself;
 #  - the PyTorch reference of the GPU benchmark runs its training step on CPU (a smoke test with
@@ -11,8 +12,10 @@ maker=${MOCO_GPUKIT_MAKER:-../shared/gpukit/make_gpu_kit.sh}
 fail=0
 
 listed=$(tools/gpu_kit.sh --list)
-needed=$(grep -ho 'find_package([A-Za-z0-9_-]* [^)]*REQUIRED' CMakeLists.txt tests/CMakeLists.txt |
-  sed 's/find_package(\([A-Za-z0-9_-]*\).*/\1/' | sort -u)
+needed=$( (grep -ho 'find_package([A-Za-z0-9_-]* [^)]*REQUIRED' CMakeLists.txt tests/CMakeLists.txt |
+    sed 's/find_package(\([A-Za-z0-9_-]*\).*/\1/'
+  grep -ho 'find_library([A-Za-z0-9_]* [A-Za-z0-9_-]* [^)]*REQUIRED' CMakeLists.txt tests/CMakeLists.txt |
+    sed 's/find_library([A-Za-z0-9_]* \([A-Za-z0-9_-]*\).*/\1/') | sort -u)
 for package in $needed; do
   case $package in Torch | Threads) continue ;; esac  # python3's torch; the C library
   if ! awk '{print $1}' <<<"$listed" | grep -qx "$package"; then
@@ -20,7 +23,7 @@ for package in $needed; do
     fail=1
   fi
 done
-echo "gpu_kit_test: every package the build finds is in the kit's list ($(wc -w <<<"$needed") find_package calls)"
+echo "gpu_kit_test: every package the build finds is in the kit's list ($(wc -w <<<"$needed") find_package / find_library calls)"
 
 if [ -f "$maker" ]; then
   for deb in $(awk '{print $2}' <<<"$listed"); do
