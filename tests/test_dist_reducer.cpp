@@ -467,5 +467,21 @@ TEST(ReducerWorld, GradientsAreTheMeanOverRanks) {
   }
 }
 
+// See Note [Layout agreed once]: the buckets skip the per-call check, so a rank whose model differs
+// must be named when the reducer is made, on every rank, and the group must stay usable.
+TEST(ReducerWorld, ARankWithAnotherLayoutIsNamedWhenTheReducerIsMade) {
+  auto group = test_world_group();
+  if (group->world_size() == 1) GTEST_SKIP() << "needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";
+  std::vector<torch::Tensor> params{torch::zeros({10}, torch::requires_grad())};
+  if (group->rank() == 1) params.push_back(torch::zeros({3}, torch::requires_grad()));
+  try {
+    GradientReducer reducer(params, group);
+    ADD_FAILURE() << "no error although rank 1 has another parameter";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1 differ from rank 0's"), std::string::npos) << e.what();
+  }
+  group->barrier();  // still usable
+}
+
 }  // namespace
 }  // namespace moco::dist

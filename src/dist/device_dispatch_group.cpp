@@ -22,6 +22,10 @@ std::shared_ptr<Work> DeviceDispatchGroup::all_reduce_async(torch::Tensor& tenso
   return for_tensor(tensor).all_reduce_async(tensor, op);
 }
 
+std::shared_ptr<Work> DeviceDispatchGroup::all_reduce_async_preagreed(torch::Tensor& tensor, ReduceOp op) {
+  return for_tensor(tensor).all_reduce_async_preagreed(tensor, op);
+}
+
 torch::Tensor DeviceDispatchGroup::all_gather(const torch::Tensor& tensor) { return for_tensor(tensor).all_gather(tensor); }
 
 void DeviceDispatchGroup::broadcast(torch::Tensor& tensor, int root) { for_tensor(tensor).broadcast(tensor, root); }

@@ -19,6 +19,7 @@ class DeviceDispatchGroup final : public ProcessGroup {
   int rank() const override { return cpu_->rank(); }
   int world_size() const override { return cpu_->world_size(); }
   std::shared_ptr<Work> all_reduce_async(torch::Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> all_reduce_async_preagreed(torch::Tensor& tensor, ReduceOp op) override;
   torch::Tensor all_gather(const torch::Tensor& tensor) override;
   void broadcast(torch::Tensor& tensor, int root) override;
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>& send_counts,

@@ -242,10 +242,10 @@ struct MpiProcessGroup::State {
 
   // Every rank learns what every other rank is about to do; all throw the same verdict if they
   // disagree. Only then is the data collective started, so a throw here leaves the group usable.
-  void agree(CollectiveDescriptor descriptor, const std::string& problem) {
+  void agree(CollectiveDescriptor descriptor, const std::string& problem, bool exchange = true) {
     const auto op = static_cast<CollectiveOp>(descriptor.op);
     const std::string what = std::string(collective_name(op)) + " #" + std::to_string(descriptor.seq);
-    if (!options.check_collectives) {
+    if (!options.check_collectives || !exchange) {
       if (!problem.empty()) throw DistError(rank, what + ": " + problem);
       return;
     }
@@ -389,13 +389,21 @@ int MpiProcessGroup::rank() const { return state_->rank; }
 int MpiProcessGroup::world_size() const { return state_->size; }
 
 std::shared_ptr<Work> MpiProcessGroup::all_reduce_async(torch::Tensor& tensor, ReduceOp op) {
+  return start_all_reduce(tensor, op, /*agree_first=*/true);
+}
+
+std::shared_ptr<Work> MpiProcessGroup::all_reduce_async_preagreed(torch::Tensor& tensor, ReduceOp op) {
+  return start_all_reduce(tensor, op, /*agree_first=*/false);
+}
+
+std::shared_ptr<Work> MpiProcessGroup::start_all_reduce(torch::Tensor& tensor, ReduceOp op, bool agree_first) {
   State& s = *state_;
   const int64_t seq = s.begin(CollectiveOp::kAllReduce);
   std::string problem = tensor_problem(tensor);
   if (problem.empty() && tensor.scalar_type() == torch::kBool) problem = "all_reduce of bool tensors is not supported";
   if (problem.empty() && op == ReduceOp::kAvg && !tensor.is_floating_point())
     problem = "kAvg of " + dtype_name(tensor.scalar_type()) + " would truncate; reduce with kSum and divide yourself";
-  s.agree(describe_collective(CollectiveOp::kAllReduce, seq, &tensor, static_cast<int64_t>(op)), problem);
+  s.agree(describe_collective(CollectiveOp::kAllReduce, seq, &tensor, static_cast<int64_t>(op)), problem, agree_first);
 
   torch::Tensor buffer = contiguous_buffer(tensor);
   auto pending = std::make_shared<Pending>();

@@ -48,6 +48,7 @@ class MpiProcessGroup final : public ProcessGroup {
 
   // kAvg sums, then divides on wait(); it is refused for integer dtypes, whose average would truncate.
   std::shared_ptr<Work> all_reduce_async(torch::Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> all_reduce_async_preagreed(torch::Tensor& tensor, ReduceOp op) override;
   torch::Tensor all_gather(const torch::Tensor& tensor) override;
   void broadcast(torch::Tensor& tensor, int root) override;
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>& send_counts,
@@ -57,6 +58,7 @@ class MpiProcessGroup final : public ProcessGroup {
   struct State;
 
  private:
+  std::shared_ptr<Work> start_all_reduce(torch::Tensor& tensor, ReduceOp op, bool agree_first);
   std::shared_ptr<State> state_;
 };
 

@@ -330,9 +330,9 @@ std::string NcclProcessGroup::tensor_problem(const torch::Tensor& tensor, bool i
 // invalid: this rank throws its own reason, every other rank throws naming it. Nothing was launched
 // on the GPU, so the group stays usable. The messages are the MPI backend's (collective_check.h).
 // With check_collectives off there is no exchange and only this rank throws.
-void NcclProcessGroup::agree(CollectiveDescriptor descriptor, const std::string& problem) {
+void NcclProcessGroup::agree(CollectiveDescriptor descriptor, const std::string& problem, bool exchange) {
   const std::string what = name(static_cast<CollectiveOp>(descriptor.op), descriptor.seq);
-  if (!options_.check_collectives) {
+  if (!options_.check_collectives || !exchange) {
     if (!problem.empty()) throw DistError(rank_, what + ": " + problem);
     return;
   }
@@ -350,6 +350,14 @@ void NcclProcessGroup::agree(CollectiveDescriptor descriptor, const std::string&
 }
 
 std::shared_ptr<Work> NcclProcessGroup::all_reduce_async(torch::Tensor& tensor, ReduceOp op) {
+  return start_all_reduce(tensor, op, /*agree_first=*/true);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::all_reduce_async_preagreed(torch::Tensor& tensor, ReduceOp op) {
+  return start_all_reduce(tensor, op, /*agree_first=*/false);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::start_all_reduce(torch::Tensor& tensor, ReduceOp op, bool agree_first) {
   const int64_t seq = begin();
   std::string problem = tensor_problem(tensor, /*in_place=*/true);
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
@@ -357,7 +365,7 @@ std::shared_ptr<Work> NcclProcessGroup::all_reduce_async(torch::Tensor& tensor, 
     problem = "an integer average needs NCCL >= 2.10 (ncclAvg)";
   }
 #endif
-  agree(describe_collective(CollectiveOp::kAllReduce, seq, &tensor, static_cast<int64_t>(op)), problem);
+  agree(describe_collective(CollectiveOp::kAllReduce, seq, &tensor, static_cast<int64_t>(op)), problem, agree_first);
   ncclRedOp_t nccl_op = ncclSum;
   if (op == ReduceOp::kAvg) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)

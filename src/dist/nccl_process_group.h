@@ -97,6 +97,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
   // The Work is an NcclWork, for callers that want wait_host().
   std::shared_ptr<Work> all_reduce_async(torch::Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> all_reduce_async_preagreed(torch::Tensor& tensor, ReduceOp op) override;
   torch::Tensor all_gather(const torch::Tensor& tensor) override;
   void broadcast(torch::Tensor& tensor, int root) override;
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>& send_counts,
@@ -108,7 +109,8 @@ class NcclProcessGroup final : public ProcessGroup {
   int64_t begin();
   static std::string name(CollectiveOp op, int64_t seq);
   std::string tensor_problem(const torch::Tensor& tensor, bool in_place) const;
-  void agree(CollectiveDescriptor descriptor, const std::string& problem);
+  void agree(CollectiveDescriptor descriptor, const std::string& problem, bool exchange = true);
+  std::shared_ptr<Work> start_all_reduce(torch::Tensor& tensor, ReduceOp op, bool agree_first);
 
   int rank_;
   int world_size_;

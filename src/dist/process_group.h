@@ -32,6 +32,14 @@ class ProcessGroup {
   // In place on a contiguous tensor.
   virtual std::shared_ptr<Work> all_reduce_async(torch::Tensor& tensor, ReduceOp op) = 0;
   void all_reduce(torch::Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
+  // As all_reduce_async, without the per-call agreement on shape, dtype and op that a checking
+  // backend makes first (a round trip to every peer that holds the caller until the slowest rank
+  // arrives): for a caller that agreed once on a fixed sequence of such calls, as GradientReducer
+  // agrees on its bucket layout. The call still counts in the sequence numbers that the next checked
+  // collective compares, so a rank that made more or fewer of them is still caught there.
+  virtual std::shared_ptr<Work> all_reduce_async_preagreed(torch::Tensor& tensor, ReduceOp op) {
+    return all_reduce_async(tensor, op);
+  }
   // Concatenation along dim 0 of every rank's tensor, in rank order. Every rank's tensor has the
   // same shape.
   virtual torch::Tensor all_gather(const torch::Tensor& tensor) = 0;

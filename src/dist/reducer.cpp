@@ -41,6 +41,18 @@
 // is then 0, 1, 2, ... on every rank whatever the hook order. Bucket 0 holds the parameters whose
 // gradients backward produces first, so its communication starts while backward is still running.
 
+// Note [Layout agreed once]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A checking backend agrees with every peer on each collective before its data moves, a round trip
+// that holds the caller until the slowest rank arrives. For a bucket launched from a gradient hook
+// that stall lands in the middle of backward, once per bucket per step, and on two oversubscribed
+// cores it was most of the communication a step exposed. The buckets are the same every step, so
+// the ranks compare the whole layout (bucket count, each bucket's elements, dtype and device type)
+// once, when the reducer is made, and each bucket is then launched with all_reduce_async_preagreed.
+// A rank that issued another number of collectives is still caught by the next checked collective
+// (the sequence numbers count the buckets), and a rank whose model differs is named here, before
+// the first step.
+
 namespace moco::dist {
 namespace {
 
@@ -120,6 +132,7 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> params, std::shared_
     if (!problem.empty()) throw std::invalid_argument("GradientReducer: " + describe(i) + " " + problem);
   }
   buckets_ = compute_bucket_layout(params_, bucket_cap_bytes, first_bucket_cap_bytes);
+  if (group_->world_size() > 1) agree_on_layout();
   set_enabled(group_->world_size() > 1);
 }
 
@@ -142,6 +155,34 @@ std::string GradientReducer::describe(size_t param_index) const {
     out << " (shape " << params_[param_index].sizes() << ")";
   }
   return out.str();
+}
+
+void GradientReducer::agree_on_layout() const {
+  // See Note [Layout agreed once]. FNV-1a over the layout; a CPU tensor, so MPI carries it.
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](int64_t v) {
+    hash ^= static_cast<uint64_t>(v);
+    hash *= 1099511628211ull;
+  };
+  for (const BucketSpec& b : buckets_) {
+    const torch::Tensor& exemplar = params_[b.param_indices.front()];
+    mix(b.numel);
+    mix(static_cast<int64_t>(b.param_indices.size()));
+    mix(static_cast<int64_t>(exemplar.scalar_type()));
+    mix(static_cast<int64_t>(exemplar.device().type()));
+  }
+  const auto mine = torch::tensor({static_cast<int64_t>(buckets_.size()), static_cast<int64_t>(hash)}, torch::kInt64);
+  const auto all = group_->all_gather(mine).view({-1, 2});
+  std::vector<int64_t> differ;
+  for (int64_t r = 1; r < all.size(0); ++r)
+    if (!torch::equal(all[r], all[0])) differ.push_back(r);
+  if (differ.empty()) return;
+  std::ostringstream out;
+  out << "GradientReducer: the gradient buckets of rank(s) ";
+  for (size_t k = 0; k < differ.size(); ++k) out << (k ? ", " : "") << differ[k];
+  out << " differ from rank 0's (" << all[0][0].item<int64_t>() << " buckets there, " << buckets_.size()
+      << " here): every rank must build the same model with the same bucket caps";
+  throw std::runtime_error(out.str());
 }
 
 void GradientReducer::set_enabled(bool enabled) {
@@ -205,7 +246,8 @@ void GradientReducer::launch(size_t bucket) {
   stats_.launch_order.push_back(static_cast<int64_t>(bucket));
   stats_.hooks_fired_at_launch[bucket] = hooks_fired_;
   stats_.bytes_reduced += buckets_[bucket].bytes;
-  work_[bucket] = group_->all_reduce_async(flat_[bucket], ReduceOp::kSum);
+  // The layout was agreed once (see Note [Layout agreed once]); a world of one forced on agrees trivially.
+  work_[bucket] = group_->all_reduce_async_preagreed(flat_[bucket], ReduceOp::kSum);
 }
 
 void GradientReducer::throw_if_any_missing() const {

@@ -92,6 +92,7 @@ class GradientReducer {
   };
 
   void ensure_armed();
+  void agree_on_layout() const;
   void on_gradient(size_t param_index, const torch::Tensor& grad);
   void launch_ready_buckets_in_order();
   void launch(size_t bucket);
