@@ -55,6 +55,8 @@ lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->final
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
 frozen_time_counts|src/dist/running_deadline.h|if (now - last_check_ > kFrozen) end_ += now - last_check_;|(void)kFrozen;|^mpi\.np2$
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
+reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$
+openblas_fallback_kept|src/sys/openblas_kernels.cpp|  setenv("OPENBLAS_CORETYPE", kernels, 1);|  return;|^cli\.openblas_kernels$
 fused_loss_temperature_dropped|src/model/contrastive.cpp|const auto q_t = q * inv_t;|const auto q_t = q * 1.0;|^ContrastiveTest\.Fused|^MocoTest\.
 fused_loss_grad_no_onehot|src/model/contrastive.cpp|d_logits.select(1, 0).sub_(1.0);|(void)d_logits;|^ContrastiveTest\.Fused
 LIST
