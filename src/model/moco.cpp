@@ -95,9 +95,9 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
     momentum_update();
     out.k = F::normalize(key_forward(im_k), unit);
   }
-  // Backward needs the queue as it was here; the enqueue below writes it in place, so the loss must
-  // keep a snapshot (else backward fails with "modified by an inplace operation").
-  auto contrastive = fused_contrastive_loss(out.q, out.k, queue_.clone(), options_.temperature);
+  // The fused loss makes its gradient here and keeps nothing of the queue, so the enqueue below may
+  // overwrite it before backward (the plain composition would need a snapshot of it).
+  auto contrastive = fused_contrastive_loss(out.q, out.k, queue_, options_.temperature);
   out.loss = contrastive.loss;
   out.positive_rank = contrastive.positive_rank;
 
