@@ -27,10 +27,9 @@ torch::Tensor contrastive_loss(const torch::Tensor& logits) {
 // Here: q is scaled by 1/T first (n x dim, not n x K), the negatives' products are written by GEMM
 // straight into columns 1.. of the logits, and one log_softmax gives both the loss and, exponentiated
 // in place, the gradient dL/dlogits = (softmax - onehot(0)) / n, which the second GEMM turns into
-// dL/dq at once. So the
-// gradient is made in the forward, and backward only scales it: nothing of size K outlives the
-// forward, the queue is not kept (the caller may enqueue into it before backward) and no
-// log-probabilities are saved. This halves the head's time on CPU (bench_step's head line).
+// dL/dq at once. So the gradient is made in the forward and backward only scales it: nothing of
+// size K outlives the forward, the queue is not kept (the caller may enqueue into it before
+// backward) and no log-probabilities are saved.
 // The loss is -mean(log p_0) from log_softmax, the cross-entropy's own value (a softmax alone would
 // lose it where p_0 underflows: a positive far below its negatives at a low temperature).
 namespace {
