@@ -1,15 +1,23 @@
 // Linked into every executable (an OBJECT library in link_libraries, CMakeLists.txt): no header, no
-// call; it acts before main().
+// call; it acts before main(). OpenBLAS reads its settings while the library is loaded, before any
+// code of ours runs, so where one of the two below must change, the process restarts itself (same
+// pid, arguments and environment, before MPI or any thread starts) with the variable set. A value the
+// user set is never overridden, and another BLAS (the PyPI LibTorch carries MKL) is left alone.
 //
-// OpenBLAS picks its kernels from the CPU's model number. A CPU it does not know -- the usual case on
-// virtual machines, whose CPUID says "Intel(R) Xeon(R) Processor" -- gets its generic "Prescott"
-// SSE3 kernels: here that is 48 GFLOP/s for a 1024^3 SGEMM on two cores against 255 with the
-// AVX-512 ("SkylakeX") kernels the same CPU runs, and the queue logits, the kNN monitor and the fully
-// connected layers all go through SGEMM. OpenBLAS reads its one override, OPENBLAS_CORETYPE, while the
-// library is loaded, before any code of ours runs; so when it has fallen back and the CPU has AVX2 or
-// AVX-512, the process restarts itself (same pid, arguments and environment, before MPI or any thread
-// starts) with OPENBLAS_CORETYPE naming the kernels for its features. A user's OPENBLAS_CORETYPE,
-// another BLAS (the PyPI LibTorch carries MKL), or a CPU OpenBLAS recognises: nothing happens.
+// Kernels. OpenBLAS picks them from the CPU's model number. A CPU it does not know -- the usual case
+// on virtual machines, whose CPUID says "Intel(R) Xeon(R) Processor" -- gets the generic "Prescott"
+// SSE3 kernels: here 48 GFLOP/s for a 1024^3 SGEMM on two cores against 255 with the AVX-512
+// ("SkylakeX") kernels the same CPU runs, and the queue logits, the kNN monitor and the fully
+// connected layers all go through SGEMM. When it has fallen back and the CPU has AVX2 or AVX-512,
+// OPENBLAS_CORETYPE names the kernels for its features.
+//
+// Spinning. A pthreads OpenBLAS keeps its worker threads spinning after each call for 2^28 cycles
+// (about 0.1 s) in case another call follows. LibTorch's own parallel code runs on a second pool, of
+// OpenMP threads, on the same cores: after the contrastive head's two GEMMs OpenBLAS's spinners take
+// a core from the encoder's backward. On this project's 2-core VM a resnet_tiny step ran at 0.84-0.87
+// of its floor (bench_step --only tiny28, 5 runs) with OpenBLAS's default, and at 0.88-0.95 (5 runs)
+// with OPENBLAS_THREAD_TIMEOUT=16: 2^16 cycles, tens of microseconds, still no sleep between
+// back-to-back GEMMs.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -45,21 +53,37 @@ std::vector<std::string> own_arguments() {
   return args;
 }
 
-__attribute__((constructor)) void restart_with_openblas_kernels_for_this_cpu() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice, or ours after the restart
+// OpenBLAS's threading: 0 single-threaded, 1 pthreads, 2 OpenMP (whose threads are LibTorch's own).
+bool openblas_spins_in_own_threads() {
+  using Query = int (*)();
+  const auto parallel = reinterpret_cast<Query>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  const auto threads = reinterpret_cast<Query>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return parallel != nullptr && threads != nullptr && parallel() == 1 && threads() > 1;
+}
+
+const char* kernels_to_set() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return nullptr;  // the user's choice, or ours after the restart
   using CoreName = char* (*)();
   const auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-  if (core_name == nullptr || std::strcmp(core_name(), "Prescott") != 0) return;
-  const char* kernels = kernels_for_this_cpu();
-  if (kernels == nullptr) return;
+  if (core_name == nullptr || std::strcmp(core_name(), "Prescott") != 0) return nullptr;
+  return kernels_for_this_cpu();
+}
+
+__attribute__((constructor)) void restart_with_openblas_settings_for_this_machine() {
+  const char* kernels = kernels_to_set();
+  const bool set_timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr && openblas_spins_in_own_threads();
+  if (kernels == nullptr && !set_timeout) return;
   std::vector<std::string> args = own_arguments();
   if (args.empty()) return;
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  setenv("OPENBLAS_CORETYPE", kernels, 1);
+  if (kernels != nullptr) setenv("OPENBLAS_CORETYPE", kernels, 1);
+  if (set_timeout) setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1);
   execv("/proc/self/exe", argv.data());
-  unsetenv("OPENBLAS_CORETYPE");  // the restart failed: carry on with the generic kernels
+  // The restart failed: carry on as loaded.
+  if (kernels != nullptr) unsetenv("OPENBLAS_CORETYPE");
+  if (set_timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT");
 }
 
 }  // namespace
