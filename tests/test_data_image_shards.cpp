@@ -84,8 +84,9 @@ TEST_P(ImageShardsTest, ShardsServeTheFolderSamplesBytesViewsAndBadFiles) {
     SCOPED_TRACE(i);
     EXPECT_EQ(source->label(i), folder.folder().labels[static_cast<size_t>(i)]);
     EXPECT_EQ(source->original_path(i), folder.folder().files[static_cast<size_t>(i)]);
-    if (folder.folder().files[static_cast<size_t>(i)] != "cat/zero.jpg")
+    if (folder.folder().files[static_cast<size_t>(i)] != "cat/zero.jpg") {
       EXPECT_EQ(source->read(i), read_whole_file((root / folder.folder().files[static_cast<size_t>(i)]).string()));
+    }
     const Example a = folder.get(i), b = packed_set.get(i);
     EXPECT_EQ(a.label, b.label);
     EXPECT_TRUE(torch::equal(a.image, b.image));

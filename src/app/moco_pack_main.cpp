@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     for (const auto& p : packed)
       std::cout << fmt::format("{}: {} images, {} classes, {} shard(s), {:.1f} MiB: {} .. {}\n", p.name, p.images, todo[0].folder.classes.size(),
                                p.files.size(), static_cast<double>(p.bytes) / 1048576.0, p.files.front(), p.files.back());
-    std::cout << fmt::format("packed in {:.1f} s with {} thread(s)\n", seconds, threads);
+    std::cout << fmt::format("packed in {:.1f} s, up to {} shard(s) at a time\n", seconds, threads);
   } catch (const moco::data::FolderError& e) {
     std::cerr << "moco_pack: " << e.what() << "\n";
     return 2;

@@ -68,7 +68,11 @@ class ShardFile {
     H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
     H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
     images_ = H5Dcreate2(file_, "images", H5T_STD_U8LE, space.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT);
-    if (images_ < 0) fail("cannot create the dataset 'images' of " + std::to_string(total_bytes) + " bytes");
+    if (images_ < 0) {
+      const std::string why = h5::error_text();
+      close_locked();  // no destructor runs for a constructor that throws
+      throw std::runtime_error(path_ + ": cannot create the dataset 'images' of " + std::to_string(total_bytes) + " bytes (HDF5: " + why + ")");
+    }
   }
   ~ShardFile() {
     auto held = h5::lock();
