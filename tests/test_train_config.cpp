@@ -70,6 +70,12 @@ TEST(ConfigTest, AugmentationKeysAreChecked) {
   // ImageFolder images are RGB: 3 values or 1, known from the config alone.
   EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: imagefolder\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
                        "has 2 values but data.dataset imagefolder has 3 channel(s)"));
+  // Packed shards (moco_pack) are the same RGB images of any size: the same rules.
+  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: hdf5\n  mean: [0.5]\n  std: [0.5]\n")), "data.augmentation"));
+  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
+                       "has 2 values but data.dataset hdf5 has 3 channel(s)"));
+  EXPECT_EQ(load_config(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5]\n  std: [0.5]\n")).data.dataset, "hdf5");
+  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: hdf6\n")), "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"));
 }
 
 TEST(ConfigTest, UnknownKeyNamesTheKeyAndTheFile) {

@@ -1,10 +1,6 @@
 #include "data/image_folder.h"
 
-#include "data/encoded_views.h"
 #include "data/image_decode.h"
-
-#include <spdlog/spdlog.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <cctype>
@@ -22,7 +18,9 @@ bool has_image_extension(const fs::path& path) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
+}  // namespace
+
+std::vector<uint8_t> read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw DecodeError("cannot open the file");
   const std::streamsize size = in.tellg();
@@ -33,9 +31,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return bytes;
 }
 
-}  // namespace
-
-ImageFolder scan_image_folder(const std::string& root) {
+ImageFolder scan_image_folder(const std::string& root, std::vector<std::string>* folders_walked) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) throw FolderError(root + ": no such folder");
   ImageFolder folder;
@@ -46,14 +42,18 @@ ImageFolder scan_image_folder(const std::string& root) {
   // Byte order, as Python sorts str names.
   std::sort(folder.classes.begin(), folder.classes.end());
   if (folder.classes.empty()) throw FolderError(root + ": holds no class folder (expected root/<class>/<image>.jpg)");
+  if (folders_walked) folders_walked->assign(1, ".");
   for (size_t label = 0; label < folder.classes.size(); ++label) {
     const fs::path class_dir = fs::path(root) / folder.classes[label];
     // torchvision: sorted(os.walk(class_dir)) then sorted(file names): by folder, then by name.
     std::vector<std::pair<std::string, std::string>> found;
+    if (folders_walked) folders_walked->push_back(folder.classes[label]);
     for (auto it = fs::recursive_directory_iterator(class_dir, fs::directory_options::follow_directory_symlink, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (it->is_regular_file(ec) && has_image_extension(it->path()))
         found.emplace_back(it->path().parent_path().string(), it->path().filename().string());
+      else if (folders_walked && !ec && it->is_directory(ec))
+        folders_walked->push_back(it->path().lexically_relative(root).string());
     }
     if (ec) throw FolderError(class_dir.string() + ": cannot list the folder: " + ec.message());
     if (found.empty()) throw FolderError(class_dir.string() + ": class folder without images (.jpg, .jpeg, .png)");
@@ -67,45 +67,11 @@ ImageFolder scan_image_folder(const std::string& root) {
   return folder;
 }
 
+std::string ImageFolderSource::describe(int64_t index) const {
+  return (fs::path(folder_.root) / folder_.files[static_cast<size_t>(index)]).string();
+}
+
 ImageFolderDataset::ImageFolderDataset(ImageFolder folder, int64_t eval_size, bool dct_scaling)
-    : folder_(std::move(folder)), eval_size_(eval_size), dct_scaling_(dct_scaling) {
-  if (folder_.files.empty()) throw FolderError(folder_.root + ": no images");
-  if (eval_size_ <= 0) throw std::invalid_argument("ImageFolderDataset: eval_size must be positive");
-}
-
-int64_t ImageFolderDataset::with_encoded(int64_t index, const EncodedUse& use) const {
-  const int64_t n = size();
-  if (index < 0 || index >= n) throw std::out_of_range("ImageFolder index " + std::to_string(index) + " outside [0, " + std::to_string(n) + ")");
-  for (int64_t tries = 0; tries < n; ++tries) {
-    const int64_t i = (index + tries) % n;
-    {
-      std::lock_guard<std::mutex> lock(bad_mu_);
-      if (bad_.count(i)) continue;
-    }
-    const std::string path = (fs::path(folder_.root) / folder_.files[static_cast<size_t>(i)]).string();
-    try {
-      const std::vector<uint8_t> bytes = read_file(path);
-      use(bytes.data(), bytes.size(), folder_.labels[static_cast<size_t>(i)]);
-      return i;
-    } catch (const DecodeError& e) {
-      std::lock_guard<std::mutex> lock(bad_mu_);
-      if (bad_.insert(i).second) {
-        ++bad_count_;
-        spdlog::warn("skipping unreadable image {}: {} ({} skipped so far)", path, e.what(), bad_count_.load());
-      }
-    }
-  }
-  throw std::runtime_error(folder_.root + ": not one of its " + std::to_string(n) + " images can be decoded");
-}
-
-Example ImageFolderDataset::get(int64_t index) const {
-  Example example;
-  with_encoded(index, [&](const uint8_t* bytes, size_t size, int64_t label) {
-    Image view = encoded_eval_view(bytes, size, eval_size_, dct_scaling_);
-    example.image = torch::from_blob(view.pixels.data(), {3, eval_size_, eval_size_}, torch::kUInt8).clone();
-    example.label = label;
-  });
-  return example;
-}
+    : EncodedImageDataset(std::make_shared<ImageFolderSource>(std::move(folder)), eval_size, dct_scaling) {}
 
 }  // namespace moco::data

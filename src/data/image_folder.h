@@ -1,21 +1,19 @@
 // defines: ImageFolder (torchvision's layout: root/<class>/**/<image>.{jpg,jpeg,png}, classes
-// sorted), scan_image_folder, ImageFolderDataset (its files, decoded per sample)
+// sorted), scan_image_folder, ImageFolderSource (its files read from disk), ImageFolderDataset
+// (the EncodedImageDataset over them)
 #pragma once
 
-#include "data/dataset.h"
+#include "data/encoded_dataset.h"
 
-#include <atomic>
-#include <memory>
-#include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace moco::data {
 
-// A folder that is missing, holds no class folder, or a class folder without images: the user's
-// setup, so train/ reports it as a config error (exit 2) before any work.
+// A folder that is missing, holds no class folder, or a class folder without images (and for
+// packed shards: none found, or shards that do not belong together): the user's setup, so train/
+// reports it as a config error (exit 2) before any work.
 class FolderError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -30,34 +28,33 @@ struct ImageFolder {
 
 // As torchvision.datasets.ImageFolder: class folders sorted by name, each walked recursively
 // (following links), files sorted by folder then name, extensions .jpg .jpeg .png in any case.
-ImageFolder scan_image_folder(const std::string& root);
+// folders_walked, if given, receives every folder listed ("." for root, then paths relative to
+// it): what file_list_cache.h watches.
+ImageFolder scan_image_folder(const std::string& root, std::vector<std::string>* folders_walked = nullptr);
 
-// The train or val split of an ImageFolder. get() gives the evaluation view: Resize(S * 256 / 224)
-// (shorter side, antialiased) + CenterCrop(S), uint8 [3, S, S], with S = eval_size.
-class ImageFolderDataset : public Dataset {
+// The file's whole contents; DecodeError (cannot open, empty, short read) naming no path: callers do.
+std::vector<uint8_t> read_whole_file(const std::string& path);
+
+class ImageFolderSource : public EncodedSource {
  public:
-  ImageFolderDataset(ImageFolder folder, int64_t eval_size, bool dct_scaling);
-
+  explicit ImageFolderSource(ImageFolder folder) : folder_(std::move(folder)) {}
   int64_t size() const override { return static_cast<int64_t>(folder_.files.size()); }
-  Example get(int64_t index) const override;
-  int64_t channels() const override { return 3; }
-  int64_t height() const override { return eval_size_; }
-  int64_t width() const override { return eval_size_; }
-  int64_t num_classes() const override { return static_cast<int64_t>(folder_.classes.size()); }
-  bool is_encoded() const override { return true; }
-  int64_t with_encoded(int64_t index, const EncodedUse& use) const override;
-  int64_t bad_files() const override { return bad_count_.load(); }
-
+  const std::vector<std::string>& classes() const override { return folder_.classes; }
+  int64_t label(int64_t index) const override { return folder_.labels[static_cast<size_t>(index)]; }
+  std::vector<uint8_t> read(int64_t index) const override { return read_whole_file(describe(index)); }
+  std::string describe(int64_t index) const override;  // root/relative path
+  std::string root() const override { return folder_.root; }
   const ImageFolder& folder() const { return folder_; }
-  bool dct_scaling() const { return dct_scaling_; }
 
  private:
   ImageFolder folder_;
-  int64_t eval_size_;
-  bool dct_scaling_;
-  mutable std::mutex bad_mu_;
-  mutable std::set<int64_t> bad_;  // known bad: skipped without reading them again
-  mutable std::atomic<int64_t> bad_count_{0};
+};
+
+// The train or val split of an ImageFolder, decoded per sample (see EncodedImageDataset).
+class ImageFolderDataset : public EncodedImageDataset {
+ public:
+  ImageFolderDataset(ImageFolder folder, int64_t eval_size, bool dct_scaling);
+  const ImageFolder& folder() const { return static_cast<const ImageFolderSource&>(source()).folder(); }
 };
 
 }  // namespace moco::data

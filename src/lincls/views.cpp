@@ -16,7 +16,7 @@ data::AugmentOptions train_view(const train::Config& c) {
   a.jitter_prob = 0.0;
   // The official linear protocol's training view is crop + flip whatever the pre-training used:
   // the batched recipe for images of one size, else v1 with every colour change off.
-  a.recipe = c.data.dataset == "imagefolder" ? data::Recipe::kV1 : data::Recipe::kSimple;
+  a.recipe = train::is_encoded_dataset(c) ? data::Recipe::kV1 : data::Recipe::kSimple;
   a.brightness = a.contrast = a.saturation = a.hue = 0.0;
   a.grayscale_prob = 0.0;
   return a;

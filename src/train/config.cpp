@@ -91,11 +91,11 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q"),
       MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)"),
       MOCO_FIELD(moco.bn_splits, "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on one device"),
-      MOCO_FIELD(data.dataset, "fashion_mnist, mnist (IDX files under data.root), synthetic, or imagefolder (data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs data.augmentation v1 or v2)"),
+      MOCO_FIELD(data.dataset, "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder (data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs data.augmentation v1 or v2), or hdf5 (an ImageFolder packed by moco_pack: data.root/<split>-SSSSS-of-NNNNN.h5, the same samples in the same order; as imagefolder otherwise)"),
       MOCO_FIELD(data.root, "folder of the IDX files, or of the ImageFolder splits"),
-      MOCO_FIELD(data.train_dir, "imagefolder: the train split's folder under data.root"),
-      MOCO_FIELD(data.val_dir, "imagefolder: the val split's folder under data.root (the kNN monitor's queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
-      MOCO_FIELD(data.dct_scaling, "imagefolder: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still leaves each crop at least data.image_size px, before the antialiased resize (much faster on large photos; false: always decode at full size)"),
+      MOCO_FIELD(data.train_dir, "imagefolder: the train split's folder under data.root; hdf5: its shards' prefix (data.root/<train_dir>-*.h5)"),
+      MOCO_FIELD(data.val_dir, "imagefolder: the val split's folder under data.root, hdf5: its shards' prefix (the kNN monitor's queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
+      MOCO_FIELD(data.dct_scaling, "imagefolder, hdf5: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still leaves each crop at least data.image_size px, before the antialiased resize (much faster on large photos; false: always decode at full size)"),
       MOCO_FIELD(data.image_size, "side in pixels of the augmented crops"),
       MOCO_FIELD(data.augmentation, "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 equal torchvision's ops on uint8 images"),
       MOCO_FIELD(data.workers, "augmentation threads"),
@@ -266,8 +266,10 @@ const char* global_batch_key(Job job) { return job == Job::kLincls ? "lincls.bat
 
 int64_t dataset_channels(const Config& c) {
   if (c.data.dataset == "synthetic") return c.data.synthetic_channels;
-  return c.data.dataset == "imagefolder" ? 3 : 1;  // ImageFolder images are decoded to RGB, as torchvision's loader does
+  return is_encoded_dataset(c) ? 3 : 1;  // ImageFolder images are decoded to RGB, as torchvision's loader does
 }
+
+bool is_encoded_dataset(const Config& c) { return c.data.dataset == "imagefolder" || c.data.dataset == "hdf5"; }
 
 void validate_for_world(const Config& c, int world_size, const std::string& where, Job job) {
   require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
@@ -290,10 +292,10 @@ void validate(const Config& c, const std::string& where) {
   require(c.moco.temperature > 0, where, "moco.temperature", "must be positive");
   require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
           "must be >= 1 and divide optim.batch_size");
-  const std::set<std::string> datasets{"fashion_mnist", "mnist", "synthetic", "imagefolder"};
-  require(datasets.count(c.data.dataset) > 0, where, "data.dataset", "must be one of fashion_mnist, mnist, synthetic, imagefolder, not '" + c.data.dataset + "'");
-  require(c.data.dataset != "imagefolder" || c.data.augmentation != "simple", where, "data.augmentation",
-          "must be v1 or v2 with data.dataset imagefolder (the simple recipe needs images of one size)");
+  const std::set<std::string> datasets{"fashion_mnist", "mnist", "synthetic", "imagefolder", "hdf5"};
+  require(datasets.count(c.data.dataset) > 0, where, "data.dataset", "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5, not '" + c.data.dataset + "'");
+  require(!is_encoded_dataset(c) || c.data.augmentation != "simple", where, "data.augmentation",
+          "must be v1 or v2 with data.dataset " + c.data.dataset + " (the simple recipe needs images of one size)");
   require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
   require(c.data.image_size > 0, where, "data.image_size", "must be positive");
   require(c.data.workers >= 1, where, "data.workers", "must be at least 1");

@@ -34,10 +34,10 @@ struct Config {
     int64_t bn_splits = 8;  // BN groups in the global batch (each rank runs its share), keys shuffled across them
   } moco;
   struct Data {
-    std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | imagefolder
+    std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | imagefolder | hdf5
     std::string root = "/usr/share/datasets/fashion-mnist";
-    std::string train_dir = "train", val_dir = "val";  // imagefolder: the splits under root
-    bool dct_scaling = true;  // imagefolder: JPEGs decoded at a DCT scale where the view allows
+    std::string train_dir = "train", val_dir = "val";  // imagefolder: the splits under root; hdf5: the shards' prefixes
+    bool dct_scaling = true;  // imagefolder, hdf5: JPEGs decoded at a DCT scale where the view allows
     int64_t image_size = 28;  // side of the augmented crops
     std::string augmentation = "simple";  // simple | v1 | v2 (data/augment.h)
     int workers = 1;
@@ -132,6 +132,9 @@ const char* global_batch_key(Job job);
 
 // Channels of the configured dataset's images, known from the config alone (the IDX sets are greyscale).
 int64_t dataset_channels(const Config& config);
+
+// imagefolder and hdf5: JPEG/PNG files of any size, decoded per sample (RGB, augmentation v1/v2).
+bool is_encoded_dataset(const Config& config);
 
 // Reads the YAML file, applies overrides ("optim.base_lr=0.06", values in YAML syntax), validates.
 // Unknown keys, wrong types and out-of-range values throw ConfigError naming the file and the key.

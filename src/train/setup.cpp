@@ -1,7 +1,9 @@
 #include "train/setup.h"
 
+#include "data/file_list_cache.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
+#include "data/image_shards.h"
 #include "data/synthetic.h"
 
 #include <filesystem>
@@ -12,7 +14,9 @@ namespace moco::train {
 namespace {
 
 // The file list of an ImageFolder split, scanned once per process (check_data scans before any
-// work, load_splits then reuses it: a million-file walk is not repeated). A missing or empty
+// work, load_splits then reuses it: a million-file walk is not repeated) and across processes
+// through the file-list cache (beside the split, or in train.output_dir if that exists already and
+// the data's folder is read-only: file_list_cache.h). A missing or empty
 // folder is the config's fault: ConfigError naming `where`, the keys and the folder.
 data::ImageFolder scanned_split(const Config& c, const std::string& dir, const char* key, const std::string& where) {
   static std::mutex mu;
@@ -21,7 +25,22 @@ data::ImageFolder scanned_split(const Config& c, const std::string& dir, const c
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = scans.find(path); it != scans.end()) return it->second;
   try {
-    return scans.emplace(path, data::scan_image_folder(path)).first->second;
+    return scans.emplace(path, data::scan_image_folder_cached(path, {c.train.output_dir}).folder).first->second;
+  } catch (const data::FolderError& e) {
+    throw ConfigError(where + ": keys 'data.root' and '" + key + "': " + e.what());
+  }
+}
+
+// The packed shards of a split, opened once per process as scanned_split scans once; the same
+// ConfigError for shards that are missing or do not belong together.
+std::shared_ptr<const data::ImageShardSource> opened_shards(const Config& c, const std::string& split, const char* key, const std::string& where) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const data::ImageShardSource>> opened;
+  const std::string id = (std::filesystem::path(c.data.root) / split).string();
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = opened.find(id); it != opened.end()) return it->second;
+  try {
+    return opened.emplace(id, std::make_shared<data::ImageShardSource>(c.data.root, split)).first->second;
   } catch (const data::FolderError& e) {
     throw ConfigError(where + ": keys 'data.root' and '" + key + "': " + e.what());
   }
@@ -30,12 +49,19 @@ data::ImageFolder scanned_split(const Config& c, const std::string& dir, const c
 }  // namespace
 
 void check_data(const Config& c, const std::string& where) {
-  if (c.data.dataset != "imagefolder") return;
-  const data::ImageFolder train = scanned_split(c, c.data.train_dir, "data.train_dir", where);
-  const data::ImageFolder val = scanned_split(c, c.data.val_dir, "data.val_dir", where);
-  if (val.classes != train.classes)
-    throw ConfigError(where + ": key 'data.val_dir': " + val.root + " holds " + std::to_string(val.classes.size()) + " class folders, not the " +
-                      std::to_string(train.classes.size()) + " of " + train.root + " (the kNN monitor needs the same classes)");
+  if (c.data.dataset == "imagefolder") {
+    const data::ImageFolder train = scanned_split(c, c.data.train_dir, "data.train_dir", where);
+    const data::ImageFolder val = scanned_split(c, c.data.val_dir, "data.val_dir", where);
+    if (val.classes != train.classes)
+      throw ConfigError(where + ": key 'data.val_dir': " + val.root + " holds " + std::to_string(val.classes.size()) + " class folders, not the " +
+                        std::to_string(train.classes.size()) + " of " + train.root + " (the kNN monitor needs the same classes)");
+  } else if (c.data.dataset == "hdf5") {
+    const auto train = opened_shards(c, c.data.train_dir, "data.train_dir", where);
+    const auto val = opened_shards(c, c.data.val_dir, "data.val_dir", where);
+    if (val->classes() != train->classes())
+      throw ConfigError(where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) + " classes, not the " +
+                        std::to_string(train->classes().size()) + " of " + train->root() + " (the kNN monitor needs the same classes)");
+  }
 }
 
 Splits load_splits(const Config& c) {
@@ -49,6 +75,11 @@ Splits load_splits(const Config& c) {
   if (c.data.dataset == "imagefolder") {
     auto train = std::make_shared<data::ImageFolderDataset>(scanned_split(c, c.data.train_dir, "data.train_dir", "the config"), c.data.image_size, c.data.dct_scaling);
     auto val = std::make_shared<data::ImageFolderDataset>(scanned_split(c, c.data.val_dir, "data.val_dir", "the config"), c.data.image_size, c.data.dct_scaling);
+    return {train, val};
+  }
+  if (c.data.dataset == "hdf5") {
+    auto train = std::make_shared<data::EncodedImageDataset>(opened_shards(c, c.data.train_dir, "data.train_dir", "the config"), c.data.image_size, c.data.dct_scaling);
+    auto val = std::make_shared<data::EncodedImageDataset>(opened_shards(c, c.data.val_dir, "data.val_dir", "the config"), c.data.image_size, c.data.dct_scaling);
     return {train, val};
   }
   auto idx = data::load_mnist_style_splits(c.data.root);

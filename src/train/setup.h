@@ -15,13 +15,16 @@ struct Splits {
   std::shared_ptr<data::Dataset> train, test;
 };
 
-// Synthetic splits from the seed, the IDX files under data.root (errors name the file), or the
+// Synthetic splits from the seed, the IDX files under data.root (errors name the file), the
 // ImageFolder splits data.root/data.train_dir and data.val_dir (a missing root, no class folder or
-// an empty class: ConfigError naming the key and folder).
+// an empty class: ConfigError naming the key and folder), or their packed shards
+// data.root/<data.train_dir>-*.h5 and <data.val_dir>-*.h5 (none, or shards that do not belong
+// together: ConfigError naming the key and the shard).
 Splits load_splits(const Config& config);
 
 // What only the data on disk can tell, checked before any work (exit 2 as a ConfigError): for
-// imagefolder, that both splits exist, hold class folders with images, and the same classes.
+// imagefolder, that both splits exist, hold class folders with images, and the same classes; for
+// hdf5, that both splits' shards are complete, agree, and hold the same classes.
 void check_data(const Config& config, const std::string& where);
 
 // MoCo's augmentation and the normalisation of every view (data.*).

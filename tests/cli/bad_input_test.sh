@@ -148,6 +148,24 @@ imagefolder_bad_folders)
   expect 2 "key 'data.mean' has 2 values but data.dataset imagefolder has 3 channel(s): give 1 value or 3" -- \
     "$dist" "${if_run[@]}" data.root="$work/none" data.mean=[0.1,0.2] data.std=[0.3,0.4]
   no_work_done ;;
+hdf5_bad_shards)
+  # Packed shards that are missing or do not belong together: exit 2 naming the keys and the shard,
+  # before any work.
+  h5_run=(--config "$src/configs/imagefolder_quick.yaml" data.dataset=hdf5 train.threads=1 train.output_dir="$out")
+  expect 2 "keys 'data.root' and 'data.train_dir': $work/none: no such folder" -- "$dist" "${h5_run[@]}" data.root="$work/none"
+  no_work_done
+  mkdir -p "$work/empty"
+  expect 2 "keys 'data.root' and 'data.train_dir': $work/empty: holds no shard train-00000-of-00001.h5" -- "$dist" "${h5_run[@]}" data.root="$work/empty"
+  no_work_done
+  "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 3 --val 2
+  "$build/moco_pack" "$work/if" "$work/p3" --shards 3 >/dev/null
+  "$build/moco_pack" "$work/if" "$work/p1" --shards 1 >/dev/null
+  cp "$work/p1/val-00000-of-00001.h5" "$work/p3/"
+  expect 2 "keys 'data.root' and 'data.val_dir': $work/p3/val-0000" "(shards of two packs; remove one)" -- "$dist" "${h5_run[@]}" data.root="$work/p3"
+  no_work_done
+  rm "$work/p3/val-00000-of-00001.h5" "$work/p3/train-00001-of-00003.h5"
+  expect 2 "keys 'data.root' and 'data.train_dir': $work/p3/train-00001-of-00003.h5: missing" -- "$dist" "${h5_run[@]}" data.root="$work/p3"
+  no_work_done ;;
 output_dir_unwritable)
   expect 1 "train.output_dir '/proc/moco_dist_test/run': cannot create the folder" -- \
     "$dist" --config "$tiny" train.output_dir=/proc/moco_dist_test/run

@@ -91,6 +91,47 @@ assert {"raw_pixels", "random_init", "trained"} <= set(knn), f"kNN rows: {knn}"
 print(f"{len(train)} steps, loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}, kNN {knn}")
 PY
   done ;;
+hdf5_pack_np2)
+  # The same generated ImageFolder packed by moco_pack into 3 shards per split, then trained from on
+  # 2 ranks (data.dataset=hdf5): the run trains and evaluates, and each broken file is logged with
+  # its shard and original path. moco_pack's --help, a second pack over the first (exit 2) and a
+  # missing source (exit 2) as a user meets them.
+  pack=$build/moco_pack
+  "$pack" --help | grep -q -- "--shards" || { echo "moco_pack --help does not list --shards" >&2; exit 1; }
+  "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 16 --val 4 --corrupt 2
+  "$pack" "$work/data" "$work/packed" --shards 3 --threads 2 >"$work/pack.console" 2>&1 || { cat "$work/pack.console"; exit 1; }
+  cat "$work/pack.console"
+  for split in train val; do for s in 0 1 2; do
+    [ -s "$work/packed/$split-0000$s-of-00003.h5" ] || { echo "no shard $split-0000$s-of-00003.h5" >&2; exit 1; }
+  done; done
+  ! ls "$work/packed" | grep -q tmp || { echo "temporary files left in $work/packed" >&2; exit 1; }
+  rc=0; "$pack" "$work/data" "$work/packed" --shards 2 >"$work/again.console" 2>&1 || rc=$?
+  [ $rc -eq 2 ] && grep -q "shards of this split are there already" "$work/again.console" || { cat "$work/again.console"; echo "exit $rc" >&2; exit 1; }
+  rc=0; "$pack" "$work/none" "$work/packed2" >"$work/none.console" 2>&1 || rc=$?
+  [ $rc -eq 2 ] && grep -q "$work/none/train: no such folder" "$work/none.console" && [ ! -e "$work/packed2" ] ||
+    { cat "$work/none.console"; echo "exit $rc" >&2; exit 1; }
+  run=(--config "$src/configs/imagefolder_quick.yaml" data.dataset=hdf5 data.root="$work/packed" train.threads=1 train.epochs=1
+       ckpt.every_minutes=0 data.workers=1 train.output_dir="$work/np2")
+  mpirun -np 2 --oversubscribe "$dist" "${run[@]}" >"$work/np2.console" 2>&1 || { cat "$work/np2.console"; exit 1; }
+  # The same run from the folder: the same samples in the same order give the same losses.
+  mpirun -np 2 --oversubscribe "$dist" "${run[@]}" data.dataset=imagefolder data.root="$work/data" train.output_dir="$work/folder_np2" \
+    >"$work/folder_np2.console" 2>&1 || { cat "$work/folder_np2.console"; exit 1; }
+  for k in 0 1; do
+    grep -q "skipping unreadable image $work/packed/train-0000[0-2]-of-00003.h5 (class_0$k/corrupt_$k.jpg)" "$work/np2.console" "$work/np2"/rank*.log ||
+      { cat "$work/np2.console"; echo "corrupt_$k.jpg not logged with its shard" >&2; exit 1; }
+  done
+  "$py" - "$work/np2/metrics.jsonl" "$work/folder_np2/metrics.jsonl" <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+train = [r for r in rows if r["event"] == "train"]
+knn = {r["encoder"]: r["top1"] for r in rows if r["event"] == "knn"}
+assert train and all(math.isfinite(r["loss"]) for r in train), "no finite training steps"
+assert {"random_init", "trained"} <= set(knn), f"kNN rows: {knn}"
+folder = [r["loss"] for r in map(json.loads, open(sys.argv[2])) if r["event"] == "train"]
+assert [r["loss"] for r in train] == folder, f"losses from the shards {[r['loss'] for r in train]}, from the folder {folder}"
+print(f"{len(train)} steps, loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f} (the folder's, step for step), kNN {knn}")
+PY
+  ;;
 *) echo "unknown case $case_name" >&2; exit 1 ;;
 esac
 echo "PASS ($case_name)"

@@ -1,0 +1,237 @@
+#include "data/image_pack.h"
+
+#include "data/h5_util.h"
+#include "data/image_shards.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace moco::data {
+namespace fs = std::filesystem;
+namespace {
+
+// Buffered bytes per shard between HDF5 writes: large writes, bounded memory per thread.
+constexpr int64_t kWriteBatchBytes = 64 << 20;
+
+struct Task {
+  const SplitToPack* split;
+  int shard, num_shards;
+  int64_t begin, end;  // global indices
+  std::string final_path, tmp_path;
+};
+
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(path + ": cannot sync: " + why);
+  }
+  ::close(fd);
+}
+
+std::vector<uint8_t> read_source(const std::string& path, int64_t expected) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
+  std::vector<uint8_t> bytes(static_cast<size_t>(expected));
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(expected));
+  if (in.gcount() != static_cast<std::streamsize>(expected) || in.peek() != std::char_traits<char>::eof())
+    throw std::runtime_error(path + ": changed while packing (its size is no longer " + std::to_string(expected) + " bytes)");
+  return bytes;
+}
+
+// The HDF5 side of one shard being written; every call holds h5::lock().
+class ShardFile {
+ public:
+  ShardFile(const std::string& path, int64_t total_bytes) : path_(path) {
+    auto held = h5::lock();
+    h5::init_once();
+    h5::Handle access(H5Pcreate(H5P_FILE_ACCESS));
+    H5Pset_libver_bounds(access.get(), H5F_LIBVER_V110, H5F_LIBVER_LATEST);  // checksummed metadata, as the checkpoints
+    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
+    if (file_ < 0) fail("cannot create the file");
+    // Contiguous, unfiltered, allocated at once and never pre-filled: its offset in the file is
+    // fixed now, readers pread from it, and each byte is written once.
+    const auto n = static_cast<hsize_t>(total_bytes);
+    h5::Handle space(H5Screate_simple(1, &n, nullptr));
+    h5::Handle create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_layout(create.get(), H5D_CONTIGUOUS);
+    H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
+    H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
+    images_ = H5Dcreate2(file_, "images", H5T_STD_U8LE, space.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT);
+    if (images_ < 0) {
+      const std::string why = h5::error_text();
+      close_locked();  // no destructor runs for a constructor that throws
+      throw std::runtime_error(path_ + ": cannot create the dataset 'images' of " + std::to_string(total_bytes) + " bytes (HDF5: " + why + ")");
+    }
+  }
+  ~ShardFile() {
+    auto held = h5::lock();
+    close_locked();
+  }
+  ShardFile(const ShardFile&) = delete;
+  ShardFile& operator=(const ShardFile&) = delete;
+
+  void write_bytes(int64_t offset, const std::vector<uint8_t>& bytes) {
+    if (bytes.empty()) return;
+    auto held = h5::lock();
+    const hsize_t start = static_cast<hsize_t>(offset), count = bytes.size();
+    h5::Handle file_space(H5Dget_space(images_));
+    h5::Handle mem_space(H5Screate_simple(1, &count, nullptr));
+    if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr) < 0 ||
+        H5Dwrite(images_, H5T_NATIVE_UINT8, mem_space.get(), file_space.get(), H5P_DEFAULT, bytes.data()) < 0)
+      fail("cannot write the images' bytes");
+  }
+
+  void finish(const Task& t, const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes) {
+    const ImageFolder& f = t.split->folder;
+    std::vector<int64_t> labels(f.labels.begin() + t.begin, f.labels.begin() + t.end);
+    std::vector<std::string> paths(f.files.begin() + t.begin, f.files.begin() + t.end);
+    auto held = h5::lock();
+    if (!h5::write_int64s(file_, "offsets", offsets) || !h5::write_int64s(file_, "sizes", sizes) || !h5::write_int64s(file_, "labels", labels) ||
+        !h5::write_strings(file_, "paths", paths) || !h5::write_strings(file_, "classes", f.classes))
+      fail("cannot write the index");
+    if (!h5::write_string_attribute(file_, "format", kShardFormat) || !h5::write_string_attribute(file_, "split", t.split->name) ||
+        !h5::write_string_attribute(file_, "source", f.root) || !h5::write_int_attribute(file_, "shard_index", t.shard) ||
+        !h5::write_int_attribute(file_, "num_shards", t.num_shards) || !h5::write_int_attribute(file_, "first_index", t.begin) ||
+        !h5::write_int_attribute(file_, "total_images", static_cast<int64_t>(f.files.size())))
+      fail("cannot write the attributes");
+    if (!close_locked()) fail("cannot close the file");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) { throw std::runtime_error(path_ + ": " + what + " (HDF5: " + h5::error_text() + ")"); }
+  bool close_locked() {
+    bool ok = true;
+    if (images_ >= 0) ok = H5Dclose(images_) >= 0 && ok;
+    if (file_ >= 0) ok = H5Fclose(file_) >= 0 && ok;
+    images_ = file_ = -1;
+    return ok;
+  }
+  std::string path_;
+  hid_t file_ = -1, images_ = -1;
+};
+
+void write_shard(const Task& t, const std::atomic<bool>& stop) {
+  const ImageFolder& f = t.split->folder;
+  auto source_path = [&](int64_t i) { return (fs::path(f.root) / f.files[static_cast<size_t>(i)]).string(); };
+  // The sizes first: the contiguous dataset is made at its final size.
+  std::vector<int64_t> offsets, sizes;
+  int64_t total = 0;
+  for (int64_t i = t.begin; i < t.end; ++i) {
+    std::error_code ec;
+    const auto size = static_cast<int64_t>(fs::file_size(source_path(i), ec));
+    if (ec) throw std::runtime_error(source_path(i) + ": cannot read: " + ec.message());
+    offsets.push_back(total);
+    sizes.push_back(size);
+    total += size;
+  }
+  ShardFile out(t.tmp_path, total);
+  std::vector<uint8_t> batch;
+  int64_t batch_start = 0;
+  for (int64_t i = t.begin; i < t.end && !stop; ++i) {
+    const auto bytes = read_source(source_path(i), sizes[static_cast<size_t>(i - t.begin)]);
+    batch.insert(batch.end(), bytes.begin(), bytes.end());
+    if (static_cast<int64_t>(batch.size()) >= kWriteBatchBytes || i + 1 == t.end) {
+      out.write_bytes(batch_start, batch);
+      batch_start += static_cast<int64_t>(batch.size());
+      batch.clear();
+    }
+  }
+  if (stop) return;
+  out.finish(t, offsets, sizes);
+  fsync_file(t.tmp_path);
+}
+
+}  // namespace
+
+std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& splits, const std::string& out_dir, const PackOptions& options) {
+  if (options.shards < 1 || options.shards > 99999) throw FolderError("the number of shards must lie in [1, 99999], not " + std::to_string(options.shards));
+  std::error_code ec;
+  std::vector<std::string> old_shards;  // of these splits, already in out_dir
+  if (fs::is_directory(out_dir, ec))
+    for (const auto& entry : fs::directory_iterator(out_dir, ec))
+      for (const auto& split : splits) {
+        int s = 0, n = 0;
+        if (parse_shard_file_name(entry.path().filename().string(), split.name, s, n)) old_shards.push_back(entry.path().string());
+      }
+  if (!old_shards.empty() && !options.overwrite)
+    throw FolderError(old_shards.front() + ": shards of this split are there already (remove them, or pack with --overwrite)");
+
+  std::vector<Task> tasks;
+  std::vector<PackedSplit> packed;
+  for (const auto& split : splits) {
+    const auto n = static_cast<int64_t>(split.folder.files.size());
+    if (n < options.shards)
+      throw FolderError(split.folder.root + ": " + std::to_string(n) + " images cannot fill " + std::to_string(options.shards) + " shards");
+    PackedSplit p;
+    p.name = split.name;
+    p.images = n;
+    for (int s = 0; s < options.shards; ++s) {
+      Task t{&split, s, options.shards, n * s / options.shards, n * (s + 1) / options.shards, "", ""};
+      t.final_path = (fs::path(out_dir) / shard_file_name(split.name, s, options.shards)).string();
+      t.tmp_path = t.final_path + ".tmp-" + std::to_string(::getpid());
+      p.files.push_back(t.final_path);
+      tasks.push_back(std::move(t));
+    }
+    packed.push_back(std::move(p));
+  }
+  fs::create_directories(out_dir, ec);
+  if (ec) throw std::runtime_error(out_dir + ": cannot create the folder: " + ec.message());
+
+  // One thread per shard at a time: the threads' parallel work is reading the source files (a
+  // million small files: the slow part); their HDF5 calls take turns (h5_util.h says why).
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::clamp(options.threads > 0 ? options.threads : hardware, 1, static_cast<int>(tasks.size()));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex error_mu;
+  std::exception_ptr error;
+  auto work = [&] {
+    for (size_t i; !stop && (i = next++) < tasks.size();) {
+      try {
+        write_shard(tasks[i], stop);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        stop = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+
+  auto remove_tmps = [&] {
+    for (const auto& t : tasks) fs::remove(t.tmp_path, ec);
+  };
+  if (error) {
+    remove_tmps();
+    std::rethrow_exception(error);
+  }
+  // Every shard is complete and synced: only now do final names appear.
+  for (const auto& old : old_shards)
+    if (std::none_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.final_path == old; })) fs::remove(old, ec);
+  for (const auto& t : tasks) {
+    fs::rename(t.tmp_path, t.final_path, ec);
+    if (ec) {
+      remove_tmps();
+      throw std::runtime_error(t.final_path + ": cannot rename " + t.tmp_path + " to it: " + ec.message());
+    }
+  }
+  fsync_file(out_dir);
+  for (auto& p : packed)
+    for (const auto& file : p.files) p.bytes += static_cast<int64_t>(fs::file_size(file, ec));
+  return packed;
+}
+
+}  // namespace moco::data
