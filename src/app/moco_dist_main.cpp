@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
     moco::train::RunContext context;
     context.dry_run = dry_run;
     context.device = moco::train::select_device(world.local_rank, world.local_size);
+    context.local_size = world.local_size;
     if (world.world_size == 1) {
       context.group = std::make_shared<moco::dist::LocalProcessGroup>();
     } else {

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     moco::train::check_data(config, where);
     moco::train::RunContext context;
     context.device = moco::train::select_device(world.local_rank, world.local_size);
+    context.local_size = world.local_size;
     // Before any folder is made: a backbone that does not fit the config is the config's fault.
     const auto backbone = moco::lincls::Backbone::load(config, context.device);
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);

@@ -147,7 +147,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
 
   data::LoaderOptions loader_options;
   loader_options.batch_size = per_rank;
-  loader_options.workers = config.data.workers;
+  loader_options.workers = train::data_workers(config.data.workers, context.device, context.local_size);
   loader_options.prefetch = config.data.prefetch;
   loader_options.seed = config.train.seed;
   loader_options.rank = rank;

@@ -98,7 +98,7 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(data.dct_scaling, "imagefolder, hdf5: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still leaves each crop at least data.image_size px, before the antialiased resize (much faster on large photos; false: always decode at full size)"),
       MOCO_FIELD(data.image_size, "side in pixels of the augmented crops"),
       MOCO_FIELD(data.augmentation, "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 equal torchvision's ops on uint8 images"),
-      MOCO_FIELD(data.workers, "augmentation threads"),
+      MOCO_FIELD(data.workers, "decode/augmentation threads per rank; 0: on CUDA the rank's cores but one (its share of the node's, or those it is bound to), on CPU 1"),
       MOCO_FIELD(data.prefetch, "batches prepared ahead of training"),
       MOCO_FIELD(data.synthetic_train_size, "images in the synthetic train split"),
       MOCO_FIELD(data.synthetic_test_size, "images in the synthetic test split"),
@@ -298,7 +298,7 @@ void validate(const Config& c, const std::string& where) {
           "must be v1 or v2 with data.dataset " + c.data.dataset + " (the simple recipe needs images of one size)");
   require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
   require(c.data.image_size > 0, where, "data.image_size", "must be positive");
-  require(c.data.workers >= 1, where, "data.workers", "must be at least 1");
+  require(c.data.workers >= 0, where, "data.workers", "must be 0 (from the cores) or a thread count");
   require(c.data.prefetch >= 1, where, "data.prefetch", "must be at least 1");
   require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size", "must be positive");
   require(c.data.synthetic_channels >= 1, where, "data.synthetic_channels", "must be at least 1");

@@ -40,7 +40,7 @@ struct Config {
     bool dct_scaling = true;  // imagefolder, hdf5: JPEGs decoded at a DCT scale where the view allows
     int64_t image_size = 28;  // side of the augmented crops
     std::string augmentation = "simple";  // simple | v1 | v2 (data/augment.h)
-    int workers = 1;
+    int workers = 0;
     int prefetch = 2;
     int64_t synthetic_train_size = 2048, synthetic_test_size = 512, synthetic_channels = 1;
     double crop_scale_min = 0.2;

@@ -22,6 +22,14 @@ int available_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+int data_workers(int configured, torch::Device device, int local_size) {
+  if (configured > 0) return configured;
+  if (!device.is_cuda()) return 1;
+  int cores = available_cores();
+  if (cores >= static_cast<int>(std::thread::hardware_concurrency())) cores /= std::max(1, local_size);
+  return std::max(1, cores - 1);
+}
+
 torch::Device select_device(int local_rank, int local_size) {
   if (!torch::cuda::is_available()) return torch::kCPU;
   const auto gpus = static_cast<int>(torch::cuda::device_count());

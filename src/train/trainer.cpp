@@ -221,12 +221,14 @@ TrainResult train(const Config& config, const RunContext& context) {
 
   data::LoaderOptions loader_options;
   loader_options.batch_size = config.optim.batch_size / world;
-  loader_options.workers = config.data.workers;
+  loader_options.workers = data_workers(config.data.workers, device, context.local_size);
   loader_options.prefetch = config.data.prefetch;
   loader_options.seed = config.train.seed;
   loader_options.rank = rank;
   loader_options.world_size = world;
   loader_options.pin_memory = device.is_cuda();
+  spdlog::info("  data: {} decode/augmentation thread(s) per rank{}, {} batch(es) prefetched", loader_options.workers,
+               config.data.workers == 0 ? " (data.workers=0: from the cores)" : "", loader_options.prefetch);
   data::TwoViewLoader loader(splits.train, augment_options(config), loader_options);
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   if (steps_per_epoch < 1)

@@ -15,6 +15,7 @@ namespace moco::train {
 struct RunContext {
   std::shared_ptr<dist::ProcessGroup> group;  // all ranks of the job (a LocalProcessGroup alone)
   torch::Device device = torch::kCPU;         // this rank's device
+  int local_size = 1;                         // ranks on this node, this one included
   bool dry_run = false;                       // check config, data, output_dir and resume; print the plan; no training
 };
 
