@@ -1,5 +1,7 @@
 #include "ckpt/h5_tensor_file.h"
 
+#include "h5/hdf5_basics.h"
+
 #include <fcntl.h>
 #include <hdf5.h>
 #include <unistd.h>
@@ -14,51 +16,11 @@
 namespace moco::ckpt {
 namespace {
 
-// HDF5 prints its error stack to stderr by default; we turn each failure into one exception with the
-// innermost messages instead.
-// Also: no HDF5 file locks unless the user asks for them. Every file here has one writer by
-// construction (its rank, in a .tmp folder), and flock fails on many cluster file systems (NFS,
-// Lustre), where HDF5 would then refuse to open anything.
-void silence_hdf5_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    setenv("HDF5_USE_FILE_LOCKING", "FALSE", /*overwrite=*/0);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  });
-}
-
-herr_t collect_error(unsigned depth, const H5E_error2_t* error, void* data) {
-  auto& text = *static_cast<std::string*>(data);
-  if (depth < 3 && error->desc && *error->desc) text += (text.empty() ? "" : "; ") + std::string(error->desc);
-  return 0;
-}
-
-std::string hdf5_error() {
-  std::string text;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &text);
-  H5Eclear2(H5E_DEFAULT);
-  return text.empty() ? "HDF5 reported no detail" : text;
-}
+using moco::h5::Handle;
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
-  throw CheckpointError(file + ": " + what + " (HDF5: " + hdf5_error() + ")");
+  throw CheckpointError(file + ": " + what + " (HDF5: " + h5::error_text() + ")");
 }
-
-// Closes an HDF5 handle of any kind when it goes out of scope.
-class Handle {
- public:
-  explicit Handle(hid_t id) : id_(id) {}
-  ~Handle() {
-    if (id_ >= 0) H5Idec_ref(id_);
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-};
 
 struct TypeInfo {
   torch::ScalarType dtype;
@@ -149,7 +111,7 @@ torch::ScalarType dtype_from_name(const std::string& name) {
 }
 
 H5TensorWriter::H5TensorWriter(std::string file_path) : file_path_(std::move(file_path)) {
-  silence_hdf5_once();
+  h5::init_once();
   // The 1.10 file format checksums all metadata (superblock, object headers, chunk indexes), and
   // HDF5 verifies a checksum before it decodes what it covers. Damaged metadata is then refused as
   // such; in the default (1.0) format HDF5 1.10 parses it unchecked, and its decoders read out of
@@ -215,7 +177,7 @@ void H5TensorWriter::close() {
 }
 
 H5TensorReader::H5TensorReader(std::string file_path) : file_path_(std::move(file_path)) {
-  silence_hdf5_once();
+  h5::init_once();
   file_ = H5Fopen(file_path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file_ < 0) fail(file_path_, "cannot open as HDF5 (missing, truncated or not a checkpoint shard)");
 }

@@ -7,12 +7,6 @@
 namespace moco::data::h5 {
 namespace {
 
-herr_t collect_error(unsigned depth, const H5E_error2_t* error, void* data) {
-  auto& text = *static_cast<std::string*>(data);
-  if (depth < 3 && error->desc && *error->desc) text += (text.empty() ? "" : "; ") + std::string(error->desc);
-  return 0;
-}
-
 // Length of a 1-d dataset, or -1.
 int64_t length_of(hid_t dataset) {
   Handle space(H5Dget_space(dataset));
@@ -34,21 +28,6 @@ Handle string_type() {
 std::unique_lock<std::mutex> lock() {
   static std::mutex mu;
   return std::unique_lock<std::mutex>(mu);
-}
-
-void init_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    setenv("HDF5_USE_FILE_LOCKING", "FALSE", /*overwrite=*/0);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  });
-}
-
-std::string error_text() {
-  std::string text;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &text);
-  H5Eclear2(H5E_DEFAULT);
-  return text.empty() ? "HDF5 reported no detail" : text;
 }
 
 bool write_string_attribute(hid_t object, const char* name, const std::string& value) {

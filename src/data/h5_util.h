@@ -1,7 +1,9 @@
 // defines: the small part of HDF5's C API that the image shards share between writer and reader:
-// Handle (closes any hid_t), h5_error (the error stack as text), h5_lock (one HDF5 call at a time),
-// attributes and string datasets. Included by .cpp files only: <hdf5.h> stays out of other headers.
+// h5_lock (one HDF5 call at a time), attributes and string datasets (Handle, init_once and
+// error_text come from h5/hdf5_basics.h). Included by .cpp files only: <hdf5.h> stays out of other headers.
 #pragma once
+
+#include "h5/hdf5_basics.h"
 
 #include <hdf5.h>
 
@@ -18,26 +20,9 @@ namespace moco::data::h5 {
 // parallel work (reading the source files, pread of samples) happens outside HDF5.
 std::unique_lock<std::mutex> lock();
 
-// Quiet HDF5 (its errors become our exceptions) and no file locks (see ckpt/h5_tensor_file.cpp).
-void init_once();
-
-// The innermost messages of HDF5's error stack, which is then cleared.
-std::string error_text();
-
-class Handle {
- public:
-  explicit Handle(hid_t id = -1) : id_(id) {}
-  ~Handle() {
-    if (id_ >= 0) H5Idec_ref(id_);
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-};
+using moco::h5::error_text;
+using moco::h5::Handle;
+using moco::h5::init_once;
 
 // Each returns false (or "" / -1) on failure; callers name the file in their own error.
 bool write_string_attribute(hid_t object, const char* name, const std::string& value);
