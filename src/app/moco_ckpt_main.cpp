@@ -1,4 +1,5 @@
 // moco_ckpt: looks into moco_dist checkpoints: inspect, verify, export the backbone, diff two.
+#include "app/parse_command_line.h"
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/export.h"
 #include "ckpt/manifest.h"
@@ -140,14 +141,7 @@ int main(int argc, char** argv) {
   diff_cmd->add_option("--ignore", ignore, "skip tensors whose name this regular expression matches (e.g. progress/train_seconds, a wall-clock time)");
   diff_cmd->add_option("--atol", atol, "tolerate element differences up to this (default 0: bitwise)");
   app.footer("Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line.");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
   try {
     if (*inspect_cmd) return inspect(a);
     if (*verify_cmd) return verify(a);

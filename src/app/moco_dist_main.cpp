@@ -1,5 +1,6 @@
 // moco_dist: MoCo self-supervised training. Parses the command line, joins the MPI job (a world of
 // one without a launcher) and hands over to train().
+#include "app/parse_command_line.h"
 #include "dist/bootstrap.h"
 #include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
@@ -38,14 +39,7 @@ int main(int argc, char** argv) {
              "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
              "command resumes); a second SIGTERM ends the process at once.\n"
              "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config.");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
   moco::train::Config config;
   try {

@@ -1,6 +1,7 @@
 // moco_lincls: the linear classification protocol on a frozen backbone (MoCo's main_lincls.py).
 // Parses the command line, joins the MPI job (a world of one without a launcher), loads
 // model.pretrained and hands over to run_lincls().
+#include "app/parse_command_line.h"
 #include "dist/bootstrap.h"
 #include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
@@ -35,14 +36,7 @@ int main(int argc, char** argv) {
              "command resumes).\n"
              "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running (or a corrupt checkpoint), 2 bad\n"
              "command line or config (a model.pretrained that does not fit model.*, naming the tensor).");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
   moco::train::Config config;
   const std::string where = overrides.empty() ? config_path : config_path + " (with overrides)";

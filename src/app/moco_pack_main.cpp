@@ -1,5 +1,6 @@
 // moco_pack: packs the splits of an ImageFolder into HDF5 shards that moco_dist trains from
 // (data.dataset: hdf5). The images' bytes are stored as they are, not decoded.
+#include "app/parse_command_line.h"
 #include "data/file_list_cache.h"
 #include "data/image_folder.h"
 #include "data/image_pack.h"
@@ -31,14 +32,7 @@ int main(int argc, char** argv) {
   app.add_flag("--overwrite", overwrite, "replace shards of these splits already in OUT (once the new ones are complete)");
   app.footer("Exit codes: 0 done, 1 failed while packing (a file that cannot be read or written; no shard is left), 2 bad\n"
              "command line, SRC not an ImageFolder, or OUT holding shards of a split already (without --overwrite).");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<moco::data::SplitToPack> todo;
