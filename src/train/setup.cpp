@@ -13,55 +13,44 @@
 namespace moco::train {
 namespace {
 
-// The file list of an ImageFolder split, scanned once per process (check_data scans before any
-// work, load_splits then reuses it: a million-file walk is not repeated) and across processes
-// through the file-list cache (beside the split, or in train.output_dir if that exists already and
-// the data's folder is read-only: file_list_cache.h). A missing or empty
-// folder is the config's fault: ConfigError naming `where`, the keys and the folder.
-data::ImageFolder scanned_split(const Config& c, const std::string& dir, const char* key, const std::string& where) {
+// A split of encoded images, found once per process (check_data looks before any work, load_splits
+// then reuses it: a million-file walk is not repeated): an ImageFolder's file list, also kept across
+// processes by the file-list cache (beside the split, or in train.output_dir if that exists already
+// and the data's folder is read-only: file_list_cache.h), or packed shards, opened. A missing or
+// empty folder, or shards that are missing or do not belong together, are the config's fault:
+// ConfigError naming `where`, the keys and the folder.
+std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const std::string& dir, const char* key,
+                                                         const std::string& where) {
   static std::mutex mu;
-  static std::map<std::string, data::ImageFolder> scans;
-  const std::string path = (std::filesystem::path(c.data.root) / dir).string();
+  static std::map<std::string, std::shared_ptr<const data::EncodedSource>> found;
+  const std::string id = c.data.dataset + ":" + (std::filesystem::path(c.data.root) / dir).string();
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = scans.find(path); it != scans.end()) return it->second;
+  if (auto it = found.find(id); it != found.end()) return it->second;
   try {
-    return scans.emplace(path, data::scan_image_folder_cached(path, {c.train.output_dir}).folder).first->second;
+    std::shared_ptr<const data::EncodedSource> source;
+    if (c.data.dataset == "hdf5")
+      source = std::make_shared<data::ImageShardSource>(c.data.root, dir);
+    else
+      source = std::make_shared<data::ImageFolderSource>(
+          data::scan_image_folder_cached((std::filesystem::path(c.data.root) / dir).string(), {c.train.output_dir}).folder);
+    return found.emplace(id, std::move(source)).first->second;
   } catch (const data::FolderError& e) {
     throw ConfigError(where + ": keys 'data.root' and '" + key + "': " + e.what());
   }
 }
 
-// The packed shards of a split, opened once per process as scanned_split scans once; the same
-// ConfigError for shards that are missing or do not belong together.
-std::shared_ptr<const data::ImageShardSource> opened_shards(const Config& c, const std::string& split, const char* key, const std::string& where) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const data::ImageShardSource>> opened;
-  const std::string id = (std::filesystem::path(c.data.root) / split).string();
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = opened.find(id); it != opened.end()) return it->second;
-  try {
-    return opened.emplace(id, std::make_shared<data::ImageShardSource>(c.data.root, split)).first->second;
-  } catch (const data::FolderError& e) {
-    throw ConfigError(where + ": keys 'data.root' and '" + key + "': " + e.what());
-  }
-}
+bool is_encoded(const Config& c) { return c.data.dataset == "imagefolder" || c.data.dataset == "hdf5"; }
 
 }  // namespace
 
 void check_data(const Config& c, const std::string& where) {
-  if (c.data.dataset == "imagefolder") {
-    const data::ImageFolder train = scanned_split(c, c.data.train_dir, "data.train_dir", where);
-    const data::ImageFolder val = scanned_split(c, c.data.val_dir, "data.val_dir", where);
-    if (val.classes != train.classes)
-      throw ConfigError(where + ": key 'data.val_dir': " + val.root + " holds " + std::to_string(val.classes.size()) + " class folders, not the " +
-                        std::to_string(train.classes.size()) + " of " + train.root + " (the kNN monitor needs the same classes)");
-  } else if (c.data.dataset == "hdf5") {
-    const auto train = opened_shards(c, c.data.train_dir, "data.train_dir", where);
-    const auto val = opened_shards(c, c.data.val_dir, "data.val_dir", where);
-    if (val->classes() != train->classes())
-      throw ConfigError(where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) + " classes, not the " +
-                        std::to_string(train->classes().size()) + " of " + train->root() + " (the kNN monitor needs the same classes)");
-  }
+  if (!is_encoded(c)) return;
+  const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where);
+  const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where);
+  if (val->classes() != train->classes())
+    throw ConfigError(where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) +
+                      (c.data.dataset == "imagefolder" ? " class folders" : " classes") + ", not the " +
+                      std::to_string(train->classes().size()) + " of " + train->root() + " (the kNN monitor needs the same classes)");
 }
 
 Splits load_splits(const Config& c) {
@@ -72,15 +61,11 @@ Splits load_splits(const Config& c) {
             std::make_shared<data::SyntheticDataset>(c.data.synthetic_test_size, c.data.synthetic_channels, side, side, 10, c.train.seed,
                                                      c.data.synthetic_train_size)};
   }
-  if (c.data.dataset == "imagefolder") {
-    auto train = std::make_shared<data::ImageFolderDataset>(scanned_split(c, c.data.train_dir, "data.train_dir", "the config"), c.data.image_size, c.data.dct_scaling);
-    auto val = std::make_shared<data::ImageFolderDataset>(scanned_split(c, c.data.val_dir, "data.val_dir", "the config"), c.data.image_size, c.data.dct_scaling);
-    return {train, val};
-  }
-  if (c.data.dataset == "hdf5") {
-    auto train = std::make_shared<data::EncodedImageDataset>(opened_shards(c, c.data.train_dir, "data.train_dir", "the config"), c.data.image_size, c.data.dct_scaling);
-    auto val = std::make_shared<data::EncodedImageDataset>(opened_shards(c, c.data.val_dir, "data.val_dir", "the config"), c.data.image_size, c.data.dct_scaling);
-    return {train, val};
+  if (is_encoded(c)) {
+    auto split = [&](const std::string& dir, const char* key) {
+      return std::make_shared<data::EncodedImageDataset>(encoded_split(c, dir, key, "the config"), c.data.image_size, c.data.dct_scaling);
+    };
+    return {split(c.data.train_dir, "data.train_dir"), split(c.data.val_dir, "data.val_dir")};
   }
   auto idx = data::load_mnist_style_splits(c.data.root);
   return {std::move(idx.train), std::move(idx.test)};
