@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <thread>
 
 using moco::train::available_cores;
 using moco::train::data_workers;
@@ -21,10 +20,16 @@ TEST(DataWorkersTest, OnTheCpuTheCoresComputeTheStepSoOneWorker) {
 
 TEST(DataWorkersTest, OnCudaARankTakesItsShareOfTheCoresButOne) {
   const torch::Device gpu(torch::kCUDA, 0);
-  const int cores = available_cores();
-  const bool unbound = cores >= static_cast<int>(std::thread::hardware_concurrency());
-  EXPECT_EQ(data_workers(0, gpu, 1), std::max(1, cores - 1));
-  // Ranks that share an unbound node split its cores; never fewer than one worker.
-  EXPECT_EQ(data_workers(0, gpu, 2), std::max(1, (unbound ? cores / 2 : cores) - 1));
-  EXPECT_EQ(data_workers(0, gpu, 1000), unbound ? 1 : std::max(1, cores - 1));
+  // An unbound rank (its mask is the whole node) shares the node with the other local ranks.
+  EXPECT_EQ(data_workers(0, gpu, 1, 64, 64), 63);
+  EXPECT_EQ(data_workers(0, gpu, 8, 64, 64), 7);
+  EXPECT_EQ(data_workers(0, gpu, 3, 64, 64), 20);
+  // A rank the launcher bound to 8 of the node's cores uses those, whatever the number of ranks.
+  EXPECT_EQ(data_workers(0, gpu, 8, 8, 64), 7);
+  EXPECT_EQ(data_workers(0, gpu, 1, 8, 64), 7);
+  // Never fewer than one.
+  EXPECT_EQ(data_workers(0, gpu, 1, 1, 1), 1);
+  EXPECT_EQ(data_workers(0, gpu, 1000, 64, 64), 1);
+  // The defaults are this machine's.
+  EXPECT_EQ(data_workers(0, gpu, 1), data_workers(0, gpu, 1, available_cores(), moco::train::node_core_count()));
 }

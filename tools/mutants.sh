@@ -61,6 +61,8 @@ openblas_spin_kept|src/sys/openblas_kernels.cpp|setenv("OPENBLAS_THREAD_TIMEOUT"
 fused_loss_temperature_dropped|src/model/contrastive.cpp|const auto q_t = q * inv_t;|const auto q_t = q * 1.0;|^ContrastiveTest\.Fused|^MocoTest\.
 fused_loss_grad_no_onehot|src/model/contrastive.cpp|p.exp_().select(1, 0).sub_(1.0);|p.exp_();|^ContrastiveTest\.Fused
 fused_loss_log_of_softmax|src/model/contrastive.cpp|const auto loss = -p.select(1, 0).mean();|const auto loss = -p.select(1, 0).exp().log().mean();|^ContrastiveTest\.Fused
+data_workers_not_shared|src/train/device.cpp|cores /= std::max(1, local_size);|(void)local_size;|^DataWorkersTest\.
+data_workers_zero_kept|src/train/device.cpp|  if (configured > 0) return configured;|  if (configured >= 0) return configured;|^DataWorkersTest\.
 shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s) { return i < s.first; }|[](int64_t i, const Shard& s) { return i <= s.first; }|^Shards/ImageShardsTest\.|^ImageShardsConcurrency\.
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
 LIST

@@ -22,11 +22,12 @@ int available_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-int data_workers(int configured, torch::Device device, int local_size) {
+int node_core_count() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+int data_workers(int configured, torch::Device device, int local_size, int cores, int node_cores) {
   if (configured > 0) return configured;
   if (!device.is_cuda()) return 1;
-  int cores = available_cores();
-  if (cores >= static_cast<int>(std::thread::hardware_concurrency())) cores /= std::max(1, local_size);
+  if (cores >= node_cores) cores /= std::max(1, local_size);
   return std::max(1, cores - 1);
 }
 

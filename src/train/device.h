@@ -17,12 +17,16 @@ torch::Device select_device(int local_rank, int local_size);
 
 // The cores this process may run on (its affinity mask): train.threads=0's intra-op threads.
 int available_cores();
+// The cores of the whole node, whatever this process may use of them.
+int node_core_count();
 
 // data.workers = 0 resolved: on CUDA, every core this rank may use but one (the training thread's);
 // on the CPU the cores compute the step itself, so one. A rank the launcher bound to its cores
 // (an affinity mask smaller than the node) uses those; an unbound one shares the node's cores with
-// the other local_size - 1 ranks on the node.
-int data_workers(int configured, torch::Device device, int local_size);
+// the other local_size - 1 ranks on the node. `cores`: this rank's (its affinity mask), `node_cores`:
+// the node's.
+int data_workers(int configured, torch::Device device, int local_size, int cores = available_cores(),
+                 int node_cores = node_core_count());
 
 // All ranks' collectives for tensors on `device`: MPI for CPU tensors; on CUDA, NCCL for device
 // tensors (MPI still bootstraps it and carries CPU tensors).
