@@ -15,6 +15,7 @@
 #include "dist/collective_check.h"
 #include "dist/errors.h"
 #include "dist/mpi_process_group.h"
+#include "dist/running_deadline.h"
 
 namespace moco::dist {
 namespace {
@@ -311,6 +312,50 @@ TEST_F(MpiTimeout, WithoutChecksTheCollectiveItselfTimesOut) {
   pg_->barrier();
 }
 
+// Ranks reach a collective at different times (one is slower, one had a freeze not counted), so
+// they time out at different times too. A rank still waiting answers the roll call of one that
+// timed out, instead of being named with the stuck rank because its own timeout comes after the
+// roll call ends. Rank 0 times out at 6 s and calls the roll until 9 s; the middle ranks arrive at
+// 4.5 s (they would time out only at 10.5 s); the last rank never comes.
+TEST_F(MpiTimeout, RanksStillWaitingAnswerARollCall) {
+  if (world_ < 3) GTEST_SKIP() << "needs three ranks";
+  const int last = world_ - 1;
+  {
+    auto short_lived = make_group(/*check=*/true, 6s);
+    if (rank_ != last) {
+      if (rank_ != 0) std::this_thread::sleep_for(4500ms);
+      torch::Tensor t = torch::ones({4});
+      const std::string error = dist_error_of([&] { short_lived->all_reduce(t, ReduceOp::kSum); });
+      EXPECT_EQ(error, "rank " + std::to_string(rank_) + ": all_reduce #1 did not complete within 6 s, waiting for rank " +
+                           std::to_string(last) + ", which never reached it; rank " + std::to_string(last) +
+                           " did not answer a roll call (dead or stuck)");
+    }
+  }
+  pg_->barrier();
+}
+
+// The other side of answering while waiting: a rank that comes to the collective only while the
+// others' roll call is on (it was stuck, or frozen and then resumed) must not answer it at once, or
+// the roll call could not find it. Rank 0 comes at 3 s; the others time out at 2 s and call the roll
+// until 4 s.
+TEST_F(MpiTimeout, ARankArrivingDuringTheRollCallIsStillNamed) {
+  if (world_ < 2) GTEST_SKIP() << "needs two ranks";
+  {
+    auto short_lived = make_group(/*check=*/true, 2s);
+    if (rank_ == 0) std::this_thread::sleep_for(3s);
+    torch::Tensor t = torch::ones({4});
+    const std::string error = dist_error_of([&] { short_lived->all_reduce(t, ReduceOp::kSum); });
+    if (rank_ != 0) {
+      EXPECT_EQ(error, "rank " + std::to_string(rank_) +
+                           ": all_reduce #1 did not complete within 2 s, waiting for rank 0, which never reached it; rank 0 did "
+                           "not answer a roll call (dead or stuck)");
+    } else {
+      EXPECT_TRUE(contains(error, "all_reduce #1 did not complete within 2 s")) << error;
+    }
+  }
+  pg_->barrier();
+}
+
 // A rank frozen inside a collective (SIGSTOP; Open MPI resumes stopped ranks when another aborts)
 // does not time out the moment it runs again: only its running time counts, so it neither blames
 // peers it could not hear nor answers a roll call meant to find it. Rank 0 freezes the others
@@ -334,6 +379,22 @@ TEST_F(MpiTimeout, TimeSpentFrozenDoesNotCount) {
     EXPECT_TRUE(torch::equal(t, torch::full({4}, static_cast<float>(world_)))) << t;
   }
   pg_->barrier();
+}
+
+// What keeps a stuck rank, resumed, from answering the roll call meant to find it: a wait's running
+// span starts again after a freeze (here, a gap between polls longer than the 250 ms it allows).
+TEST(RunningDeadline, AFreezeStartsTheRunningSpanAgain) {
+  RunningDeadline deadline(60s);
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (!deadline.ran_for(40ms) && std::chrono::steady_clock::now() < give_up) {
+    EXPECT_FALSE(deadline.passed());
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(deadline.ran_for(40ms)) << "40 ms of polling every 5 ms did not count as running within 10 s";
+  std::this_thread::sleep_for(400ms);
+  EXPECT_FALSE(deadline.passed()) << "the 400 ms without a poll was frozen time, not spent of the budget";
+  EXPECT_FALSE(deadline.ran_for(40ms));
+  EXPECT_TRUE(deadline.ran_for(0ms));
 }
 
 TEST(DistError, MessageStartsWithTheRank) {

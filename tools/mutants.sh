@@ -48,12 +48,15 @@ loader_not_resumed_mid_epoch|src/train/trainer.cpp|first_batch = at.batch_in_epo
 stop_signal_ignored|src/train/trainer.cpp|preempt::signal_code(preempt::preemption_signal()), acc1|0.0, acc1|^launch\.plain_sigterm$
 nan_skip_keeps_query_bn_stats|src/model/moco.cpp|for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved_buffers[i]);|(void)saved_buffers;|^faults\.nan_skip$
 h5_attribute_read_one_short|src/ckpt/h5_tensor_file.cpp|std::string value(H5Tget_size(type.get()) + 1, '\0');|std::string value(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
-roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[peer] < 0) silent.push_back(static_cast<int>(peer));|(void)peer;|^faults\.stuck_peer$
+roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[static_cast<size_t>(awaited[i])] < 0) silent.push_back(awaited[i]);|(void)arrived;|^faults\.stuck_peer$
+roll_call_not_answered_while_waiting|src/dist/mpi_process_group.cpp|if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm, &waiting, &status) != MPI_SUCCESS|if (true|^mpi\.np4$
+roll_call_answered_at_once|src/dist/mpi_process_group.cpp|!deadline.ran_for(roll_call_window())) return;|false) return;|^mpi\.np2$
+thaw_forgotten|src/dist/running_deadline.h|      thawed_at_ = now;|      (void)0;|^RunningDeadline\.
 lincls_backbone_in_train_mode|src/lincls/backbone.cpp|return net->features(normalised_images.to(device));|net->train(); return net->features(normalised_images.to(device));|^lincls\.full_np2$|^LinclsTest\.
 lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|loader->start_epoch(epoch, at.batch_in_epoch());|loader->start_epoch(epoch, 0);|^lincls\.resume_bitwise$
 lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->finalize();|  (void)0;|^mpi\.np2$|^lincls\.cached_np1_np2$
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
-frozen_time_counts|src/dist/running_deadline.h|if (now - last_check_ > kFrozen) end_ += now - last_check_;|(void)kFrozen;|^mpi\.np2$
+frozen_time_counts|src/dist/running_deadline.h|      end_ += now - last_check_;|      (void)kFrozen;|^mpi\.np2$
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$
 openblas_fallback_kept|src/sys/openblas_kernels.cpp|setenv("OPENBLAS_CORETYPE", kernels, 1);|setenv("OPENBLAS_CORETYPE", "Prescott", 1);|^cli\.openblas_kernels$

@@ -111,6 +111,7 @@ struct MpiProcessGroup::State {
   int64_t seq = 0;         // collectives started on this group, the same count on every rank
   std::string broken;      // why the group is unusable; empty while it is fine
   std::vector<std::shared_ptr<Pending>> in_flight;
+  std::vector<char> heard_at_roll_call, answered_roll_call;  // by peer
 
   // Polls until `pending` completes or the deadline passes (back_off between polls).
   void wait_for(Pending& pending, CollectiveOp op, int64_t number, const char* phase) {
@@ -139,48 +140,78 @@ struct MpiProcessGroup::State {
         broken = what + " timed out";
         throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + phase + "; " + roll_call_verdict());
       }
+      answer_roll_calls_if_waited(deadline);
       back_off();
     }
   }
 
-  // After a collective timed out on this rank: every rank that timed out too says so to every
-  // other, and the ranks not heard from within a few seconds are the dead or stuck ones. Called
-  // once (the group is broken afterwards) with the MPI mutex held.
+  std::chrono::milliseconds roll_call_window() const { return std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(3)); }
+
+  // A rank that timed out holds a roll call; the ranks still waiting in a collective answer it at
+  // once rather than when their own timeouts pass, which may be later than the roll call lasts
+  // (they entered the collective later, or time they did not run does not count), and would name
+  // them with the stuck rank. A rank answers only once its wait has run a roll call's length without
+  // a freeze, so that a stuck rank resumed (Open MPI resumes stopped ranks when another aborts)
+  // cannot answer the roll call that is meant to find it.
+  void answer_roll_calls_if_waited(const RunningDeadline& deadline) {
+    if (comm == MPI_COMM_NULL || !deadline.ran_for(roll_call_window())) return;  // NULL: the group is being made
+    std::lock_guard<std::mutex> lock(mpi_mutex());
+    for (;;) {
+      int waiting = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm, &waiting, &status) != MPI_SUCCESS || !waiting) return;
+      const int peer = status.MPI_SOURCE;
+      int64_t message = 0;
+      MPI_Recv(&message, 1, MPI_INT64_T, peer, kRollCallTag, comm, MPI_STATUS_IGNORE);
+      heard_at_roll_call[static_cast<size_t>(peer)] = 1;
+      send_presence(peer);
+    }
+  }
+
+  // Once to each peer: a roll call receives one message from each.
+  void send_presence(int peer) {
+    if (answered_roll_call[static_cast<size_t>(peer)]) return;
+    answered_roll_call[static_cast<size_t>(peer)] = 1;
+    static const int64_t present = 1;
+    MPI_Request request = MPI_REQUEST_NULL;  // a send to a dead peer may never complete: not waited for
+    MPI_Isend(&present, 1, MPI_INT64_T, peer, kRollCallTag, comm, &request);
+    MPI_Request_free(&request);
+  }
+
+  // After a collective timed out on this rank: it tells every other rank it is here, and the ranks
+  // not heard from within a few seconds (by their own roll calls or by answering this one) are the
+  // dead or stuck ones. Called once (the group is broken afterwards) with the MPI mutex held.
   std::vector<int> roll_call() {
     auto* messages = new std::vector<int64_t>(static_cast<size_t>(size), -1);  // leaked with the requests
     auto* requests = new std::vector<MPI_Request>();
+    std::vector<int> awaited;
     for (int peer = 0; peer < size; ++peer) {
-      if (peer == rank) continue;
+      if (peer == rank || heard_at_roll_call[static_cast<size_t>(peer)]) continue;
+      awaited.push_back(peer);
       requests->emplace_back(MPI_REQUEST_NULL);
       MPI_Irecv(&(*messages)[static_cast<size_t>(peer)], 1, MPI_INT64_T, peer, kRollCallTag, comm, &requests->back());
     }
-    static const int64_t present = 1;
-    for (int peer = 0; peer < size; ++peer) {
-      if (peer == rank) continue;
-      requests->emplace_back(MPI_REQUEST_NULL);  // a send to a dead peer may never complete: not waited for
-      MPI_Isend(&present, 1, MPI_INT64_T, peer, kRollCallTag, comm, &requests->back());
-    }
-    const size_t receives = static_cast<size_t>(size) - 1;
-    const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(3));
+    for (int peer = 0; peer < size; ++peer)
+      if (peer != rank) send_presence(peer);
+    const auto deadline = Clock::now() + roll_call_window();
     while (Clock::now() < deadline) {
       int all = 0;
-      MPI_Testall(static_cast<int>(receives), requests->data(), &all, MPI_STATUSES_IGNORE);
+      MPI_Testall(static_cast<int>(requests->size()), requests->data(), &all, MPI_STATUSES_IGNORE);
       if (all) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     std::vector<int> silent;
-    for (size_t i = 0, peer = 0; peer < static_cast<size_t>(size); ++peer) {
-      if (static_cast<int>(peer) == rank) continue;
+    for (size_t i = 0; i < awaited.size(); ++i) {
       int arrived = 0;
       if ((*requests)[i] != MPI_REQUEST_NULL) MPI_Test(&(*requests)[i], &arrived, MPI_STATUS_IGNORE);
-      if ((*messages)[peer] < 0) silent.push_back(static_cast<int>(peer));
-      ++i;
+      if ((*messages)[static_cast<size_t>(awaited[i])] < 0) silent.push_back(awaited[i]);
     }
     return silent;
   }
 
   // Who is dead or stuck, by roll call: ranks waiting on a dead rank elsewhere still answer it.
   std::string roll_call_verdict() {
+    if (comm == MPI_COMM_NULL) return "no roll call: the group's communicator was never made";
     const auto silent = roll_call();
     if (silent.empty()) return "every rank answered a roll call: none is dead or stuck, some called another collective";
     return rank_list(silent) + " did not answer a roll call (dead or stuck)";
@@ -219,6 +250,7 @@ struct MpiProcessGroup::State {
                                   (missing.empty() ? std::string("a rank") : rank_list(missing)) + ", which never reached it; " +
                                   roll_call_verdict());
       }
+      answer_roll_calls_if_waited(deadline);
       back_off();
     }
   }
@@ -341,6 +373,8 @@ std::shared_ptr<MpiProcessGroup::State> make_state(MPI_Comm parent, MpiOptions o
   state->options = options;
   MPI_CHECK(MPI_Comm_rank(parent, &state->rank));
   MPI_CHECK(MPI_Comm_size(parent, &state->size));
+  state->heard_at_roll_call.assign(static_cast<size_t>(state->size), 0);
+  state->answered_roll_call.assign(static_cast<size_t>(state->size), 0);
   // A private communicator: our collectives cannot match anyone else's. MPI_Comm_idup rather than
   // MPI_Comm_dup so that a rank that never constructs its group is a timeout, not a hang.
   Pending pending;
