@@ -1,6 +1,7 @@
 #include "train/run_logging.h"
 
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/details/file_helper.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -9,6 +10,29 @@
 #include <system_error>
 
 namespace moco::train {
+namespace {
+
+// A rank's log file, each line from info up written through before the console gets it: a rank
+// killed just after logging (another rank's MPI_Abort takes every process down) keeps in its file
+// whatever it showed on the console, whose pipe write can hand the core to the launcher mid-line.
+class WrittenThroughFileSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit WrittenThroughFileSink(const std::string& path) { file_.open(path, /*truncate=*/false); }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    file_.write(line);
+    if (msg.level >= spdlog::level::info) file_.flush();
+  }
+  void flush_() override { file_.flush(); }
+
+ private:
+  spdlog::details::file_helper file_;
+};
+
+}  // namespace
 
 void make_output_dir(const std::string& output_dir) {
   std::error_code ec;
@@ -23,16 +47,17 @@ void make_output_dir(const std::string& output_dir) {
 void setup_logging(const std::string& output_dir, int rank, int world_size, bool all_ranks_to_console, bool to_files) {
   if (to_files) make_output_dir(output_dir);
   std::vector<spdlog::sink_ptr> sinks;
-  if (rank == 0 || all_ranks_to_console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_color_sink_mt>());
-  // Appended to: a resumed or requeued run keeps the log of the attempts before it.
+  // Appended to: a resumed or requeued run keeps the log of the attempts before it. First, so that
+  // a line reaches the file before the console.
   const auto file = std::filesystem::path(output_dir) / ("rank" + std::to_string(rank) + ".log");
   if (to_files) {
     try {
-      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false));
+      sinks.push_back(std::make_shared<WrittenThroughFileSink>(file.string()));
     } catch (const spdlog::spdlog_ex& e) {
       throw std::runtime_error("train.output_dir '" + output_dir + "': cannot write " + file.string() + " in it (" + e.what() + ")");
     }
   }
+  if (rank == 0 || all_ranks_to_console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_color_sink_mt>());
   auto logger = std::make_shared<spdlog::logger>("moco_dist", sinks.begin(), sinks.end());
   logger->set_pattern(world_size > 1 ? "[%Y-%m-%d %H:%M:%S.%e] [%l] [rank " + std::to_string(rank) + "] %v"
                                      : "[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
