@@ -41,14 +41,17 @@ moco::model::ResNetOptions encoder_for(const Case& c) {
   return o;
 }
 
-double median(std::vector<double> v) {
+// The q-quantile (0.5: the median) by nearest rank.
+double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
+double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 
 struct Rates {
   double step, floor;  // images per second: the median over the timed calls
   double paired;       // step/floor: the median of floor_i / step_i over adjacent pairs
+  double paired_q1, paired_q3;  // their quartiles: how far the machine's noise spreads the pairs
 };
 
 // Images per second of `step` and of `floor` over `steps` timed calls each after `warmup` untimed
@@ -70,7 +73,8 @@ Rates images_per_second(const Case& c, int warmup, int steps, Step step, Floor f
   }
   std::vector<double> ratios;
   for (size_t i = 0; i < step_s.size(); ++i) ratios.push_back(floor_s[i] / step_s[i]);
-  return {static_cast<double>(c.batch) / median(step_s), static_cast<double>(c.batch) / median(floor_s), median(ratios)};
+  return {static_cast<double>(c.batch) / median(step_s), static_cast<double>(c.batch) / median(floor_s), median(ratios),
+          quantile(ratios, 0.25), quantile(ratios, 0.75)};
 }
 
 nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size) {
@@ -106,7 +110,8 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
       });
   return {{"case", c.name}, {"arch", c.arch}, {"image", c.side}, {"batch", c.batch}, {"steps", steps},
           {"queue_size", queue_size}, {"step_img_per_s", rates.step}, {"floor_img_per_s", rates.floor},
-          {"step_over_floor", rates.paired}, {"ratio_of_medians", rates.step / rates.floor}, {"threads", torch::get_num_threads()}};
+          {"step_over_floor", rates.paired},
+          {"step_over_floor_quartiles", {rates.paired_q1, rates.paired_q3}}, {"ratio_of_medians", rates.step / rates.floor}, {"threads", torch::get_num_threads()}};
 }
 
 }  // namespace
@@ -132,13 +137,15 @@ int main(int argc, char** argv) {
       {"r50_224", "resnet50", 224, 3, 8, false, 0},
   };
   nlohmann::json results = nlohmann::json::array();
-  std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12} {:>12} {:>11}\n", "case", "image", "batch", "step img/s", "floor img/s", "step/floor");
+  std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12} {:>12} {:>11} {:>13}\n", "case", "image", "batch", "step img/s", "floor img/s",
+                           "step/floor", "quartiles");
   for (const auto& c : cases) {
     if (!only.empty() && only != c.name) continue;
     const auto r = run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size);
-    std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}\n", c.name, c.side, c.batch,
+    std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}   {:.3f}-{:.3f}\n", c.name, c.side, c.batch,
                              r["step_img_per_s"].get<double>(), r["floor_img_per_s"].get<double>(),
-                             r["step_over_floor"].get<double>());
+                             r["step_over_floor"].get<double>(), r["step_over_floor_quartiles"][0].get<double>(),
+                             r["step_over_floor_quartiles"][1].get<double>());
     results.push_back(r);
   }
   std::ofstream(json_path) << results.dump(2) << "\n";
