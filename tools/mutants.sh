@@ -51,6 +51,7 @@ h5_attribute_read_one_short|src/ckpt/h5_tensor_file.cpp|std::string value(H5Tget
 roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[static_cast<size_t>(awaited[i])] < 0) silent.push_back(awaited[i]);|(void)arrived;|^faults\.stuck_peer$
 roll_call_not_answered_while_waiting|src/dist/mpi_process_group.cpp|if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm, &waiting, &status) != MPI_SUCCESS|if (true|^mpi\.np4$
 roll_call_answered_at_once|src/dist/mpi_process_group.cpp|!deadline.ran_for(roll_call_window())) return;|false) return;|^mpi\.np2$
+log_file_not_written_through|src/train/run_logging.cpp|    if (msg.level >= spdlog::level::info) file_.flush();|    (void)msg.level;|^RunLoggingTest\.
 thaw_forgotten|src/dist/running_deadline.h|      thawed_at_ = now;|      (void)0;|^RunningDeadline\.
 lincls_backbone_in_train_mode|src/lincls/backbone.cpp|return net->features(normalised_images.to(device));|net->train(); return net->features(normalised_images.to(device));|^lincls\.full_np2$|^LinclsTest\.
 lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|loader->start_epoch(epoch, at.batch_in_epoch());|loader->start_epoch(epoch, 0);|^lincls\.resume_bitwise$
