@@ -131,7 +131,8 @@ kill_in_shard | kill_before_manifest)
   [ "$(committed "$work/killed")" = "step_00000002 " ] || fail "committed: $(committed "$work/killed")"
   [ -d "$work/killed/checkpoints/step_00000004.tmp" ] || fail "no leftover step_00000004.tmp"
   [ "$(cat "$work/killed/checkpoints/latest")" = step_00000002 ] || fail "latest is not step 2"
-  "$ckpt" verify "$work/killed" | grep -q "step_00000002: ok" || fail "step 2 does not verify"
+  "$ckpt" verify "$work/killed" >"$work/verify.txt" || fail "verify failed"
+  grep -q "step_00000002: ok" "$work/verify.txt" || fail "step 2 does not verify"
   run 2 "$work/killed"
   grep -q "resumed from $work/killed/checkpoints/step_00000002" "$work/killed.console" || fail "did not resume from step 2"
   [ ! -e "$work/killed/checkpoints/step_00000004.tmp" ] || fail "the leftover .tmp was not cleaned"
@@ -185,7 +186,8 @@ tools)
   "$ckpt" inspect "$work/run" >"$work/inspect.txt"
   grep -q "^step         2$" "$work/inspect.txt" || fail "inspect: step"
   grep -q "^encoder_q/layer1.0.conv1.weight .* float32 .*16x16x3x3 shard 0" "$work/inspect.txt" || fail "inspect: tensor line"
-  "$ckpt" export "$work/run" "$work/backbone.h5" | grep -q "tensors of encoder_q" || fail "export"
+  "$ckpt" export "$work/run" "$work/backbone.h5" >"$work/export.txt" || fail "export failed"
+  grep -q "tensors of encoder_q" "$work/export.txt" || fail "export"
   "$py" - "$work/backbone.h5" <<'EOF' || fail "export contents"
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:

@@ -97,14 +97,14 @@ hdf5_pack_np2)
   # its shard and original path. moco_pack's --help, a second pack over the first (exit 2) and a
   # missing source (exit 2) as a user meets them.
   pack=$build/moco_pack
-  "$pack" --help | grep -q -- "--shards" || { echo "moco_pack --help does not list --shards" >&2; exit 1; }
+  grep -q -- "--shards" <<<"$("$pack" --help)" || { echo "moco_pack --help does not list --shards" >&2; exit 1; }
   "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 16 --val 4 --corrupt 2
   "$pack" "$work/data" "$work/packed" --shards 3 --threads 2 >"$work/pack.console" 2>&1 || { cat "$work/pack.console"; exit 1; }
   cat "$work/pack.console"
   for split in train val; do for s in 0 1 2; do
     [ -s "$work/packed/$split-0000$s-of-00003.h5" ] || { echo "no shard $split-0000$s-of-00003.h5" >&2; exit 1; }
   done; done
-  ! ls "$work/packed" | grep -q tmp || { echo "temporary files left in $work/packed" >&2; exit 1; }
+  ! grep -q tmp <<<"$(ls "$work/packed")" || { echo "temporary files left in $work/packed" >&2; exit 1; }
   rc=0; "$pack" "$work/data" "$work/packed" --shards 2 >"$work/again.console" 2>&1 || rc=$?
   [ $rc -eq 2 ] && grep -q "shards of this split are there already" "$work/again.console" || { cat "$work/again.console"; echo "exit $rc" >&2; exit 1; }
   rc=0; "$pack" "$work/none" "$work/packed2" >"$work/none.console" 2>&1 || rc=$?

@@ -18,7 +18,7 @@ needed=$( (grep -ho 'find_package([A-Za-z0-9_-]* [^)]*REQUIRED' CMakeLists.txt t
     sed 's/find_library([A-Za-z0-9_]* \([A-Za-z0-9_-]*\).*/\1/') | sort -u)
 for package in $needed; do
   case $package in Torch | Threads) continue ;; esac  # python3's torch; the C library
-  if ! awk '{print $1}' <<<"$listed" | grep -qx "$package"; then
+  if ! grep -qx "$package" <<<"$(awk '{print $1}' <<<"$listed")"; then
     echo "gpu_kit_test: the build needs $package, which tools/gpu_kit.sh --list does not name" >&2
     fail=1
   fi

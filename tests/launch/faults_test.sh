@@ -23,7 +23,7 @@ nan_skip)
   MOCO_INJECT_NAN=3:1 two train.output_dir="$work/skip" train.stop_at_step=3 >"$work/console" 2>&1 || fail "the run with a NaN failed"
   grep -q "step 3: the queries of rank(s) 1 hold NaN or Inf: every rank skips the step" "$work/console" || fail "no skip warning"
   "$build/moco_ckpt" diff "$work/before" "$work/skip" --ignore '^progress/' --ignore '^rng/' || fail "the skipped step changed the state"
-  grep '"event":"train"' "$work/skip/metrics.jsonl" | grep -q '"bad_steps":1,.*"step":3' || fail "metrics do not count the skip"
+  grep -q '"bad_steps":1,.*"event":"train",.*"step":3' "$work/skip/metrics.jsonl" || fail "metrics do not count the skip"
   MOCO_INJECT_NAN=3:1 two train.output_dir="$work/skip" >"$work/console" 2>&1 || fail "the resumed run failed"
   grep -q "kNN top-1: .*random init" "$work/console" || fail "the run did not finish"
   ;;
@@ -52,7 +52,7 @@ stuck_peer | dead_peer)
     [ "$took" -le 35 ] || fail "took ${took}s with dist.timeout_s=5"
     grep -Eq "rank [0-9]+: step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 5 s.*; rank $victim_rank did not answer a roll call" \
       "$work/console" || fail "no error naming the step, the collective and rank $victim_rank"
-    cat "$work"/run/rank*.log | grep -q "rank $victim_rank did not answer a roll call" || fail "no rank's log file holds the error"
+    grep -q "rank $victim_rank did not answer a roll call" "$work"/run/rank*.log || fail "no rank's log file holds the error"
   else
     [ "$took" -le 30 ] || fail "took ${took}s"
     grep -q "rank $victim_rank .* exited on signal 9" "$work/console" || fail "the dead rank ($victim_rank) is not named"

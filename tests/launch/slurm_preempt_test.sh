@@ -51,7 +51,7 @@ for _ in $(seq $((900 * slow))); do
   sleep 0.2
 done
 [ "$(state)" = COMPLETED ] || fail "the job did not complete within $((180 * slow)) s of the signal (state $(state))"
-scontrol show job "$job" | grep -q 'Restarts=1' || fail "the job did not restart once"
+grep -q 'Restarts=1' <<<"$(scontrol show job "$job")" || fail "the job did not restart once"
 
 grep -q "restart 1:" "$work/job.out" || fail "no restart 1 in the job's output"
 grep -q "requeueing job $job" "$work/job.out" || fail "the script did not requeue"

@@ -80,8 +80,8 @@ other_arch)
   set -e
   echo "$out"
   [ $rc = 2 ] || fail "exit $rc, expected 2"
-  echo "$out" | grep -q "tensor 'conv1.weight' is 16x1x3x3 there, 32x1x3x3 here" || fail "the tensor is not named"
-  echo "$out" | grep -q "model.arch=resnet_tiny model.small_stem=true model.stem_stride=1 model.width=0.25" || fail "the checkpoint's own model is not named"
+  grep -q "tensor 'conv1.weight' is 16x1x3x3 there, 32x1x3x3 here" <<<"$out" || fail "the tensor is not named"
+  grep -q "model.arch=resnet_tiny model.small_stem=true model.stem_stride=1 model.width=0.25" <<<"$out" || fail "the checkpoint's own model is not named"
   [ ! -e "$work/run" ] || fail "an output folder was made"
   # Another stem stride changes no tensor's shape: the checkpoint's config, and an export's copy of
   # it, refuse it all the same.
@@ -92,7 +92,7 @@ other_arch)
     set -e
     echo "$out"
     [ $rc = 2 ] || fail "$pretrained: exit $rc with another stem stride, expected 2"
-    echo "$out" | grep -q "model.stem_stride=2 .*it was trained with model.stem_stride=1" || fail "$pretrained: the stride is not named"
+    grep -q "model.stem_stride=2 .*it was trained with model.stem_stride=1" <<<"$out" || fail "$pretrained: the stride is not named"
   done
   [ ! -e "$work/run" ] || fail "an output folder was made" ;;
 baselines)
