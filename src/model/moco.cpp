@@ -45,7 +45,8 @@ torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images) con
     const AutocastGuard autocast(images.device(), options_.bf16);
     features = encoder->forward(images);
   }
-  return features.to(torch::kFloat);
+  // bf16 features are widened for the loss; fp32 (and fp64, which the equivalence test trains in) stay.
+  return features.element_size() < 4 ? features.to(torch::kFloat) : features;
 }
 
 void MocoImpl::momentum_update() {
