@@ -58,6 +58,7 @@ lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|loader->start_epoch(ep
 lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->finalize();|  (void)0;|^mpi\.np2$|^lincls\.cached_np1_np2$
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
 frozen_time_counts|src/dist/running_deadline.h|      end_ += now - last_check_;|      (void)kFrozen;|^mpi\.np2$
+features_always_float32|src/model/moco.cpp|return features.element_size() < 4 ? features.to(torch::kFloat) : features;|return features.to(torch::kFloat);|^mpi\.np2$
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$
 openblas_fallback_kept|src/sys/openblas_kernels.cpp|setenv("OPENBLAS_CORETYPE", kernels, 1);|setenv("OPENBLAS_CORETYPE", "Prescott", 1);|^cli\.openblas_kernels$
