@@ -13,6 +13,7 @@
 #include "dist/reducer.h"
 #include "model/batch_shuffle.h"
 #include "model/moco.h"
+#include "train/host_memory.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -162,6 +163,7 @@ std::pair<double, double> step_seconds(std::shared_ptr<ProcessGroup> group, int6
 }  // namespace
 
 int main(int argc, char** argv) {
+  moco::train::keep_freed_host_memory();
   CLI::App app{"bench_dist: collective bandwidth, shuffle-BN cost and exposed communication; run under mpirun"};
   int iters = 10;
   std::string json_path = "bench_dist.json";

@@ -8,6 +8,7 @@
 #include "preempt/preemption.h"
 #include "train/config.h"
 #include "train/device.h"
+#include "train/host_memory.h"
 #include "train/run_logging.h"
 #include "train/setup.h"
 #include "train/trainer.h"
@@ -18,6 +19,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
+  moco::train::keep_freed_host_memory();
   CLI::App app{"moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
                "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1.\n"
                "One process per device: run it under mpirun or srun for several ranks, plain for one."};

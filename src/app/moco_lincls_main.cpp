@@ -10,6 +10,7 @@
 #include "preempt/preemption.h"
 #include "train/config.h"
 #include "train/device.h"
+#include "train/host_memory.h"
 #include "train/run_logging.h"
 #include "train/setup.h"
 
@@ -19,6 +20,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
+  moco::train::keep_freed_host_memory();
   CLI::App app{"moco_lincls: linear classification on frozen features (the protocol of MoCo's main_lincls.py).\n"
                "Loads the backbone model.pretrained names, trains a linear classifier (lincls.*) on the train split, reports\n"
                "top-1/top-5 on the test split every epoch (train.output_dir/metrics.jsonl), checks the backbone is unchanged.\n"
