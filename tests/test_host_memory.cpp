@@ -54,13 +54,30 @@ class ScopedEnv {
 
 }  // namespace
 
-TEST(HostMemoryTest, FreedLargeTensorsStayInTheProcess) {
+// Every test starts with none of glibc's malloc variables set, and has them back afterwards.
+class HostMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : kMallocVariables) unset_.emplace_back(name, nullptr);
+  }
+
+ private:
+  std::vector<ScopedEnv> unset_;
+};
+
+// The tests of what the settings do: skipped where glibc's malloc is not the allocator.
+class HostMemoryKeptTest : public HostMemoryTest {
+ protected:
+  void SetUp() override {
 #if defined(__SANITIZE_ADDRESS__) || !defined(__GLIBC__)
-  GTEST_SKIP() << "glibc's malloc is not the allocator here";
+    GTEST_SKIP() << "glibc's malloc is not the allocator here";
 #endif
-  std::vector<ScopedEnv> unset;
-  for (const char* name : kMallocVariables) unset.emplace_back(name, nullptr);
-  ASSERT_TRUE(moco::train::keep_freed_host_memory());
+    HostMemoryTest::SetUp();
+    ASSERT_TRUE(moco::train::keep_freed_host_memory());
+  }
+};
+
+TEST_F(HostMemoryKeptTest, FreedLargeTensorsStayInTheProcess) {
   // Four of 28 MiB, a step's activations in small. With glibc's defaults, in a process that has not
   // raised its thresholds yet (ctest runs this test alone), each is mapped and unmapped; with only
   // the mmap threshold raised, the 112 MiB freed at the heap's top passes any trim threshold glibc sets
@@ -85,13 +102,7 @@ TEST(HostMemoryTest, FreedLargeTensorsStayInTheProcess) {
 // The heap's freed top is not given back either. Probed with malloc itself: a block made and freed
 // first thing in a fresh process (ctest runs this test alone) comes from the top and goes back to it,
 // which glibc trims when the top passes its trim threshold (128 KiB unless it rose on its own).
-TEST(HostMemoryTest, FreedHeapTopIsNotGivenBack) {
-#if defined(__SANITIZE_ADDRESS__) || !defined(__GLIBC__)
-  GTEST_SKIP() << "glibc's malloc is not the allocator here";
-#endif
-  std::vector<ScopedEnv> unset;
-  for (const char* name : kMallocVariables) unset.emplace_back(name, nullptr);
-  ASSERT_TRUE(moco::train::keep_freed_host_memory());
+TEST_F(HostMemoryKeptTest, FreedHeapTopIsNotGivenBack) {
   constexpr size_t kBytes = size_t{24} << 20;
   void* block = std::malloc(kBytes);
   ASSERT_NE(block, nullptr);
@@ -105,13 +116,7 @@ TEST(HostMemoryTest, FreedHeapTopIsNotGivenBack) {
 
 // The blocks it hands out are 64-byte aligned like LibTorch's own, hold what is written, and work
 // through LibTorch's raw interface (the block is its own context).
-TEST(HostMemoryTest, BlocksAreAlignedAndUsable) {
-#if defined(__SANITIZE_ADDRESS__) || !defined(__GLIBC__)
-  GTEST_SKIP() << "glibc's malloc is not the allocator here";
-#endif
-  std::vector<ScopedEnv> unset;
-  for (const char* name : kMallocVariables) unset.emplace_back(name, nullptr);
-  ASSERT_TRUE(moco::train::keep_freed_host_memory());
+TEST_F(HostMemoryKeptTest, BlocksAreAlignedAndUsable) {
   for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{1000}, int64_t{1} << 20, (int64_t{7} << 20) + 5}) {
     const auto t = torch::arange(n, torch::kDouble);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 64, 0u) << n << " doubles";
@@ -125,10 +130,8 @@ TEST(HostMemoryTest, BlocksAreAlignedAndUsable) {
   allocator->raw_deallocate(raw);
 }
 
-TEST(HostMemoryTest, StandsAsideWhenTheUserSetGlibcMallocVariables) {
+TEST_F(HostMemoryTest, StandsAsideWhenTheUserSetGlibcMallocVariables) {
   for (const char* name : kMallocVariables) {
-    std::vector<ScopedEnv> unset;
-    for (const char* other : kMallocVariables) unset.emplace_back(other, nullptr);
     // Set and empty counts: `GLIBC_TUNABLES=` is how to run with glibc's defaults.
     ScopedEnv user(name, "");
     EXPECT_FALSE(moco::train::keep_freed_host_memory()) << name << " was set";

@@ -59,11 +59,11 @@ lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->final
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
 frozen_time_counts|src/dist/running_deadline.h|      end_ += now - last_check_;|      (void)kFrozen;|^mpi\.np2$
 features_always_float32|src/model/moco.cpp|return features.element_size() < 4 ? features.to(torch::kFloat) : features;|return features.to(torch::kFloat);|^mpi\.np2$
-freed_host_memory_trimmed|src/train/host_memory.cpp|mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1|false|^HostMemoryTest\.
-mmap_threshold_left_to_glibc|src/train/host_memory.cpp|mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1|false|^HostMemoryTest\.
-libtorch_memalign_kept|src/train/host_memory.cpp|c10::SetCPUAllocator(&allocator, /*priority=*/1);|(void)allocator;|^HostMemoryTest\.
-block_freed_at_wrong_address|src/train/host_memory.cpp|std::free(bytes - bytes[-1]);|std::free(bytes - 16);|^HostMemoryTest\.
-user_malloc_settings_overridden|src/train/host_memory.cpp|if (std::getenv(user_setting) != nullptr) return false;|(void)user_setting;|^HostMemoryTest\.
+freed_host_memory_trimmed|src/train/host_memory.cpp|mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1|false|^HostMemory
+mmap_threshold_left_to_glibc|src/train/host_memory.cpp|mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1|false|^HostMemory
+libtorch_memalign_kept|src/train/host_memory.cpp|c10::SetCPUAllocator(&allocator, /*priority=*/1);|(void)allocator;|^HostMemory
+block_freed_at_wrong_address|src/train/host_memory.cpp|std::free(bytes - bytes[-1]);|std::free(bytes - 16);|^HostMemory
+user_malloc_settings_overridden|src/train/host_memory.cpp|if (std::getenv(user_setting) != nullptr) return false;|(void)user_setting;|^HostMemory
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$
 openblas_fallback_kept|src/sys/openblas_kernels.cpp|setenv("OPENBLAS_CORETYPE", kernels, 1);|setenv("OPENBLAS_CORETYPE", "Prescott", 1);|^cli\.openblas_kernels$
