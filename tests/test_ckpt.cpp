@@ -7,6 +7,7 @@
 #include "ckpt/manifest.h"
 
 #include "test_world.h"
+#include "thrown_message.h"
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -42,15 +43,7 @@ std::string read_bytes(const std::string& path) {
 }
 void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using moco::test::error_of;
 
 std::vector<ckpt::StateEntry> sample_state(uint64_t seed) {
   torch::manual_seed(seed);

@@ -1,4 +1,5 @@
 #include "data/idx.h"
+#include "thrown_message.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -57,17 +58,7 @@ void write_gz(const fs::path& path, const Bytes& bytes) {
   ASSERT_EQ(gzclose(file), Z_OK);
 }
 
-// The message of the runtime_error `f` throws; fails the test if it throws nothing.
-template <typename Fn>
-std::string error_of(Fn&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected std::runtime_error";
-  return "";
-}
+using moco::test::error_of;
 
 class IdxTest : public ::testing::Test {
  protected:

@@ -7,6 +7,7 @@
 #include "data/image_pack.h"
 #include "data/image_shards.h"
 #include "image_files.h"
+#include "thrown_message.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -53,14 +54,7 @@ std::vector<PackedSplit> pack(const fs::path& folder, const fs::path& out, int s
   return pack_image_folders({{split, scan_image_folder(folder.string())}}, out.string(), o);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using moco::test::error_of;
 
 class ImageShardsTest : public ::testing::TestWithParam<int> {};
 

@@ -1,6 +1,7 @@
 #include "model/batch_shuffle.h"
 #include "model/contrastive.h"
 #include "model/moco.h"
+#include "thrown_message.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -76,14 +77,7 @@ struct NaiveQueueStep {
   }
 };
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using moco::test::error_of;
 
 }  // namespace
 

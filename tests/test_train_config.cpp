@@ -24,7 +24,7 @@ std::string write_temp(const std::string& text) {
   return path.string();
 }
 
-std::string error_of(const std::string& path, const std::vector<std::string>& overrides = {}) {
+std::string config_error_of(const std::string& path, const std::vector<std::string>& overrides = {}) {
   try {
     load_config(path, overrides);
   } catch (const ConfigError& e) {
@@ -63,37 +63,37 @@ TEST(ConfigTest, ShippedConfigsLoad) {
 }
 
 TEST(ConfigTest, AugmentationKeysAreChecked) {
-  EXPECT_TRUE(contains(error_of(write_temp("data:\n  augmentation: v3\n")), "data.augmentation"));
-  EXPECT_TRUE(contains(error_of(write_temp("data:\n  augmentation: v2\n  hue: 0.6\n")), "data.hue"));
-  EXPECT_TRUE(contains(error_of(write_temp("data:\n  augmentation: v2\n  blur_sigma: [2.0, 0.1]\n")), "data.blur_sigma"));
-  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: imagefolder\n  mean: [0.5]\n  std: [0.5]\n")), "data.augmentation"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v3\n")), "data.augmentation"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v2\n  hue: 0.6\n")), "data.hue"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v2\n  blur_sigma: [2.0, 0.1]\n")), "data.blur_sigma"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: imagefolder\n  mean: [0.5]\n  std: [0.5]\n")), "data.augmentation"));
   // ImageFolder images are RGB: 3 values or 1, known from the config alone.
-  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: imagefolder\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: imagefolder\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
                        "has 2 values but data.dataset imagefolder has 3 channel(s)"));
   // Packed shards (moco_pack) are the same RGB images of any size: the same rules.
-  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: hdf5\n  mean: [0.5]\n  std: [0.5]\n")), "data.augmentation"));
-  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf5\n  mean: [0.5]\n  std: [0.5]\n")), "data.augmentation"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
                        "has 2 values but data.dataset hdf5 has 3 channel(s)"));
   EXPECT_EQ(load_config(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5]\n  std: [0.5]\n")).data.dataset, "hdf5");
-  EXPECT_TRUE(contains(error_of(write_temp("data:\n  dataset: hdf6\n")), "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf6\n")), "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"));
 }
 
 TEST(ConfigTest, UnknownKeyNamesTheKeyAndTheFile) {
   const auto path = write_temp("optim:\n  base_lr: 0.1\n  bach_size: 64\n");
-  const auto message = error_of(path);
+  const auto message = config_error_of(path);
   EXPECT_TRUE(contains(message, path)) << message;
   EXPECT_TRUE(contains(message, "optim.bach_size")) << message;
   EXPECT_TRUE(contains(message, "did you mean 'optim.batch_size'")) << message;
-  EXPECT_TRUE(contains(error_of(write_temp("modle:\n  arch: resnet18\n")), "'modle'"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("modle:\n  arch: resnet18\n")), "'modle'"));
 }
 
 TEST(ConfigTest, BadTypeNamesTheKeyAndTheValue) {
-  const auto message = error_of(write_temp("optim:\n  batch_size: lots\n"));
+  const auto message = config_error_of(write_temp("optim:\n  batch_size: lots\n"));
   EXPECT_TRUE(contains(message, "optim.batch_size")) << message;
   EXPECT_TRUE(contains(message, "'lots'")) << message;
-  EXPECT_TRUE(contains(error_of(write_temp("optim:\n  batch_size: 1.5\n")), "expects int"));
-  EXPECT_TRUE(contains(error_of(write_temp("model: resnet18\n")), "'model' is a section"));
-  EXPECT_TRUE(contains(error_of(write_temp("model:\n  mlp: maybe\n")), "expects bool"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("optim:\n  batch_size: 1.5\n")), "expects int"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("model: resnet18\n")), "'model' is a section"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("model:\n  mlp: maybe\n")), "expects bool"));
 }
 
 TEST(ConfigTest, OverridesReachNestedKeysAndWinOverTheFile) {
@@ -108,54 +108,54 @@ TEST(ConfigTest, OverridesReachNestedKeysAndWinOverTheFile) {
 
 TEST(ConfigTest, BadOverridesAreErrors) {
   const auto path = write_temp("{}\n");
-  EXPECT_TRUE(contains(error_of(path, {"optim.lr=0.5"}), "unknown key 'optim.lr'"));
-  EXPECT_TRUE(contains(error_of(path, {"optim.base_lr"}), "expected key=value"));
-  EXPECT_TRUE(contains(error_of(path, {"moco.momentum=1.5"}), "moco.momentum"));
-  EXPECT_TRUE(contains(error_of(path, {"optim.batch_size=512", "moco.queue_size=100"}), "moco.queue_size"));
+  EXPECT_TRUE(contains(config_error_of(path, {"optim.lr=0.5"}), "unknown key 'optim.lr'"));
+  EXPECT_TRUE(contains(config_error_of(path, {"optim.base_lr"}), "expected key=value"));
+  EXPECT_TRUE(contains(config_error_of(path, {"moco.momentum=1.5"}), "moco.momentum"));
+  EXPECT_TRUE(contains(config_error_of(path, {"optim.batch_size=512", "moco.queue_size=100"}), "moco.queue_size"));
 }
 
 TEST(ConfigTest, MissingOrBrokenFileIsAnError) {
-  EXPECT_TRUE(contains(error_of("/nonexistent/x.yaml"), "/nonexistent/x.yaml"));
-  EXPECT_TRUE(contains(error_of(write_temp("model: [\n")), "not valid YAML"));
+  EXPECT_TRUE(contains(config_error_of("/nonexistent/x.yaml"), "/nonexistent/x.yaml"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("model: [\n")), "not valid YAML"));
 }
 
 TEST(ConfigTest, AFolderOrAnEmptyFileIsAnError) {
   const std::string folder = std::filesystem::temp_directory_path().string();
-  EXPECT_TRUE(contains(error_of(folder), folder + ": is a folder, not a config file")) << error_of(folder);
+  EXPECT_TRUE(contains(config_error_of(folder), folder + ": is a folder, not a config file")) << config_error_of(folder);
   const auto empty = write_temp("");
-  EXPECT_TRUE(contains(error_of(empty), empty + ": the config file is empty")) << error_of(empty);
-  EXPECT_TRUE(contains(error_of(write_temp("# nothing but a comment\n")), "is empty"));
+  EXPECT_TRUE(contains(config_error_of(empty), empty + ": the config file is empty")) << config_error_of(empty);
+  EXPECT_TRUE(contains(config_error_of(write_temp("# nothing but a comment\n")), "is empty"));
   EXPECT_NO_THROW(load_config(write_temp("{}\n")));  // every default, said explicitly
 }
 
 TEST(ConfigTest, AnEmptyValueIsAnErrorNamingTheKey) {
   const auto path = write_temp("{}\n");
-  EXPECT_TRUE(contains(error_of(path, {"model.arch="}), "command-line override 'model.arch=': key 'model.arch' has no value (expects string)"))
-      << error_of(path, {"model.arch="});
-  EXPECT_TRUE(contains(error_of(path, {"optim.milestones="}), "key 'optim.milestones' has no value"));
+  EXPECT_TRUE(contains(config_error_of(path, {"model.arch="}), "command-line override 'model.arch=': key 'model.arch' has no value (expects string)"))
+      << config_error_of(path, {"model.arch="});
+  EXPECT_TRUE(contains(config_error_of(path, {"optim.milestones="}), "key 'optim.milestones' has no value"));
   const auto file = write_temp("model:\n  arch:\n");
-  EXPECT_TRUE(contains(error_of(file), file + ": key 'model.arch' has no value")) << error_of(file);
-  EXPECT_TRUE(contains(error_of(path, {"model.arch=''"}), "must be one of"));  // an empty string is a value
+  EXPECT_TRUE(contains(config_error_of(file), file + ": key 'model.arch' has no value")) << config_error_of(file);
+  EXPECT_TRUE(contains(config_error_of(path, {"model.arch=''"}), "must be one of"));  // an empty string is a value
 }
 
 TEST(ConfigTest, ARepeatedKeyIsAnErrorNamingTheKeyAndLines) {
   const auto path = write_temp("optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n");
-  EXPECT_TRUE(contains(error_of(path), path + ": key 'optim.base_lr' is given twice (lines 2 and 4)")) << error_of(path);
+  EXPECT_TRUE(contains(config_error_of(path), path + ": key 'optim.base_lr' is given twice (lines 2 and 4)")) << config_error_of(path);
   const auto sections = write_temp("model: {arch: resnet18}\noptim: {base_lr: 0.1}\nmodel: {mlp: true}\n");
-  EXPECT_TRUE(contains(error_of(sections), "key 'model' is given twice (lines 1 and 3)")) << error_of(sections);
-  EXPECT_TRUE(contains(error_of(write_temp("model: {dim: 64, dim: 32}\n")), "key 'model.dim' is given twice"));
+  EXPECT_TRUE(contains(config_error_of(sections), "key 'model' is given twice (lines 1 and 3)")) << config_error_of(sections);
+  EXPECT_TRUE(contains(config_error_of(write_temp("model: {dim: 64, dim: 32}\n")), "key 'model.dim' is given twice"));
 }
 
 TEST(ConfigTest, MeanAndStdMatchTheDatasetsChannels) {
   const auto path = write_temp("{}\n");
   // The IDX sets are greyscale: one value (or one per channel, the same thing).
-  const auto rgb_on_mnist = error_of(path, {"data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
+  const auto rgb_on_mnist = config_error_of(path, {"data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
   EXPECT_TRUE(contains(rgb_on_mnist, "key 'data.mean' has 3 values but data.dataset fashion_mnist has 1 channel(s)")) << rgb_on_mnist;
-  EXPECT_TRUE(contains(error_of(path, {"data.dataset=mnist", "data.std=[1, 2]", "data.mean=[0, 0]"}), "key 'data.mean'"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.dataset=mnist", "data.std=[1, 2]", "data.mean=[0, 0]"}), "key 'data.mean'"));
   // Synthetic images have data.synthetic_channels.
   EXPECT_NO_THROW(load_config(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"}));
   EXPECT_NO_THROW(load_config(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=0.5", "data.std=0.2"}));
-  const auto two_of_three = error_of(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2]", "data.std=[1, 2]"});
+  const auto two_of_three = config_error_of(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2]", "data.std=[1, 2]"});
   EXPECT_TRUE(contains(two_of_three, "key 'data.mean' has 2 values but data.dataset synthetic has 3 channel(s) (data.synthetic_channels)"))
       << two_of_three;
 }
@@ -188,13 +188,13 @@ TEST(ConfigTest, EffectiveConfigRoundTrips) {
 // fuzz/fuzz_config.cpp's round trip). They are refused when the config loads, naming the key.
 TEST(ConfigTest, NonFiniteFloatsAreRefusedNamingTheKey) {
   const auto path = write_temp("{}\n");
-  EXPECT_TRUE(contains(error_of(path, {"train.time_budget_s=.inf"}), "key 'train.time_budget_s' expects a finite float, got '.inf'"))
-      << error_of(path, {"train.time_budget_s=.inf"});
-  EXPECT_TRUE(contains(error_of(path, {"train.epochs=.inf"}), "key 'train.epochs' expects a finite float"));
-  EXPECT_TRUE(contains(error_of(path, {"data.mean=[.nan]"}), "key 'data.mean' expects a finite list of float"));
-  EXPECT_TRUE(contains(error_of(path, {"data.mean=.nan"}), "key 'data.mean' expects a finite list of float, got '.nan'"));
+  EXPECT_TRUE(contains(config_error_of(path, {"train.time_budget_s=.inf"}), "key 'train.time_budget_s' expects a finite float, got '.inf'"))
+      << config_error_of(path, {"train.time_budget_s=.inf"});
+  EXPECT_TRUE(contains(config_error_of(path, {"train.epochs=.inf"}), "key 'train.epochs' expects a finite float"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.mean=[.nan]"}), "key 'data.mean' expects a finite list of float"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.mean=.nan"}), "key 'data.mean' expects a finite list of float, got '.nan'"));
   const auto file = write_temp("optim:\n  milestones: [10, .inf]\n");
-  EXPECT_TRUE(contains(error_of(file), file + ": key 'optim.milestones' expects a finite list of float")) << error_of(file);
+  EXPECT_TRUE(contains(config_error_of(file), file + ": key 'optim.milestones' expects a finite list of float")) << config_error_of(file);
 }
 
 // What a checkpoint does with a config: to_yaml, then load_config_text. Extreme finite floats

@@ -12,7 +12,7 @@ using namespace moco;
 
 namespace {
 
-model::ResNetOptions tiny_encoder(int64_t bn_splits) {
+model::ResNetOptions tiny_encoder_split_bn(int64_t bn_splits) {
   auto o = model::resnet_options_for("resnet_tiny");
   o.in_channels = 1;
   o.small_stem = true;
@@ -88,7 +88,7 @@ TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) 
   const int64_t b = 4, global = b * world, steps = 4;
   const uint64_t seed = 5;
 
-  model::Moco distributed(tiny_encoder(1), moco_options(), group, seed);
+  model::Moco distributed(tiny_encoder_split_bn(1), moco_options(), group, seed);
   distributed->train();
   dist::broadcast_parameters(distributed->encoder_q->parameters(), *group);
   distributed->copy_query_to_key();
@@ -100,7 +100,7 @@ TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) 
     return v;
   }();
 
-  model::Moco single(tiny_encoder(world), moco_options(), std::make_shared<dist::LocalProcessGroup>(), seed);
+  model::Moco single(tiny_encoder_split_bn(world), moco_options(), std::make_shared<dist::LocalProcessGroup>(), seed);
   single->train();
   auto single_sgd = make_sgd(single);
   for (const auto& t : {distributed->encoder_q->parameters()[0], distributed->queue(), single->queue()})

@@ -11,7 +11,7 @@
 namespace moco {
 namespace {
 
-model::Moco make_moco(bool bf16) {
+model::Moco moco_in_precision(bool bf16) {
   auto encoder = model::resnet_options_for("resnet_tiny");
   encoder.in_channels = 1;
   encoder.small_stem = true;
@@ -50,7 +50,7 @@ std::vector<double> losses(model::Moco& moco, int steps, bool channels_last = fa
 // The check the issue asks for on CPU (bf16 autocast exists there): over a few steps bf16 tracks
 // fp32's loss closely, yet it is not fp32 under another name (the losses differ).
 TEST(PrecisionTest, Bf16TracksFp32LossOverSteps) {
-  auto fp32 = make_moco(false), bf16 = make_moco(true);
+  auto fp32 = moco_in_precision(false), bf16 = moco_in_precision(true);
   const auto a = losses(fp32, 6), b = losses(bf16, 6);
   double max_rel = 0;
   bool any_differs = false;
@@ -77,7 +77,7 @@ TEST(PrecisionTest, AutocastGuardRunsConvolutionsInBf16AndRestoresTheState) {
 }
 
 TEST(PrecisionTest, ChannelsLastChangesTheMemoryOrderNotTheTraining) {
-  auto plain = make_moco(false), nhwc = make_moco(false);
+  auto plain = moco_in_precision(false), nhwc = moco_in_precision(false);
   train::use_channels_last(*nhwc);
   int four_d = 0;
   for (const auto& p : nhwc->parameters())
