@@ -52,8 +52,6 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-}  // namespace
-
 // Every test starts with none of glibc's malloc variables set, and has them back afterwards.
 class HostMemoryTest : public ::testing::Test {
  protected:
@@ -137,3 +135,5 @@ TEST_F(HostMemoryTest, StandsAsideWhenTheUserSetGlibcMallocVariables) {
     EXPECT_FALSE(moco::train::keep_freed_host_memory()) << name << " was set";
   }
 }
+
+}  // namespace

@@ -56,8 +56,10 @@ std::mutex& mpi_mutex() {
 // A nonblocking MPI operation and the memory it reads or writes until it completes. Kept alive by
 // the group as well as by its Work, so that a Work dropped unwaited, or an operation abandoned after
 // a timeout (a collective can be neither cancelled nor freed), never leaves MPI writing into freed
-// memory.
-struct Pending {
+// memory. Outside the anonymous namespace because State, declared in the header, holds it.
+}  // namespace
+namespace detail {
+struct MpiPending {
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<MPI_Request> exchange;  // the descriptor exchange: a receive from each peer, then the sends
   std::vector<int> exchange_peers;    // the peer of each receive in `exchange`
@@ -65,6 +67,9 @@ struct Pending {
   std::vector<torch::Tensor> tensors;
   std::vector<int64_t> send_words, recv_words;
 };
+}  // namespace detail
+namespace {
+using Pending = detail::MpiPending;
 
 std::string seconds_text(std::chrono::milliseconds timeout) {
   char text[32];
