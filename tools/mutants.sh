@@ -64,6 +64,7 @@ mmap_threshold_left_to_glibc|src/train/host_memory.cpp|mallopt(M_MMAP_THRESHOLD,
 libtorch_memalign_kept|src/train/host_memory.cpp|c10::SetCPUAllocator(&allocator, /*priority=*/1);|(void)allocator;|^HostMemory
 block_freed_at_wrong_address|src/train/host_memory.cpp|std::free(bytes - bytes[-1]);|std::free(bytes - 16);|^HostMemory
 user_malloc_settings_overridden|src/train/host_memory.cpp|if (std::getenv(user_setting) != nullptr) return false;|(void)user_setting;|^HostMemory
+thrown_message_lost|tests/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$
 openblas_fallback_kept|src/sys/openblas_kernels.cpp|setenv("OPENBLAS_CORETYPE", kernels, 1);|setenv("OPENBLAS_CORETYPE", "Prescott", 1);|^cli\.openblas_kernels$
