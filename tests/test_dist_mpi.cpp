@@ -312,6 +312,29 @@ TEST_F(MpiTimeout, WithoutChecksTheCollectiveItselfTimesOut) {
   pg_->barrier();
 }
 
+// Making a group is itself collective (a private communicator is duplicated from the world's): a
+// rank that never makes its group times out the others' constructors, which name the phase, instead
+// of hanging there. Rank 0 makes its group only after the others gave up, so that the duplication
+// they left behind is matched and the world's communicators stay in step for the tests that follow.
+TEST_F(MpiTimeout, ARankThatNeverMakesTheGroupTimesOutTheOthersConstructors) {
+  if (world_ < 2) GTEST_SKIP() << "needs two ranks";
+  if (rank_ != 0) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string error = dist_error_of([&] { make_group(/*check=*/true, 2s); });
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(error, "rank " + std::to_string(rank_) +
+                         ": barrier #0 did not complete within 2 s (creating the process group); no roll call: the group's "
+                         "communicator was never made");
+    EXPECT_GE(waited, 2.0);
+    EXPECT_LT(waited, 10.0);
+  }
+  pg_->barrier();
+  if (rank_ == 0) {
+    EXPECT_EQ(make_group(/*check=*/true, 2s)->world_size(), world_);
+  }
+  pg_->barrier();
+}
+
 // Ranks reach a collective at different times (one is slower, one had a freeze not counted), so
 // they time out at different times too. A rank still waiting answers the roll call of one that
 // timed out, instead of being named with the stuck rank because its own timeout comes after the

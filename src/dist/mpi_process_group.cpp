@@ -381,16 +381,16 @@ std::shared_ptr<MpiProcessGroup::State> make_state(MPI_Comm parent, MpiOptions o
   state->heard_at_roll_call.assign(static_cast<size_t>(state->size), 0);
   state->answered_roll_call.assign(static_cast<size_t>(state->size), 0);
   // A private communicator: our collectives cannot match anyone else's. MPI_Comm_idup rather than
-  // MPI_Comm_dup so that a rank that never constructs its group is a timeout, not a hang.
+  // MPI_Comm_dup so that a rank that never constructs its group is a timeout, not a hang. The handle
+  // is made outside the state: Open MPI writes it before the duplication completes, and a timeout's
+  // roll call must not run on a communicator still being made (it crashed there).
   Pending pending;
-  MPI_CHECK(MPI_Comm_idup(parent, &state->comm, &pending.request));
-  try {
-    state->wait_for(pending, CollectiveOp::kBarrier, 0, " (creating the process group)");
-  } catch (const DistError&) {
-    // The idup may still complete into state->comm; the state must then never be freed.
-    new std::shared_ptr<MpiProcessGroup::State>(state);
-    throw;
-  }
+  auto* made = new MPI_Comm(MPI_COMM_NULL);
+  MPI_CHECK(MPI_Comm_idup(parent, made, &pending.request));
+  // On a timeout the duplication may still complete into `made`, which is then left to it.
+  state->wait_for(pending, CollectiveOp::kBarrier, 0, " (creating the process group)");
+  state->comm = *made;
+  delete made;
   MPI_CHECK(MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN));
   return state;
 }
