@@ -8,7 +8,7 @@
 # exact piece of one source file (it must occur exactly once), rebuilds incrementally, runs the
 # ctest entries that should catch it, and puts the file back. The work tree is never touched. Prints
 # one line per mutant, KILLED or SURVIVED, and exits 1 if any survived or did not apply. NAME_REGEX
-# picks mutants by name. Needs what the build needs; takes a while (one file recompiled and four
+# picks mutants by name. Needs what the build needs; takes a while (one file recompiled and seven
 # binaries relinked per mutant, and the checkpoint mutants run end-to-end checkpoint tests).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -94,7 +94,9 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOCO_UNITY_BUILD=OFF >"$log/cmake.log" 2>&1 ||
     { cat "$log/cmake.log"; exit 2; }
 fi
-targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_augment_parity_tool)
+# Every executable a ctest entry runs (tests/CMakeLists.txt and the scripts it calls), so that none
+# of them keeps the unmutated code.
+targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_pack moco_augment_parity_tool openblas_probe)
 echo "building the unmutated tree in $build"
 cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 2; }
 
