@@ -149,21 +149,12 @@ torch::Tensor all_ranks(ProcessGroup& group, const std::vector<double>& per_step
   return group.all_gather(mine).view({group.world_size(), -1});
 }
 
-double median_of(const torch::Tensor& t) { return t.median().item<double>(); }
-
-struct StepTimes {
-  double with_comm;             // median over steps of the slowest rank's step
-  double without_comm;          // median over steps of the slowest rank's step without communication
-  double without_comm_rank;     // the slowest rank's median step without communication
-  double rank_spread;           // median over steps of |slowest - fastest| without communication
-  torch::Tensor with_all, without_all;  // [ranks, steps]
-};
-
 // The same per-rank step with the world's communication and without it (a world of one), in
 // alternating steps so that drift in the machine's speed falls on both alike. Both kinds of step
 // start together on every rank, so the slowest rank of a step without communication is what a
 // synchronous step would take if its collectives cost nothing.
-StepTimes step_seconds(std::shared_ptr<ProcessGroup> group, int64_t b, int iters) {
+// Returns every rank's time of every step, with and without communication.
+std::pair<torch::Tensor, torch::Tensor> step_seconds(std::shared_ptr<ProcessGroup> group, int64_t b, int iters) {
   StepRunner with(group, b, true), without(std::make_shared<moco::dist::LocalProcessGroup>(), b, false);
   for (int i = 0; i < 2; ++i) with.timed_step(), without.timed_step();
   std::vector<double> t_with, t_without;
@@ -173,10 +164,26 @@ StepTimes step_seconds(std::shared_ptr<ProcessGroup> group, int64_t b, int iters
     group->barrier();
     t_without.push_back(without.timed_step());
   }
-  const auto with_all = all_ranks(*group, t_with), without_all = all_ranks(*group, t_without);
-  const auto without_slowest = std::get<0>(without_all.max(0)), without_fastest = std::get<0>(without_all.min(0));
-  return {median_of(std::get<0>(with_all.max(0))), median_of(without_slowest), std::get<0>(without_all.median(1)).max().item<double>(),
-          median_of(without_slowest - without_fastest), with_all, without_all};
+  return {all_ranks(*group, t_with), all_ranks(*group, t_without)};
+}
+
+// The step's figures from every rank's step times [ranks, steps]: medians over steps of the slowest
+// rank, and beside them the older measure (the slowest rank's median step without communication).
+nlohmann::json step_figures(const torch::Tensor& with, const torch::Tensor& without) {
+  auto median = [](const torch::Tensor& t) { return t.median().item<double>(); };
+  auto slowest = [](const torch::Tensor& t) { return std::get<0>(t.max(0)); };
+  auto rows = [](const torch::Tensor& t) {
+    std::vector<std::vector<double>> r;
+    for (int64_t i = 0; i < t.size(0); ++i) r.emplace_back(t[i].data_ptr<double>(), t[i].data_ptr<double>() + t.size(1));
+    return r;
+  };
+  const double step = median(slowest(with)), floor = median(slowest(without));
+  const double rank_median = std::get<0>(without.median(1)).max().item<double>();
+  return {{"step_s", step}, {"step_without_comm_s", floor}, {"exposed_comm_s", step - floor},
+          {"exposed_share", (step - floor) / step}, {"slowest_rank_median_step_without_comm_s", rank_median},
+          {"exposed_share_against_slowest_rank_median", (step - rank_median) / step},
+          {"rank_spread_without_comm_s", median(slowest(without) - std::get<0>(without.min(0)))},
+          {"per_rank_steps_s", rows(with)}, {"per_rank_steps_without_comm_s", rows(without)}};
 }
 
 }  // namespace
@@ -205,20 +212,10 @@ int main(int argc, char** argv) {
     results["allreduce"] = {allreduce_bench(*group, "resnet_tiny", iters), allreduce_bench(*group, "resnet18", iters)};
     results["shuffle"] = {shuffle_bench(*group, 32, 32, iters), shuffle_bench(*group, 32, 224, std::max(2, iters / 4))};
     const int64_t b = 64;
-    const auto t = step_seconds(group, b, std::max(iters, 20));
-    results["step"] = {{"model", "resnet_tiny 28px"}, {"per_rank_batch", b}, {"step_s", t.with_comm},
-                       {"step_without_comm_s", t.without_comm}, {"exposed_comm_s", t.with_comm - t.without_comm},
-                       {"exposed_share", (t.with_comm - t.without_comm) / t.with_comm},
-                       {"slowest_rank_median_step_without_comm_s", t.without_comm_rank},
-                       {"exposed_share_against_slowest_rank_median", (t.with_comm - t.without_comm_rank) / t.with_comm},
-                       {"rank_spread_without_comm_s", t.rank_spread}};
-    auto rows = [](const torch::Tensor& t) {
-      std::vector<std::vector<double>> r;
-      for (int64_t i = 0; i < t.size(0); ++i) r.emplace_back(t[i].data_ptr<double>(), t[i].data_ptr<double>() + t.size(1));
-      return r;
-    };
-    results["step"]["per_rank_steps_s"] = rows(t.with_all);
-    results["step"]["per_rank_steps_without_comm_s"] = rows(t.without_all);
+    const auto [with, without] = step_seconds(group, b, std::max(iters, 20));
+    results["step"] = step_figures(with, without);
+    results["step"]["model"] = "resnet_tiny 28px";
+    results["step"]["per_rank_batch"] = b;
 
     if (world.rank == 0) {
       std::cout << fmt::format("{} ranks, {} threads each\n\n", world.world_size, torch::get_num_threads());

@@ -57,6 +57,14 @@ std::string dist_error_of(F&& call) {
   return "";
 }
 
+// As dist_error_of, with the seconds the call took to throw.
+template <typename F>
+std::pair<std::string, double> timed_dist_error_of(F&& call) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string error = dist_error_of(std::forward<F>(call));
+  return {error, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class MpiFixture : public ::testing::Test {
@@ -279,9 +287,7 @@ TEST_F(MpiTimeout, ARankThatNeverCallsTimesOutTheOthers) {
     auto short_lived = make_group(/*check=*/true, 2s);
     if (rank_ != 0) {
       torch::Tensor t = torch::ones({4});
-      const auto start = std::chrono::steady_clock::now();
-      const std::string error = dist_error_of([&] { short_lived->all_reduce(t, ReduceOp::kSum); });
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const auto [error, waited] = timed_dist_error_of([&] { short_lived->all_reduce(t, ReduceOp::kSum); });
       // Rank 0 never came, and the others are named as arrived by not being named.
       EXPECT_EQ(error, "rank " + std::to_string(rank_) +
                            ": all_reduce #1 did not complete within 2 s, waiting for rank 0, which never reached it; rank 0 did "
@@ -319,9 +325,7 @@ TEST_F(MpiTimeout, WithoutChecksTheCollectiveItselfTimesOut) {
 TEST_F(MpiTimeout, ARankThatNeverMakesTheGroupTimesOutTheOthersConstructors) {
   if (world_ < 2) GTEST_SKIP() << "needs two ranks";
   if (rank_ != 0) {
-    const auto start = std::chrono::steady_clock::now();
-    const std::string error = dist_error_of([&] { make_group(/*check=*/true, 2s); });
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto [error, waited] = timed_dist_error_of([&] { make_group(/*check=*/true, 2s); });
     EXPECT_EQ(error, "rank " + std::to_string(rank_) +
                          ": barrier #0 did not complete within 2 s (creating the process group); no roll call: the group's "
                          "communicator was never made");
