@@ -67,7 +67,8 @@ double dd_seconds(moco::dist::ProcessGroup& group, const std::string& command) {
 
 int main(int argc, char** argv) {
   moco::train::keep_freed_host_memory();  // host memory as moco_dist runs it
-  CLI::App app{"bench_ckpt: ResNet-50 MoCo v2 checkpoint save/load against dd on the same disk; run plain or under mpirun"};
+  CLI::App app{
+      "bench_ckpt: ResNet-50 MoCo v2 checkpoint save/load against dd on the same disk; run plain or under mpirun"};
   std::string dir = "bench_ckpt_tmp", json_path = "bench_ckpt.json";
   int repeats = 3;
   app.add_option("--dir", dir, "scratch folder on the disk to measure (deleted afterwards)")->capture_default_str();
@@ -94,7 +95,8 @@ int main(int argc, char** argv) {
     moco::train::TrainState state(*moco, sgd, false);
     const auto& entries = state.entries_for_save({});
     int64_t bytes = 0;
-    for (const auto& e : entries) bytes += e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size()) * (e.rank_local ? world : 1);
+    for (const auto& e : entries)
+      bytes += e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size()) * (e.rank_local ? world : 1);
     const double mib = bytes / 1048576.0;
 
     const std::string root = (fs::path(dir) / fmt::format("w{}", world)).string();
@@ -107,7 +109,9 @@ int main(int argc, char** argv) {
     const int64_t blocks = (bytes + (1 << 20) - 1) >> 20;
     double dd_write = 1e30, dd_read = 1e30;
     for (int i = 0; i < repeats; ++i) {
-      dd_write = std::min(dd_write, dd_seconds(*group, fmt::format("dd if=/dev/zero of={} bs=1M count={} conv=fsync status=none", dd_file, blocks)));
+      dd_write = std::min(dd_write,
+                          dd_seconds(*group, fmt::format("dd if=/dev/zero of={} bs=1M count={} conv=fsync status=none",
+                                                         dd_file, blocks)));
       dd_read = std::min(dd_read, dd_seconds(*group, fmt::format("dd if={} of=/dev/null bs=1M status=none", dd_file)));
     }
     if (rank == 0) fs::remove(dd_file);
@@ -130,7 +134,8 @@ int main(int argc, char** argv) {
         saver.save(root, entries, info);
         blocked_s = std::min(blocked_s, slowest(*group, std::chrono::duration<double>(Clock::now() - start).count()));
         saver.wait();
-        async_total_s = std::min(async_total_s, slowest(*group, std::chrono::duration<double>(Clock::now() - start).count()));
+        async_total_s =
+            std::min(async_total_s, slowest(*group, std::chrono::duration<double>(Clock::now() - start).count()));
       }
     }
     if (rank == 0) fs::remove_all(root);

@@ -38,10 +38,13 @@ void loader_bench(const std::vector<std::filesystem::path>& files, const moco::d
   }
   PackOptions pack;
   pack.shards = 2;
-  pack_image_folders({{"train", scan_image_folder((scratch / "folder" / "train").string())}}, (scratch / "packed").string(), pack);
+  pack_image_folders({{"train", scan_image_folder((scratch / "folder" / "train").string())}},
+                     (scratch / "packed").string(), pack);
   const std::shared_ptr<const Dataset> sources[2] = {
-      std::make_shared<ImageFolderDataset>(scan_image_folder((scratch / "folder" / "train").string()), o.out_size, true),
-      std::make_shared<EncodedImageDataset>(std::make_shared<ImageShardSource>((scratch / "packed").string(), "train"), o.out_size, true)};
+      std::make_shared<ImageFolderDataset>(scan_image_folder((scratch / "folder" / "train").string()), o.out_size,
+                                           true),
+      std::make_shared<EncodedImageDataset>(std::make_shared<ImageShardSource>((scratch / "packed").string(), "train"),
+                                            o.out_size, true)};
   const char* names[2] = {"ImageFolder", "HDF5 shards"};
   double rate[2][2] = {};  // [workers - 1][source]
   for (int workers = 1; workers <= 2; ++workers) {
@@ -61,11 +64,14 @@ void loader_bench(const std::vector<std::filesystem::path>& files, const moco::d
       }
     for (int s = 0; s < 2; ++s) {
       rate[workers - 1][s] = static_cast<double>(images[s]) / seconds[s];
-      std::cout << "loader, " << names[s] << ", " << workers << " worker(s): " << rate[workers - 1][s] << " images/s (" << images[s] << " images)\n";
+      std::cout << "loader, " << names[s] << ", " << workers << " worker(s): " << rate[workers - 1][s] << " images/s ("
+                << images[s] << " images)\n";
     }
-    std::cout << "  HDF5 shards / ImageFolder at " << workers << " worker(s): " << rate[workers - 1][1] / rate[workers - 1][0] << "\n";
+    std::cout << "  HDF5 shards / ImageFolder at " << workers
+              << " worker(s): " << rate[workers - 1][1] / rate[workers - 1][0] << "\n";
   }
-  for (int s = 0; s < 2; ++s) std::cout << "  2 workers / 1 worker, " << names[s] << ": " << rate[1][s] / rate[0][s] << "\n";
+  for (int s = 0; s < 2; ++s)
+    std::cout << "  2 workers / 1 worker, " << names[s] << ": " << rate[1][s] / rate[0][s] << "\n";
   fs::remove_all(scratch);
 }
 
@@ -101,12 +107,15 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     for (int r = 0; r < rounds; ++r)
       for (size_t i = 0; i < files.size(); ++i) {
-        const uint64_t query_seed = view_seed(0, r, static_cast<int64_t>(i), 0), key_seed = view_seed(0, r, static_cast<int64_t>(i), 1);
+        const uint64_t query_seed = view_seed(0, r, static_cast<int64_t>(i), 0),
+                       key_seed = view_seed(0, r, static_cast<int64_t>(i), 1);
         encoded_train_views(files[i].data(), files[i].size(), o, dct, query_seed, query.data(), &key_seed, key.data());
       }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cout << "moco_dist, data.dct_scaling=" << (dct ? "true " : "false") << ": " << static_cast<double>(rounds * files.size()) / seconds
-              << " images/s (decode + two v2 views at 224, one thread, " << files.size() << " files x " << rounds << ")\n";
+    std::cout << "moco_dist, data.dct_scaling=" << (dct ? "true " : "false") << ": "
+              << static_cast<double>(rounds * files.size()) / seconds
+              << " images/s (decode + two v2 views at 224, one thread, " << files.size() << " files x " << rounds
+              << ")\n";
   }
   loader_bench(paths, o, rounds);
   return 0;

@@ -73,13 +73,20 @@ nlohmann::json allreduce_bench(ProcessGroup& group, const std::string& arch, int
   });
   auto raw = torch::randn({bytes / 4});
   const double raw_s = time_per_call(group, 2, iters, [&] {
-    MPI_Allreduce(MPI_IN_PLACE, raw.data_ptr<float>(), static_cast<int>(raw.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, raw.data_ptr<float>(), static_cast<int>(raw.numel()), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
   });
   const double factor = 2.0 * (n - 1) / n;
   auto gbps = [](double b, double s) { return b / s / 1e9; };
-  return {{"model", arch}, {"bytes", bytes}, {"buckets", buckets.size()},
-          {"reducer_s", reducer_s}, {"reducer_algbw_GBps", gbps(bytes, reducer_s)}, {"reducer_busbw_GBps", gbps(bytes, reducer_s) * factor},
-          {"raw_mpi_s", raw_s}, {"raw_mpi_algbw_GBps", gbps(bytes, raw_s)}, {"raw_mpi_busbw_GBps", gbps(bytes, raw_s) * factor}};
+  return {{"model", arch},
+          {"bytes", bytes},
+          {"buckets", buckets.size()},
+          {"reducer_s", reducer_s},
+          {"reducer_algbw_GBps", gbps(bytes, reducer_s)},
+          {"reducer_busbw_GBps", gbps(bytes, reducer_s) * factor},
+          {"raw_mpi_s", raw_s},
+          {"raw_mpi_algbw_GBps", gbps(bytes, raw_s)},
+          {"raw_mpi_busbw_GBps", gbps(bytes, raw_s) * factor}};
 }
 
 nlohmann::json shuffle_bench(ProcessGroup& group, int64_t b, int64_t side, int iters) {
@@ -99,8 +106,8 @@ nlohmann::json shuffle_bench(ProcessGroup& group, int64_t b, int64_t side, int i
     const auto all_keys = group.all_gather(keys).index_select(0, perm.argsort()).narrow(0, rank * b, b);
   });
   const int64_t row_bytes = images[0].numel() * 4 + keys[0].numel() * 4;
-  return {{"per_rank_batch", b}, {"image", side},
-          {"all_to_all_s", a2a_s}, {"all_to_all_bytes_sent_per_rank", rows_to_others * row_bytes},
+  return {{"per_rank_batch", b},      {"image", side},
+          {"all_to_all_s", a2a_s},    {"all_to_all_bytes_sent_per_rank", rows_to_others * row_bytes},
           {"all_gather_s", gather_s}, {"all_gather_bytes_received_per_rank", (n - 1) * b * row_bytes}};
 }
 
@@ -108,10 +115,13 @@ nlohmann::json shuffle_bench(ProcessGroup& group, int64_t b, int64_t side, int i
 class StepRunner {
  public:
   StepRunner(std::shared_ptr<ProcessGroup> group, int64_t b, bool communicate)
-      : group_(group), communicate_(communicate), moco_(encoder("resnet_tiny", 1, 1), options(), group, 0),
+      : group_(group),
+        communicate_(communicate),
+        moco_(encoder("resnet_tiny", 1, 1), options(), group, 0),
         sgd_(moco_->trainable_parameters(), torch::optim::SGDOptions(0.03).momentum(0.9)),
         reducer_(moco_->trainable_parameters(), group),
-        im_q_(torch::randn({b, 1, 28, 28})), im_k_(torch::randn({b, 1, 28, 28})) {
+        im_q_(torch::randn({b, 1, 28, 28})),
+        im_k_(torch::randn({b, 1, 28, 28})) {
     moco_->train();
     buffers_ = moco_->encoder_q->buffers();
     for (const auto& t : moco_->encoder_k->buffers()) buffers_.push_back(t);
@@ -174,16 +184,21 @@ nlohmann::json step_figures(const torch::Tensor& with, const torch::Tensor& with
   auto slowest = [](const torch::Tensor& t) { return std::get<0>(t.max(0)); };
   auto rows = [](const torch::Tensor& t) {
     std::vector<std::vector<double>> r;
-    for (int64_t i = 0; i < t.size(0); ++i) r.emplace_back(t[i].data_ptr<double>(), t[i].data_ptr<double>() + t.size(1));
+    for (int64_t i = 0; i < t.size(0); ++i)
+      r.emplace_back(t[i].data_ptr<double>(), t[i].data_ptr<double>() + t.size(1));
     return r;
   };
   const double step = median(slowest(with)), floor = median(slowest(without));
   const double rank_median = std::get<0>(without.median(1)).max().item<double>();
-  return {{"step_s", step}, {"step_without_comm_s", floor}, {"exposed_comm_s", step - floor},
-          {"exposed_share", (step - floor) / step}, {"slowest_rank_median_step_without_comm_s", rank_median},
+  return {{"step_s", step},
+          {"step_without_comm_s", floor},
+          {"exposed_comm_s", step - floor},
+          {"exposed_share", (step - floor) / step},
+          {"slowest_rank_median_step_without_comm_s", rank_median},
           {"exposed_share_against_slowest_rank_median", (step - rank_median) / step},
           {"rank_spread_without_comm_s", median(slowest(without) - std::get<0>(without.min(0)))},
-          {"per_rank_steps_s", rows(with)}, {"per_rank_steps_without_comm_s", rows(without)}};
+          {"per_rank_steps_s", rows(with)},
+          {"per_rank_steps_without_comm_s", rows(without)}};
 }
 
 }  // namespace
@@ -219,31 +234,36 @@ int main(int argc, char** argv) {
 
     if (world.rank == 0) {
       std::cout << fmt::format("{} ranks, {} threads each\n\n", world.world_size, torch::get_num_threads());
-      std::cout << fmt::format("{:<12} {:>10} {:>8} {:>14} {:>14} {:>14} {:>14} {:>14}\n", "all-reduce", "MiB", "buckets",
-                               "reducer algbw", "reducer busbw", "raw MPI algbw", "raw MPI busbw", "reducer/raw");
+      std::cout << fmt::format("{:<12} {:>10} {:>8} {:>14} {:>14} {:>14} {:>14} {:>14}\n", "all-reduce", "MiB",
+                               "buckets", "reducer algbw", "reducer busbw", "raw MPI algbw", "raw MPI busbw",
+                               "reducer/raw");
       for (const auto& r : results["allreduce"])
-        std::cout << fmt::format("{:<12} {:>10.2f} {:>8} {:>11.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>13.0f}%\n",
-                                 r["model"].get<std::string>(), r["bytes"].get<double>() / 1048576, r["buckets"].get<int>(),
-                                 r["reducer_algbw_GBps"].get<double>(), r["reducer_busbw_GBps"].get<double>(),
-                                 r["raw_mpi_algbw_GBps"].get<double>(), r["raw_mpi_busbw_GBps"].get<double>(),
-                                 100 * r["raw_mpi_s"].get<double>() / r["reducer_s"].get<double>());
+        std::cout << fmt::format(
+            "{:<12} {:>10.2f} {:>8} {:>11.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>13.0f}%\n",
+            r["model"].get<std::string>(), r["bytes"].get<double>() / 1048576, r["buckets"].get<int>(),
+            r["reducer_algbw_GBps"].get<double>(), r["reducer_busbw_GBps"].get<double>(),
+            r["raw_mpi_algbw_GBps"].get<double>(), r["raw_mpi_busbw_GBps"].get<double>(),
+            100 * r["raw_mpi_s"].get<double>() / r["reducer_s"].get<double>());
       std::cout << fmt::format("\n{:<16} {:>18} {:>22} {:>18} {:>24}\n", "shuffle-BN", "all-to-all ms",
                                "all-to-all KiB sent", "all-gather ms", "all-gather KiB received");
       for (const auto& r : results["shuffle"])
-        std::cout << fmt::format("b={} {}px{:>10} {:>18.2f} {:>22.1f} {:>18.2f} {:>24.1f}\n", r["per_rank_batch"].get<int>(),
-                                 r["image"].get<int>(), "", r["all_to_all_s"].get<double>() * 1e3,
-                                 r["all_to_all_bytes_sent_per_rank"].get<double>() / 1024, r["all_gather_s"].get<double>() * 1e3,
-                                 r["all_gather_bytes_received_per_rank"].get<double>() / 1024);
+        std::cout << fmt::format(
+            "b={} {}px{:>10} {:>18.2f} {:>22.1f} {:>18.2f} {:>24.1f}\n", r["per_rank_batch"].get<int>(),
+            r["image"].get<int>(), "", r["all_to_all_s"].get<double>() * 1e3,
+            r["all_to_all_bytes_sent_per_rank"].get<double>() / 1024, r["all_gather_s"].get<double>() * 1e3,
+            r["all_gather_bytes_received_per_rank"].get<double>() / 1024);
       const auto& s = results["step"];
-      std::cout << fmt::format("\nstep (resnet_tiny 28px, {} per rank; medians over steps of the slowest rank): {:.1f} ms with "
-                               "communication, {:.1f} ms without: {:.1f} ms exposed ({:.1f}% of the step)\n",
-                               b, s["step_s"].get<double>() * 1e3, s["step_without_comm_s"].get<double>() * 1e3,
-                               s["exposed_comm_s"].get<double>() * 1e3, 100 * s["exposed_share"].get<double>());
-      std::cout << fmt::format("  without communication the ranks finished {:.1f} ms apart (median); against the slowest "
-                               "rank's median step ({:.1f} ms) the exposed share is {:.1f}%\n",
-                               s["rank_spread_without_comm_s"].get<double>() * 1e3,
-                               s["slowest_rank_median_step_without_comm_s"].get<double>() * 1e3,
-                               100 * s["exposed_share_against_slowest_rank_median"].get<double>());
+      std::cout << fmt::format(
+          "\nstep (resnet_tiny 28px, {} per rank; medians over steps of the slowest rank): {:.1f} ms with "
+          "communication, {:.1f} ms without: {:.1f} ms exposed ({:.1f}% of the step)\n",
+          b, s["step_s"].get<double>() * 1e3, s["step_without_comm_s"].get<double>() * 1e3,
+          s["exposed_comm_s"].get<double>() * 1e3, 100 * s["exposed_share"].get<double>());
+      std::cout << fmt::format(
+          "  without communication the ranks finished {:.1f} ms apart (median); against the slowest "
+          "rank's median step ({:.1f} ms) the exposed share is {:.1f}%\n",
+          s["rank_spread_without_comm_s"].get<double>() * 1e3,
+          s["slowest_rank_median_step_without_comm_s"].get<double>() * 1e3,
+          100 * s["exposed_share_against_slowest_rank_median"].get<double>());
       std::ofstream(json_path) << results.dump(2) << "\n";
       std::cout << "results written to " << json_path << "\n";
     }

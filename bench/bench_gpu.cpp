@@ -71,9 +71,15 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double rate = static_cast<double>(batch * steps) / seconds;
 
-  const nlohmann::json result = {{"impl", "moco_dist"}, {"arch", "resnet50"}, {"image", 224}, {"batch", batch},
-                                 {"queue_size", queue}, {"precision", precision}, {"channels_last", channels_last},
-                                 {"steps", steps}, {"img_per_s", rate}};
+  const nlohmann::json result = {{"impl", "moco_dist"},
+                                 {"arch", "resnet50"},
+                                 {"image", 224},
+                                 {"batch", batch},
+                                 {"queue_size", queue},
+                                 {"precision", precision},
+                                 {"channels_last", channels_last},
+                                 {"steps", steps},
+                                 {"img_per_s", rate}};
   std::ofstream(json_path) << result.dump(2) << "\n";
   std::cout << "moco_dist: " << rate << " img/s (resnet50 224px, batch " << batch << ", " << precision
             << (channels_last ? ", channels-last" : "") << ")\n";

@@ -50,8 +50,8 @@ double quantile(std::vector<double> v, double q) {
 double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 
 struct Rates {
-  double step, floor;  // images per second: the median over the timed calls
-  double paired;       // step/floor: the median of floor_i / step_i over adjacent pairs
+  double step, floor;           // images per second: the median over the timed calls
+  double paired;                // step/floor: the median of floor_i / step_i over adjacent pairs
   double paired_q1, paired_q3;  // their quartiles: how far the machine's noise spreads the pairs
 };
 
@@ -83,9 +83,11 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
   options.queue_size = queue_size;
   moco::model::Moco moco(encoder_for(c), options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
   moco->train();
-  torch::optim::SGD optimizer(moco->trainable_parameters(), torch::optim::SGDOptions(0.03).momentum(0.9).weight_decay(1e-4));
+  torch::optim::SGD optimizer(moco->trainable_parameters(),
+                              torch::optim::SGDOptions(0.03).momentum(0.9).weight_decay(1e-4));
 
-  auto dataset = std::make_shared<moco::data::SyntheticDataset>(c.batch * (warmup + steps + 2), c.channels, c.side, c.side, 10, 0);
+  auto dataset =
+      std::make_shared<moco::data::SyntheticDataset>(c.batch * (warmup + steps + 2), c.channels, c.side, c.side, 10, 0);
   moco::data::AugmentOptions augment;
   augment.out_size = c.side;
   moco::data::LoaderOptions loader_options;
@@ -109,10 +111,18 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
         torch::NoGradGuard no_grad;
         moco->encoder_k->forward(im_k);
       });
-  return {{"case", c.name}, {"arch", c.arch}, {"image", c.side}, {"batch", c.batch}, {"steps", steps},
-          {"queue_size", queue_size}, {"step_img_per_s", rates.step}, {"floor_img_per_s", rates.floor},
+  return {{"case", c.name},
+          {"arch", c.arch},
+          {"image", c.side},
+          {"batch", c.batch},
+          {"steps", steps},
+          {"queue_size", queue_size},
+          {"step_img_per_s", rates.step},
+          {"floor_img_per_s", rates.floor},
           {"step_over_floor", rates.paired},
-          {"step_over_floor_quartiles", {rates.paired_q1, rates.paired_q3}}, {"ratio_of_medians", rates.step / rates.floor}, {"threads", torch::get_num_threads()}};
+          {"step_over_floor_quartiles", {rates.paired_q1, rates.paired_q3}},
+          {"ratio_of_medians", rates.step / rates.floor},
+          {"threads", torch::get_num_threads()}};
 }
 
 }  // namespace
@@ -139,13 +149,13 @@ int main(int argc, char** argv) {
       {"r50_224", "resnet50", 224, 3, 8, false, 0},
   };
   nlohmann::json results = nlohmann::json::array();
-  std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12} {:>12} {:>11} {:>13}\n", "case", "image", "batch", "step img/s", "floor img/s",
-                           "step/floor", "quartiles");
+  std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12} {:>12} {:>11} {:>13}\n", "case", "image", "batch", "step img/s",
+                           "floor img/s", "step/floor", "quartiles");
   for (const auto& c : cases) {
     if (!only.empty() && only != c.name) continue;
     const auto r = run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size);
-    std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}   {:.3f}-{:.3f}\n", c.name, c.side, c.batch,
-                             r["step_img_per_s"].get<double>(), r["floor_img_per_s"].get<double>(),
+    std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}   {:.3f}-{:.3f}\n", c.name, c.side,
+                             c.batch, r["step_img_per_s"].get<double>(), r["floor_img_per_s"].get<double>(),
                              r["step_over_floor"].get<double>(), r["step_over_floor_quartiles"][0].get<double>(),
                              r["step_over_floor_quartiles"][1].get<double>());
     results.push_back(r);

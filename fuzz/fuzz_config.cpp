@@ -40,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     reloaded = moco::train::load_config_text(yaml, "the saved config");
   } catch (const moco::train::ConfigError& e) {
-    moco::fuzz::fuzz_bug(std::string("a loaded config does not load again from its own YAML: ") + e.what() + "\n" + yaml);
+    moco::fuzz::fuzz_bug(std::string("a loaded config does not load again from its own YAML: ") + e.what() + "\n" +
+                         yaml);
   }
   const auto changes = moco::train::config_changes(config, reloaded);
   if (!changes.empty())

@@ -36,7 +36,8 @@ void read_both(const std::string& path) {
       if (t.dim() != (labels ? 1 : 3) || t.scalar_type() != (labels ? torch::kInt64 : torch::kUInt8))
         moco::fuzz::fuzz_bug("the reader returned a tensor of the wrong rank or dtype");
     } catch (const std::runtime_error& e) {
-      if (std::string(e.what()).rfind(expected, 0) != 0) moco::fuzz::fuzz_bug(std::string("error does not name the file: ") + e.what());
+      if (std::string(e.what()).rfind(expected, 0) != 0)
+        moco::fuzz::fuzz_bug(std::string("error does not name the file: ") + e.what());
     }
   }
 }

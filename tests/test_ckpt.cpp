@@ -41,7 +41,9 @@ std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
-void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
 
 using moco::test::error_of;
 
@@ -80,7 +82,7 @@ TEST(CkptH5, EveryDtypeAndShapeRoundTripsBitwise) {
       {"f16", torch::randn({6}).to(torch::kFloat16)},
       {"bool", torch::rand({5}) > 0.5},
       {"scalar", torch::tensor(3.25)},
-      {"big", torch::randn({300, 5000})},  // several 4 MiB chunks
+      {"big", torch::randn({300, 5000})},     // several 4 MiB chunks
       {"strided", torch::randn({6, 4}).t()},  // non-contiguous input
   };
   {
@@ -136,7 +138,10 @@ TEST(CkptH5, ATruncatedOrMissingFileIsNamed) {
   }
   const auto bytes = read_bytes(file);
   write_bytes(file, bytes.substr(0, bytes.size() / 2));
-  auto error = error_of([&] { ckpt::H5TensorReader r(file); r.read("x"); });
+  auto error = error_of([&] {
+    ckpt::H5TensorReader r(file);
+    r.read("x");
+  });
   EXPECT_NE(error.find(file), std::string::npos) << error;
   error = error_of([&] { ckpt::H5TensorReader r((dir / "absent.h5").string()); });
   EXPECT_NE(error.find("absent.h5"), std::string::npos) << error;
@@ -191,7 +196,8 @@ TEST(CkptH5, ADeclaredShapeIsCheckedBeforeAllocating) {
   write_checkpoint(dir.string(), {{"y", torch::zeros({2, 2})}});
   write_declared_dataset(shard, "y", {hsize_t{1} << 20, hsize_t{1} << 20});  // 4 TiB of float32
   error = error_of([&] { ckpt::CheckpointReader(dir.string()).verify_all(); });
-  EXPECT_NE(error.find(shard + ": tensor 'y': stored as float32 1048576x1048576, the manifest says float32 2x2"), std::string::npos)
+  EXPECT_NE(error.find(shard + ": tensor 'y': stored as float32 1048576x1048576, the manifest says float32 2x2"),
+            std::string::npos)
       << error;
 }
 
@@ -252,11 +258,15 @@ TEST(CkptManifest, JsonRoundTripAndRefusals) {
   EXPECT_EQ(back.tensors[0].crc32, 0xdeadbeefu);
   EXPECT_EQ(back.tensors[0].shape, (std::vector<int64_t>{64, 3, 7, 7}));
   EXPECT_TRUE(back.tensors[1].rank_local);
-  EXPECT_NE(error_of([] { ckpt::manifest_from_json("{\"format\": \"x\"}", "m.json"); }).find("m.json: not a moco_dist"), std::string::npos);
-  EXPECT_NE(error_of([] { ckpt::manifest_from_json("{not json", "m.json"); }).find("m.json: malformed"), std::string::npos);
+  EXPECT_NE(error_of([] { ckpt::manifest_from_json("{\"format\": \"x\"}", "m.json"); }).find("m.json: not a moco_dist"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { ckpt::manifest_from_json("{not json", "m.json"); }).find("m.json: malformed"),
+            std::string::npos);
   auto future = m;
   future.format_version = 99;
-  EXPECT_NE(error_of([&] { ckpt::manifest_from_json(ckpt::manifest_to_json(future), "m.json"); }).find("format version 99"), std::string::npos);
+  EXPECT_NE(
+      error_of([&] { ckpt::manifest_from_json(ckpt::manifest_to_json(future), "m.json"); }).find("format version 99"),
+      std::string::npos);
 }
 
 // Numbers are taken only as JSON integers within range, never cast: nlohmann's get<int>() turns
@@ -274,18 +284,33 @@ TEST(CkptManifest, NumbersOutOfRangeAreRefusedNotCast) {
     edit(j);
     return error_of([&] { ckpt::manifest_from_json(j.dump(), "m.json"); });
   };
-  EXPECT_NE(refusal([](auto& j) { j["world_size"] = 1e300; }).find("m.json: world_size must be an integer in [1, 2147483647], not 1e+300"),
+  EXPECT_NE(refusal([](auto& j) {
+              j["world_size"] = 1e300;
+            }).find("m.json: world_size must be an integer in [1, 2147483647], not 1e+300"),
             std::string::npos)
       << refusal([](auto& j) { j["world_size"] = 1e300; });
-  EXPECT_NE(refusal([](auto& j) { j["world_size"] = (int64_t{1} << 32) + 2; }).find("world_size must be an integer"), std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["step"] = 2.5; }).find("step must be an integer"), std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["crc32"] = -1; }).find("tensor 'a': crc32 must be an integer in [0, 4294967295]"),
+  EXPECT_NE(refusal([](auto& j) { j["world_size"] = (int64_t{1} << 32) + 2; }).find("world_size must be an integer"),
             std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["crc32"] = 1e20; }).find("crc32 must be an integer"), std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["shard"] = 2; }).find("tensor 'a': shard must be an integer in [0, 1]"), std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["shape"][0] = -4; }).find("tensor 'a': a dimension must be an integer"), std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["tensors"][1]["dtype"] = "complex"; }).find("m.json: tensor 'b': unknown dtype 'complex'"), std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["bytes"] = 47; }).find("tensor 'a': bytes 47 do not match shape [4, 3] of float32"),
+  EXPECT_NE(refusal([](auto& j) { j["step"] = 2.5; }).find("step must be an integer"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) {
+              j["tensors"][0]["crc32"] = -1;
+            }).find("tensor 'a': crc32 must be an integer in [0, 4294967295]"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["tensors"][0]["crc32"] = 1e20; }).find("crc32 must be an integer"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal([](auto& j) { j["tensors"][0]["shard"] = 2; }).find("tensor 'a': shard must be an integer in [0, 1]"),
+      std::string::npos);
+  EXPECT_NE(
+      refusal([](auto& j) { j["tensors"][0]["shape"][0] = -4; }).find("tensor 'a': a dimension must be an integer"),
+      std::string::npos);
+  EXPECT_NE(refusal([](auto& j) {
+              j["tensors"][1]["dtype"] = "complex";
+            }).find("m.json: tensor 'b': unknown dtype 'complex'"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) {
+              j["tensors"][0]["bytes"] = 47;
+            }).find("tensor 'a': bytes 47 do not match shape [4, 3] of float32"),
             std::string::npos);
   const auto huge = [](auto& j) {
     for (auto& t : j["tensors"]) {
@@ -294,13 +319,15 @@ TEST(CkptManifest, NumbersOutOfRangeAreRefusedNotCast) {
       t["bytes"] = int64_t{1} << 62;
     }
   };
-  EXPECT_NE(refusal(huge).find("m.json: the tensors' bytes add up to more than int64 holds"), std::string::npos) << refusal(huge);
+  EXPECT_NE(refusal(huge).find("m.json: the tensors' bytes add up to more than int64 holds"), std::string::npos)
+      << refusal(huge);
 }
 
 TEST(CkptWriters, ReplicatedBytesAreBalancedAndTheSameOnEveryRank) {
   torch::manual_seed(5);
   std::vector<ckpt::StateEntry> state;
-  for (int i = 0; i < 200; ++i) state.push_back({"t" + std::to_string(i), torch::empty({torch::randint(1, 5000, {1}).item<int64_t>()})});
+  for (int i = 0; i < 200; ++i)
+    state.push_back({"t" + std::to_string(i), torch::empty({torch::randint(1, 5000, {1}).item<int64_t>()})});
   state.push_back({"local", torch::empty({100000}), true});
   for (int world : {1, 2, 3, 4, 8}) {
     const auto writers = ckpt::assign_writers(state, world);
@@ -409,11 +436,14 @@ TEST(CkptCollective, ABadCheckpointFailsOnEveryRankAndTouchesNothing) {
   // A shape the checkpoint does not have, and a tensor it lacks, are named too.
   auto other = zeros_like(state);
   other[0].tensor = torch::zeros({16, 3, 7, 7});
-  EXPECT_NE(error_of([&] { ckpt::load_checkpoint(dir, other, *group); }).find("'encoder_q/conv1.weight' is float32 16x3x3x3 in the checkpoint, this run has float32 16x3x7x7"),
+  EXPECT_NE(error_of([&] {
+              ckpt::load_checkpoint(dir, other, *group);
+            }).find("'encoder_q/conv1.weight' is float32 16x3x3x3 in the checkpoint, this run has float32 16x3x7x7"),
             std::string::npos);
   auto extra = zeros_like(state);
   extra.push_back({"encoder_q/fc.weight", torch::zeros({2})});
-  EXPECT_NE(error_of([&] { ckpt::load_checkpoint(dir, extra, *group); }).find("has no tensor 'encoder_q/fc.weight'"), std::string::npos);
+  EXPECT_NE(error_of([&] { ckpt::load_checkpoint(dir, extra, *group); }).find("has no tensor 'encoder_q/fc.weight'"),
+            std::string::npos);
 }
 
 TEST(CkptCollective, AnErrorOnOneRankIsRaisedOnEveryRankNamingIt) {
@@ -440,8 +470,10 @@ TEST(CkptCollective, AsyncSaveWritesTheSnapshotTakenAtTheCall) {
     EXPECT_FALSE(saver.in_flight());
     auto restored = zeros_like(state);
     ckpt::load_checkpoint(dir, restored, *group);
-    for (size_t i = 0; i < state.size(); ++i) EXPECT_TRUE(torch::equal(restored[i].tensor, expected[i].tensor)) << state[i].name;
-    EXPECT_TRUE(fs::is_empty(dir) == false && !fs::exists(fs::path(dir) / "rank-0.done")) << "markers are removed before the commit";
+    for (size_t i = 0; i < state.size(); ++i)
+      EXPECT_TRUE(torch::equal(restored[i].tensor, expected[i].tensor)) << state[i].name;
+    EXPECT_TRUE(fs::is_empty(dir) == false && !fs::exists(fs::path(dir) / "rank-0.done"))
+        << "markers are removed before the commit";
   }
   EXPECT_EQ(committed, (group->rank() == 0 ? std::vector<int64_t>{5} : std::vector<int64_t>{}));
 
@@ -450,7 +482,10 @@ TEST(CkptCollective, AsyncSaveWritesTheSnapshotTakenAtTheCall) {
   if (group->rank() == 0) std::ofstream(blocked) << "x";
   group->barrier();
   ckpt::AsyncSaver saver(*group);
-  const auto error = error_of([&] { saver.save((blocked / "checkpoints").string(), state, {6, 0.3, 64, ""}); saver.wait(); });
+  const auto error = error_of([&] {
+    saver.save((blocked / "checkpoints").string(), state, {6, 0.3, 64, ""});
+    saver.wait();
+  });
   EXPECT_NE(error.find("rank 0: "), std::string::npos) << error;
   EXPECT_NE(error.find("cannot create"), std::string::npos) << error;
 }

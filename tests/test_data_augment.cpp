@@ -9,8 +9,8 @@
 
 namespace {
 
-using moco::data::AugmentOptions;
 using moco::data::augment_batch;
+using moco::data::AugmentOptions;
 using moco::data::normalize_batch;
 using moco::data::SyntheticDataset;
 using moco::data::view_seed;
@@ -84,14 +84,16 @@ TEST(AugmentTest, CropLiesAtAUniformlyDrawnPosition) {
   AugmentOptions o = plain_options(crop);
   o.scale_min = o.scale_max = 0.36;
   o.mean = {0.0};
-  o.std = {1.0 / 255.0};  // back to pixel values
+  o.std = {1.0 / 255.0};                                   // back to pixel values
   const int64_t draws = 400, positions = side - crop + 1;  // 9 tops, 9 lefts
-  const auto out = augment_batch(coords.expand({draws, 2, side, side}).contiguous(), o, seeds(draws, 21)).round().to(torch::kLong);
+  const auto out =
+      augment_batch(coords.expand({draws, 2, side, side}).contiguous(), o, seeds(draws, 21)).round().to(torch::kLong);
   std::vector<int64_t> top_count(positions, 0), left_count(positions, 0);
   double top_sum = 0, left_sum = 0;
   for (int64_t n = 0; n < draws; ++n) {
     const int64_t top = out[n][0][0][0].item<int64_t>(), left = out[n][1][0][0].item<int64_t>();
-    ASSERT_TRUE(top >= 0 && top < positions && left >= 0 && left < positions) << "draw " << n << ": " << top << ", " << left;
+    ASSERT_TRUE(top >= 0 && top < positions && left >= 0 && left < positions)
+        << "draw " << n << ": " << top << ", " << left;
     // A rectangle of the image: row i of the crop is image row top+i, column j is column left+j.
     const auto rows = torch::arange(top, top + crop, torch::kLong).view({crop, 1}).expand({crop, crop});
     const auto cols = torch::arange(left, left + crop, torch::kLong).view({1, crop}).expand({crop, crop});

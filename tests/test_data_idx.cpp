@@ -64,8 +64,8 @@ class IdxTest : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() /
-           ("moco_idx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    dir_ =
+        fs::temp_directory_path() / ("moco_idx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -124,10 +124,14 @@ TEST_F(IdxTest, HeaderClaimingMoreThanTheFileHoldsIsRefusedBeforeAllocating) {
   for (int d = 0; d < 3; ++d) put_be32(header, 4096);
   write_plain(dir_ / "img", header);
   std::string message = error_of([&] { read_idx_images((dir_ / "img").string()); });
-  EXPECT_NE(message.find((dir_ / "img").string() + ": truncated: expected 68719476736 bytes of pixels, got 0"), std::string::npos) << message;
+  EXPECT_NE(message.find((dir_ / "img").string() + ": truncated: expected 68719476736 bytes of pixels, got 0"),
+            std::string::npos)
+      << message;
   write_gz(dir_ / "img.gz", header);
   message = error_of([&] { read_idx_images((dir_ / "img.gz").string()); });
-  EXPECT_NE(message.find((dir_ / "img.gz").string() + ": implausible dimensions 4096 x 4096 x 4096 in the header"), std::string::npos) << message;
+  EXPECT_NE(message.find((dir_ / "img.gz").string() + ": implausible dimensions 4096 x 4096 x 4096 in the header"),
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("more than a gzip file of"), std::string::npos) << message;
 }
 
@@ -185,11 +189,12 @@ TEST_F(IdxTest, DamagedGzipIsCorruptNotTruncated) {
         ++errors;
         ended_early += message.find("ends after") != std::string::npos;
         EXPECT_NE(message.find(bad.string()), std::string::npos) << message;
-        EXPECT_EQ(message.find("truncated"), std::string::npos) << "byte " << pos << " ^ " << int{mask} << ": " << message;
+        EXPECT_EQ(message.find("truncated"), std::string::npos)
+            << "byte " << pos << " ^ " << int{mask} << ": " << message;
         // Damage that reaches the decoded IDX header is named by what the header then claims
         // (implausible dimensions, trailing data); the rest is corrupt compressed data.
-        EXPECT_TRUE(message.find("corrupt") != std::string::npos || message.find("header") != std::string::npos || message.find("magic") != std::string::npos ||
-                    message.find("trailing data") != std::string::npos)
+        EXPECT_TRUE(message.find("corrupt") != std::string::npos || message.find("header") != std::string::npos ||
+                    message.find("magic") != std::string::npos || message.find("trailing data") != std::string::npos)
             << "byte " << pos << " ^ " << int{mask} << ": " << message;
       }
     }
@@ -208,7 +213,8 @@ TEST_F(IdxTest, GzipCutAnywhereIsTruncated) {
   for (size_t size = 11; size < compressed.size(); ++size) {
     write_plain(cut, Bytes(compressed.begin(), compressed.begin() + static_cast<std::ptrdiff_t>(size)));
     const std::string message = error_of([&] { read_idx_labels(cut.string()); });
-    EXPECT_NE(message.find(cut.string() + ": truncated"), std::string::npos) << size << " of " << compressed.size() << " bytes: " << message;
+    EXPECT_NE(message.find(cut.string() + ": truncated"), std::string::npos)
+        << size << " of " << compressed.size() << " bytes: " << message;
   }
 }
 
@@ -280,7 +286,8 @@ TEST_F(IdxTest, LabelOutsideTheTenClassesNamesTheFile) {
       << message;
   labels[8 + 7] = 10;  // the first value past the classes
   write_gz(dir_ / "train-labels-idx1-ubyte.gz", labels);
-  EXPECT_NE(error_of([&] { load_mnist_style(dir_.string(), Split::kTrain); }).find("label 10 at index 7"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_mnist_style(dir_.string(), Split::kTrain); }).find("label 10 at index 7"),
+            std::string::npos);
 }
 
 TEST_F(IdxTest, TestImagesOfAnotherSizeNameBothFiles) {

@@ -27,11 +27,13 @@ TEST(ImageFolderTest, ScanOrdersClassesAndFilesAsTorchvision) {
   const auto jpg = jpeg_bytes(pattern(8, 8, 0), 8, 8);
   // Classes sort by bytes ("B" < "a"), files by folder then name, extensions in any case, other
   // files and empty subfolders ignored, subfolders walked.
-  for (const char* f : {"a/2.jpg", "a/10.JPG", "a/sub/0.png", "a/notes.txt", "B/x.jpeg", "c/z.jpg", "c/y.Png"}) write(root / f, jpg);
+  for (const char* f : {"a/2.jpg", "a/10.JPG", "a/sub/0.png", "a/notes.txt", "B/x.jpeg", "c/z.jpg", "c/y.Png"})
+    write(root / f, jpg);
   fs::create_directories(root / "c" / "empty");
   const ImageFolder folder = scan_image_folder(root.string());
   EXPECT_EQ(folder.classes, (std::vector<std::string>{"B", "a", "c"}));
-  EXPECT_EQ(folder.files, (std::vector<std::string>{"B/x.jpeg", "a/10.JPG", "a/2.jpg", "a/sub/0.png", "c/y.Png", "c/z.jpg"}));
+  EXPECT_EQ(folder.files,
+            (std::vector<std::string>{"B/x.jpeg", "a/10.JPG", "a/2.jpg", "a/sub/0.png", "c/y.Png", "c/z.jpg"}));
   EXPECT_EQ(folder.labels, (std::vector<int64_t>{0, 1, 1, 1, 2, 2}));
   fs::remove_all(root);
 }
@@ -140,7 +142,8 @@ TEST(ImageFolderTest, EvalViewIsResizeThenCenterCrop) {
   for (int64_t c = 0; c < 3; ++c)
     for (int64_t y = 0; y < 28; ++y)
       for (int64_t x = 0; x < 28; ++x)
-        ASSERT_EQ(e.image[c][y][x].item<int64_t>(), resized.channel(c)[(y + 2) * 48 + x + 10]) << c << " " << y << " " << x;
+        ASSERT_EQ(e.image[c][y][x].item<int64_t>(), resized.channel(c)[(y + 2) * 48 + x + 10])
+            << c << " " << y << " " << x;
   fs::remove_all(root);
 }
 

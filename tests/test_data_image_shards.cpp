@@ -35,7 +35,8 @@ fs::path make_folder(const std::string& name, const std::vector<std::string>& cl
       if (k % 3 == 0)
         write(root / cls / ("p" + std::to_string(i) + ".png"), png_bytes(pattern(h, w, k), h, w, false));
       else if (k % 5 == 1)
-        write(root / cls / "sub" / ("g" + std::to_string(i) + ".jpeg"), jpeg_bytes(std::vector<uint8_t>(static_cast<size_t>(h * w), static_cast<uint8_t>(k * 9)), h, w, 1));
+        write(root / cls / "sub" / ("g" + std::to_string(i) + ".jpeg"),
+              jpeg_bytes(std::vector<uint8_t>(static_cast<size_t>(h * w), static_cast<uint8_t>(k * 9)), h, w, 1));
       else
         write(root / cls / ("j" + std::to_string(i) + ".jpg"), jpeg_bytes(pattern(h, w, k), h, w));
     }
@@ -46,7 +47,8 @@ fs::path make_folder(const std::string& name, const std::vector<std::string>& cl
   return root;
 }
 
-std::vector<PackedSplit> pack(const fs::path& folder, const fs::path& out, int shards, const std::string& split = "train", bool overwrite = false) {
+std::vector<PackedSplit> pack(const fs::path& folder, const fs::path& out, int shards,
+                              const std::string& split = "train", bool overwrite = false) {
   PackOptions o;
   o.shards = shards;
   o.threads = 2;
@@ -94,7 +96,8 @@ TEST_P(ImageShardsTest, ShardsServeTheFolderSamplesBytesViewsAndBadFiles) {
   // The broken JPEG and the empty file: skipped and counted alike; named by shard and original path.
   EXPECT_EQ(folder.bad_files(), 2);
   EXPECT_EQ(packed_set.bad_files(), 2);
-  const auto broken = std::find(folder.folder().files.begin(), folder.folder().files.end(), "dog/broken.jpg") - folder.folder().files.begin();
+  const auto broken = std::find(folder.folder().files.begin(), folder.folder().files.end(), "dog/broken.jpg") -
+                      folder.folder().files.begin();
   const std::string where = source->describe(broken);
   EXPECT_NE(where.find("dog/broken.jpg"), std::string::npos) << where;
   EXPECT_NE(where.find((out / "train-").string()), std::string::npos) << where;
@@ -150,9 +153,11 @@ TEST(ImageShardsErrors, MissingEmptyMixedAndMismatchedShardsNameTheFile) {
     }
     return std::string("(no FolderError)");
   };
-  EXPECT_NE(message(base / "none").find((base / "none").string() + ": no such folder"), std::string::npos) << message(base / "none");
+  EXPECT_NE(message(base / "none").find((base / "none").string() + ": no such folder"), std::string::npos)
+      << message(base / "none");
   fs::create_directories(base / "empty");
-  EXPECT_NE(message(base / "empty").find("holds no shard train-00000-of-00001.h5"), std::string::npos) << message(base / "empty");
+  EXPECT_NE(message(base / "empty").find("holds no shard train-00000-of-00001.h5"), std::string::npos)
+      << message(base / "empty");
   // Two packs of different shard counts in one folder.
   pack(root, base / "one", 1);
   pack(root, base / "three", 3);
@@ -164,12 +169,16 @@ TEST(ImageShardsErrors, MissingEmptyMixedAndMismatchedShardsNameTheFile) {
   fs::remove(base / "three" / shard_file_name("train", 0, 1));
   fs::remove(base / "three" / shard_file_name("train", 1, 3));
   const std::string missing = message(base / "three");
-  EXPECT_NE(missing.find((base / "three" / shard_file_name("train", 1, 3)).string() + ": missing"), std::string::npos) << missing;
+  EXPECT_NE(missing.find((base / "three" / shard_file_name("train", 1, 3)).string() + ": missing"), std::string::npos)
+      << missing;
   // A shard of a folder with other classes.
   pack(other, base / "other", 3);
   fs::copy_file(base / "other" / shard_file_name("train", 1, 3), base / "three" / shard_file_name("train", 1, 3));
   const std::string classes = message(base / "three");
-  EXPECT_NE(classes.find((base / "three" / shard_file_name("train", 1, 3)).string() + ": its 3 classes are not those of"), std::string::npos) << classes;
+  EXPECT_NE(
+      classes.find((base / "three" / shard_file_name("train", 1, 3)).string() + ": its 3 classes are not those of"),
+      std::string::npos)
+      << classes;
   // Not a shard at all.
   fs::create_directories(base / "junk");
   write(base / "junk" / shard_file_name("val", 0, 1), {1, 2, 3});

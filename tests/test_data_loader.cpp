@@ -253,7 +253,8 @@ void expect_window_kept(int workers, int prefetch, int window) {
         << "the loader did not fill its window of " << window << " after " << consumed << " batches";
     // Give a loader that ignores its window every chance to read further before the next request.
     std::this_thread::yield();
-    EXPECT_LE(dataset->max_ahead.load(), window) << "read " << dataset->max_ahead.load() << " batches ahead of the consumer";
+    EXPECT_LE(dataset->max_ahead.load(), window)
+        << "read " << dataset->max_ahead.load() << " batches ahead of the consumer";
     ++dataset->asked;
     ASSERT_TRUE(loader.next().has_value());
   }
@@ -332,7 +333,8 @@ TEST(EpochOrderTest, ResumingOnAnotherWorldSizeNeitherRepeatsNorSkips) {
     std::vector<int64_t> visited;
     auto visit = [&](int world, int64_t from, int64_t to) {
       std::vector<std::vector<int64_t>> ranks;
-      for (int r = 0; r < world; ++r) ranks.push_back(epoch_order(size, order_options(global_batch / world, world, r), 4));
+      for (int r = 0; r < world; ++r)
+        ranks.push_back(epoch_order(size, order_options(global_batch / world, world, r), 4));
       const int64_t per_rank = global_batch / world;
       for (int64_t b = from; b < to; ++b)
         for (int r = 0; r < world; ++r)

@@ -60,7 +60,8 @@ TEST(ViewParamsTest, CropAreaAndRatioFollowRandomResizedCrop) {
   std::mt19937 reference_rng(5);
   for (int i = 0; i < kDraws; ++i) {
     const CropBox b = draw_view_params(view_seed(1, 0, i, 0), height, width, o).box;
-    ASSERT_TRUE(b.top >= 0 && b.left >= 0 && b.height > 0 && b.width > 0 && b.top + b.height <= height && b.left + b.width <= width);
+    ASSERT_TRUE(b.top >= 0 && b.left >= 0 && b.height > 0 && b.width > 0 && b.top + b.height <= height &&
+                b.left + b.width <= width);
     const double area = static_cast<double>(b.height * b.width) / static_cast<double>(height * width);
     const double ratio = static_cast<double>(b.width) / static_cast<double>(b.height);
     // The box sides are rounded to whole pixels, so the bounds hold up to a pixel's worth.
@@ -96,7 +97,8 @@ TEST(ViewParamsTest, JitterFactorsAreUniformInTheirRanges) {
     EXPECT_GE(*std::min_element(v.begin(), v.end()), lo) << what;
     EXPECT_LT(*std::max_element(v.begin(), v.end()), hi) << what;
     // Deciles of U(lo, hi) sit at lo + k/10 (hi - lo); 20000 draws put them within 1.5% of the range.
-    for (int k = 1; k < 10; ++k) EXPECT_NEAR(quantile(v, k / 10.0), lo + k / 10.0 * (hi - lo), 0.015 * (hi - lo)) << what << " decile " << k;
+    for (int k = 1; k < 10; ++k)
+      EXPECT_NEAR(quantile(v, k / 10.0), lo + k / 10.0 * (hi - lo), 0.015 * (hi - lo)) << what << " decile " << k;
   };
   check_uniform(b, 0.6, 1.4, "brightness");
   check_uniform(c, 0.7, 1.3, "contrast");

@@ -58,8 +58,7 @@ TEST(Bootstrap, EnvCheckAcceptsMatchingOpenMpiVariables) {
 
 TEST(Bootstrap, EnvCheckNamesBothValuesOfEveryConflict) {
   // Four copies of a binary linked against another MPI: each believes it is rank 0 of 1.
-  const std::string error =
-      check_error({0, 1, 0, 1}, {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+  const std::string error = check_error({0, 1, 0, 1}, {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
   EXPECT_EQ(error.rfind("rank 0: the launcher and MPI disagree: ", 0), 0u) << error;
   EXPECT_NE(error.find("OMPI_COMM_WORLD_RANK=2 but the MPI_COMM_WORLD rank is 0"), std::string::npos) << error;
   EXPECT_NE(error.find("OMPI_COMM_WORLD_SIZE=4 but the MPI_COMM_WORLD size is 1"), std::string::npos) << error;
@@ -75,8 +74,8 @@ TEST(Bootstrap, EnvCheckTrustsSlurmOnlyForTasksStartedBySrun) {
 
   // mpirun inside an allocation: the ranks inherit the orted step's variables (node index, node
   // count); only Open MPI's own variables describe the rank.
-  EnvMap under_mpirun = {{"SLURM_STEP_ID", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
-                         {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}};
+  EnvMap under_mpirun = {{"SLURM_STEP_ID", "1"}, {"SLURM_PROCID", "0"},         {"SLURM_NTASKS", "1"},
+                         {"SLURM_LOCALID", "0"}, {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}};
   EXPECT_EQ(check_error({3, 4, 3, 4}, under_mpirun), "");
   // The batch script itself (step 0xfffffffe) or no step at all: a plain process in an allocation.
   EXPECT_EQ(check_error({0, 1, 0, 1}, {{"SLURM_STEP_ID", "4294967294"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}}),

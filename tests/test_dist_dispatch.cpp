@@ -43,7 +43,8 @@ class RecordingGroup final : public ProcessGroup {
     return tensor;
   }
   void broadcast(torch::Tensor& tensor, int) override { record("broadcast", tensor); }
-  torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>&, const std::vector<int64_t>&) override {
+  torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>&,
+                           const std::vector<int64_t>&) override {
     record("all_to_all", input);
     return input;
   }
@@ -52,7 +53,9 @@ class RecordingGroup final : public ProcessGroup {
   std::vector<std::string> calls;  // "op@device"
 
  private:
-  void record(const char* op, const torch::Tensor& t) { calls.push_back(std::string(op) + "@" + (t.is_cuda() ? "cuda" : "cpu")); }
+  void record(const char* op, const torch::Tensor& t) {
+    calls.push_back(std::string(op) + "@" + (t.is_cuda() ? "cuda" : "cpu"));
+  }
   LocalProcessGroup local_;
 };
 
@@ -87,7 +90,8 @@ TEST(DistDispatchTest, CudaTensorsReachOnlyTheCudaBackend) {
   DeviceDispatchGroup dispatch(cpu, cuda);
   every_collective(dispatch, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
   EXPECT_TRUE(cpu->calls.empty()) << "a CUDA tensor reached the CPU backend: " << cpu->calls.front();
-  EXPECT_EQ(cuda->calls, (std::vector<std::string>{"all_reduce@cuda", "all_gather@cuda", "broadcast@cuda", "all_to_all@cuda"}));
+  EXPECT_EQ(cuda->calls,
+            (std::vector<std::string>{"all_reduce@cuda", "all_gather@cuda", "broadcast@cuda", "all_to_all@cuda"}));
 }
 
 TEST(DistDispatchTest, CpuTensorsGoToTheCpuBackend) {

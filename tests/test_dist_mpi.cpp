@@ -104,8 +104,8 @@ TEST_F(MpiGroup, BarrierWithoutChecksCompletes) {
 
 TEST_F(MpiAllReduce, SumOfRankDataForEveryDtype) {
   int salt = 0;
-  for (auto dtype : {torch::kFloat32, torch::kFloat64, torch::kInt64, torch::kInt32, torch::kInt16, torch::kInt8,
-                     torch::kUInt8}) {
+  for (auto dtype :
+       {torch::kFloat32, torch::kFloat64, torch::kInt64, torch::kInt32, torch::kInt16, torch::kInt8, torch::kUInt8}) {
     SCOPED_TRACE(dtype_name(dtype));
     ++salt;
     torch::Tensor t = rank_data(rank_, {7, 3}, dtype, salt);
@@ -164,8 +164,8 @@ TEST_F(MpiAllReduce, SeveralInFlightFinishInAnyWaitOrder) {
   for (int i = 2; i >= 0; --i) works[static_cast<size_t>(i)]->wait();
   const double rank_sum = world_ * (world_ - 1) / 2.0;
   for (int i = 0; i < 3; ++i)
-    EXPECT_TRUE(torch::equal(tensors[static_cast<size_t>(i)], torch::full({1000 * (i + 1)}, rank_sum + world_ * i,
-                                                                          torch::kFloat64)));
+    EXPECT_TRUE(torch::equal(tensors[static_cast<size_t>(i)],
+                             torch::full({1000 * (i + 1)}, rank_sum + world_ * i, torch::kFloat64)));
   // A Work dropped unwaited must not break the next collective.
   torch::Tensor dropped = torch::ones({5});
   pg_->all_reduce_async(dropped, ReduceOp::kSum);
@@ -224,8 +224,9 @@ TEST_F(MpiAllToAll, InconsistentCountsThrowOnEveryRankNamingThePair) {
   if (rank_ == 0) expect[1] = 2;  // rank 1 sends one row, rank 0 waits for two
   const torch::Tensor input = torch::zeros({world_, 4});
   const std::string error = dist_error_of([&] { pg_->all_to_all(input, ones, expect); });
-  EXPECT_TRUE(contains(error, "rank " + std::to_string(rank_) + ": all_to_all #1: send and receive counts disagree: "
-                                                                "rank 1 sends 1 rows to rank 0, which expects 2"))
+  EXPECT_TRUE(contains(error, "rank " + std::to_string(rank_) +
+                                  ": all_to_all #1: send and receive counts disagree: "
+                                  "rank 1 sends 1 rows to rank 0, which expects 2"))
       << error;
   // No data was exchanged: the same group still works.
   const torch::Tensor received = pg_->all_to_all(torch::full({world_, 4}, static_cast<float>(rank_)), ones, ones);
@@ -259,11 +260,14 @@ TEST_F(MpiMismatch, DifferentCollectivesThrowOnEveryRank) {
   if (world_ < 2) GTEST_SKIP() << "needs two ranks";
   torch::Tensor t = torch::ones({2});
   const std::string error = dist_error_of([&] {
-    if (rank_ == 0) pg_->broadcast(t, 1);
-    else pg_->all_reduce(t, ReduceOp::kSum);
+    if (rank_ == 0)
+      pg_->broadcast(t, 1);
+    else
+      pg_->all_reduce(t, ReduceOp::kSum);
   });
-  EXPECT_TRUE(contains(error, "ranks called different collectives: rank 0 called broadcast #1 with float32 [2] "
-                              "(root 1), rank"))
+  EXPECT_TRUE(contains(error,
+                       "ranks called different collectives: rank 0 called broadcast #1 with float32 [2] "
+                       "(root 1), rank"))
       << error;
   EXPECT_TRUE(contains(error, "called all_reduce #1 with float32 [2] (sum)")) << error;
   pg_->barrier();
@@ -289,9 +293,11 @@ TEST_F(MpiTimeout, ARankThatNeverCallsTimesOutTheOthers) {
       torch::Tensor t = torch::ones({4});
       const auto [error, waited] = timed_dist_error_of([&] { short_lived->all_reduce(t, ReduceOp::kSum); });
       // Rank 0 never came, and the others are named as arrived by not being named.
-      EXPECT_EQ(error, "rank " + std::to_string(rank_) +
-                           ": all_reduce #1 did not complete within 2 s, waiting for rank 0, which never reached it; rank 0 did "
-                           "not answer a roll call (dead or stuck)");
+      EXPECT_EQ(
+          error,
+          "rank " + std::to_string(rank_) +
+              ": all_reduce #1 did not complete within 2 s, waiting for rank 0, which never reached it; rank 0 did "
+              "not answer a roll call (dead or stuck)");
       EXPECT_GE(waited, 2.0);
       EXPECT_LT(waited, 10.0);
       // The group is unusable from now on, and says so instead of hanging.
@@ -311,7 +317,9 @@ TEST_F(MpiTimeout, WithoutChecksTheCollectiveItselfTimesOut) {
       auto work = short_lived->all_reduce_async(t, ReduceOp::kSum);
       const std::string error = dist_error_of([&] { work->wait(); });
       // The ranks that timed out hold a roll call: rank 0, elsewhere, does not answer it.
-      EXPECT_TRUE(contains(error, ": all_reduce #1 did not complete within 1 s; rank 0 did not answer a roll call (dead or stuck)")) << error;
+      EXPECT_TRUE(contains(
+          error, ": all_reduce #1 did not complete within 1 s; rank 0 did not answer a roll call (dead or stuck)"))
+          << error;
       EXPECT_EQ(dist_error_of([&] { work->wait(); }), error) << "wait() rethrows the same error";
     }
   }
@@ -326,9 +334,10 @@ TEST_F(MpiTimeout, ARankThatNeverMakesTheGroupTimesOutTheOthersConstructors) {
   if (world_ < 2) GTEST_SKIP() << "needs two ranks";
   if (rank_ != 0) {
     const auto [error, waited] = timed_dist_error_of([&] { make_group(/*check=*/true, 2s); });
-    EXPECT_EQ(error, "rank " + std::to_string(rank_) +
-                         ": barrier #0 did not complete within 2 s (creating the process group); no roll call: the group's "
-                         "communicator was never made");
+    EXPECT_EQ(error,
+              "rank " + std::to_string(rank_) +
+                  ": barrier #0 did not complete within 2 s (creating the process group); no roll call: the group's "
+                  "communicator was never made");
     EXPECT_GE(waited, 2.0);
     EXPECT_LT(waited, 10.0);
   }
@@ -353,8 +362,9 @@ TEST_F(MpiTimeout, RanksStillWaitingAnswerARollCall) {
       if (rank_ != 0) std::this_thread::sleep_for(4500ms);
       torch::Tensor t = torch::ones({4});
       const std::string error = dist_error_of([&] { short_lived->all_reduce(t, ReduceOp::kSum); });
-      EXPECT_EQ(error, "rank " + std::to_string(rank_) + ": all_reduce #1 did not complete within 6 s, waiting for rank " +
-                           std::to_string(last) + ", which never reached it; rank " + std::to_string(last) +
+      EXPECT_EQ(error, "rank " + std::to_string(rank_) +
+                           ": all_reduce #1 did not complete within 6 s, waiting for rank " + std::to_string(last) +
+                           ", which never reached it; rank " + std::to_string(last) +
                            " did not answer a roll call (dead or stuck)");
     }
   }
@@ -373,9 +383,11 @@ TEST_F(MpiTimeout, ARankArrivingDuringTheRollCallIsStillNamed) {
     torch::Tensor t = torch::ones({4});
     const std::string error = dist_error_of([&] { short_lived->all_reduce(t, ReduceOp::kSum); });
     if (rank_ != 0) {
-      EXPECT_EQ(error, "rank " + std::to_string(rank_) +
-                           ": all_reduce #1 did not complete within 2 s, waiting for rank 0, which never reached it; rank 0 did "
-                           "not answer a roll call (dead or stuck)");
+      EXPECT_EQ(
+          error,
+          "rank " + std::to_string(rank_) +
+              ": all_reduce #1 did not complete within 2 s, waiting for rank 0, which never reached it; rank 0 did "
+              "not answer a roll call (dead or stuck)");
     } else {
       EXPECT_TRUE(contains(error, "all_reduce #1 did not complete within 2 s")) << error;
     }
@@ -453,7 +465,8 @@ TEST(DistError, MpiCheckNamesTheCallFileLineAndLibraryError) {
 TEST(DistCheck, DisagreementGroupsRanksAndNamesShapes) {
   const torch::Tensor four = torch::zeros({4, 128}), five = torch::zeros({5, 128});
   std::vector<CollectiveDescriptor> all;
-  for (int r = 0; r < 4; ++r) all.push_back(describe_collective(CollectiveOp::kAllGather, 17, r == 1 ? &five : &four, 0));
+  for (int r = 0; r < 4; ++r)
+    all.push_back(describe_collective(CollectiveOp::kAllGather, 17, r == 1 ? &five : &four, 0));
   EXPECT_EQ(find_disagreement(all).value_or(""),
             "all_gather #17: ranks 0,2,3 have float32 [4, 128], rank 1 has float32 [5, 128]");
   all[1] = all[0];
@@ -466,7 +479,8 @@ TEST(DistCheck, AllToAllComparesEveryDimButTheRows) {
                                            describe_collective(CollectiveOp::kAllToAll, 2, &b, 0)};
   EXPECT_FALSE(find_disagreement(all).has_value());
   all.push_back(describe_collective(CollectiveOp::kAllToAll, 2, &c, 0));
-  EXPECT_EQ(find_disagreement(all).value_or(""), "all_to_all #2: ranks 0,1 have float32 [*, 3], rank 2 has float32 [*, 2]");
+  EXPECT_EQ(find_disagreement(all).value_or(""),
+            "all_to_all #2: ranks 0,1 have float32 [*, 3], rank 2 has float32 [*, 2]");
 }
 
 TEST(DistCheck, DifferentCollectivesAreNamedWithTheirNumbers) {

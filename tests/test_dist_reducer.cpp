@@ -213,8 +213,8 @@ TEST(ReducerLayout, DefaultCapsGiveSmallFirstBucket) {
 }
 
 TEST(ReducerLayout, BucketsHoldOneDtype) {
-  const std::vector<torch::Tensor> params = {torch::empty({10}), torch::empty({10}, torch::kDouble),
-                                             torch::empty({10}), torch::empty({10}, torch::kDouble)};
+  const std::vector<torch::Tensor> params = {torch::empty({10}), torch::empty({10}, torch::kDouble), torch::empty({10}),
+                                             torch::empty({10}, torch::kDouble)};
   const auto buckets = compute_bucket_layout(params, 1 << 20, 1 << 20);
   ASSERT_EQ(buckets.size(), 2u);
   EXPECT_EQ(buckets[0].param_indices, (std::vector<size_t>{3, 1}));
@@ -303,7 +303,8 @@ TEST_F(ReducerFake, BucketsLaunchInIndexOrderFirstBeforeBackwardEnds) {
     EXPECT_GE(stats.finalize_wait_seconds, 0.0);
     // Communication starts while backward still has gradients to produce.
     EXPECT_LT(stats.hooks_fired_at_launch[0], stats.num_params);
-    for (size_t b = 1; b < n_buckets; ++b) EXPECT_LE(stats.hooks_fired_at_launch[b - 1], stats.hooks_fired_at_launch[b]);
+    for (size_t b = 1; b < n_buckets; ++b)
+      EXPECT_LE(stats.hooks_fired_at_launch[b - 1], stats.hooks_fired_at_launch[b]);
     EXPECT_EQ(stats.hooks_fired_at_launch.back(), stats.num_params);
 
     // The collectives themselves: same buffers, same sizes, same order every step.
@@ -396,7 +397,7 @@ TEST(ReducerBroadcast, OneCollectivePerDtypeAndEveryElementCopiedBack) {
   RecordingProcessGroup group(/*world=*/4, /*rank=*/2);
   const std::vector<torch::Tensor> tensors = {
       torch::arange(6, torch::kFloat).reshape({2, 3}).clone().requires_grad_(),  // a parameter
-      torch::arange(4, torch::kLong),                                      // a buffer, e.g. a counter
+      torch::arange(4, torch::kLong),                                            // a buffer, e.g. a counter
       torch::arange(5, torch::kFloat).requires_grad_(),
       torch::arange(3, torch::kDouble),
       torch::arange(6, torch::kFloat).reshape({3, 2}).t(),  // not contiguous
@@ -424,7 +425,8 @@ TEST(ReducerBroadcast, RootKeepsItsValues) {
 
 TEST(ReducerWorld, BroadcastMakesEveryRankHoldRootsParameters) {
   auto group = test_world_group();
-  if (group->world_size() == 1) GTEST_SKIP() << "a broadcast to oneself proves nothing: needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";
+  if (group->world_size() == 1)
+    GTEST_SKIP() << "a broadcast to oneself proves nothing: needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";
   torch::manual_seed(1000 + group->rank());  // rank-dependent initial weights
   TinyNet net;
   const auto params = named_params(net).tensors;

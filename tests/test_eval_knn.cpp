@@ -7,14 +7,14 @@
 #include <cmath>
 #include <numeric>
 
-using moco::eval::KnnOptions;
 using moco::eval::knn_predict;
+using moco::eval::KnnOptions;
 
 namespace {
 
 // Plain loops over doubles, independent of the tensor implementation.
-std::vector<int64_t> reference_knn(const torch::Tensor& memory, const torch::Tensor& labels, const torch::Tensor& queries,
-                                   int64_t classes, int64_t k, double t) {
+std::vector<int64_t> reference_knn(const torch::Tensor& memory, const torch::Tensor& labels,
+                                   const torch::Tensor& queries, int64_t classes, int64_t k, double t) {
   auto unit = [](torch::Tensor x) { return (x / x.norm(2, 1, true)).to(torch::kDouble); };
   const auto m = unit(memory), q = unit(queries);
   std::vector<int64_t> out;
@@ -38,7 +38,8 @@ std::vector<int64_t> reference_knn(const torch::Tensor& memory, const torch::Ten
 TEST(KnnTest, WeightedVoteLetsOneCloseNeighbourBeatTwoFarOnes) {
   // Query (1, 0). Class 0 sits at angle 0.1; class 1 twice at angle 0.6. Majority says 1; with
   // T = 0.1 the weight exp(cos/T) of the close one (e^9.95) outweighs both far ones (2 e^8.25).
-  const auto memory = torch::tensor({{std::cos(0.1f), std::sin(0.1f)}, {std::cos(0.6f), std::sin(0.6f)}, {std::cos(0.6f), -std::sin(0.6f)}});
+  const auto memory = torch::tensor(
+      {{std::cos(0.1f), std::sin(0.1f)}, {std::cos(0.6f), std::sin(0.6f)}, {std::cos(0.6f), -std::sin(0.6f)}});
   const auto labels = torch::tensor({0, 1, 1}, torch::kLong);
   const auto query = torch::tensor({{1.0f, 0.0f}});
   KnnOptions options;
@@ -70,5 +71,6 @@ TEST(KnnTest, Top1IsThePercentageOfCorrectPredictions) {
   KnnOptions options;
   options.k = 1;
   // Queries equal memory rows 0..3; labels: three right, one wrong.
-  EXPECT_DOUBLE_EQ(moco::eval::knn_top1(memory, labels, torch::eye(4), torch::tensor({0, 1, 2, 0}, torch::kLong), 4, options), 75.0);
+  EXPECT_DOUBLE_EQ(
+      moco::eval::knn_top1(memory, labels, torch::eye(4), torch::tensor({0, 1, 2, 0}, torch::kLong), 4, options), 75.0);
 }

@@ -39,12 +39,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value != nullptr)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
   }
 
  private:
@@ -109,13 +113,15 @@ TEST_F(HostMemoryKeptTest, FreedHeapTopIsNotGivenBack) {
   const long held = resident_mib();
   std::free(block);
   const long after_free = resident_mib();
-  EXPECT_LT(held - after_free, 8) << held << " MiB resident with a 24 MiB block, " << after_free << " MiB after freeing it";
+  EXPECT_LT(held - after_free, 8) << held << " MiB resident with a 24 MiB block, " << after_free
+                                  << " MiB after freeing it";
 }
 
 // The blocks it hands out are 64-byte aligned like LibTorch's own, hold what is written, and work
 // through LibTorch's raw interface (the block is its own context).
 TEST_F(HostMemoryKeptTest, BlocksAreAlignedAndUsable) {
-  for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{1000}, int64_t{1} << 20, (int64_t{7} << 20) + 5}) {
+  for (const int64_t n :
+       {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{1000}, int64_t{1} << 20, (int64_t{7} << 20) + 5}) {
     const auto t = torch::arange(n, torch::kDouble);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 64, 0u) << n << " doubles";
     EXPECT_EQ(t.sum().item<double>(), static_cast<double>(n) * static_cast<double>(n - 1) / 2) << n << " doubles";

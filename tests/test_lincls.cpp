@@ -111,7 +111,8 @@ TEST(DistLinclsTest, StepsOnSharesEqualOneProcessOnTheGlobalBatch) {
   }
   EXPECT_TRUE(torch::allclose(mine.fc()->weight, alone.fc()->weight, 1e-5, 1e-6));
   EXPECT_TRUE(torch::allclose(mine.fc()->bias, alone.fc()->bias, 1e-5, 1e-6));
-  EXPECT_FALSE(torch::allclose(mine.fc()->weight, lincls::LinearClassifier(32, 10, 0.9, 1e-4, group, 4, torch::kCPU).fc()->weight));
+  EXPECT_FALSE(torch::allclose(mine.fc()->weight,
+                               lincls::LinearClassifier(32, 10, 0.9, 1e-4, group, 4, torch::kCPU).fc()->weight));
 }
 
 TEST(LinclsTest, ClassifierLearnsLinearlySeparableFeatures) {
@@ -182,7 +183,8 @@ TEST(LinclsTest, PretrainedExportLoadsAndTheSanityCheckCatchesAChangedBackbone) 
   EXPECT_EQ(backbone.kind(), lincls::Backbone::Kind::kPretrained);
   for (const auto& [key, tensor] : lincls::backbone_tensors(*backbone.net())) {
     const auto& reference = lincls::backbone_tensors(*source.net());
-    const auto it = std::find_if(reference.begin(), reference.end(), [&](const auto& item) { return item.first == key; });
+    const auto it =
+        std::find_if(reference.begin(), reference.end(), [&](const auto& item) { return item.first == key; });
     ASSERT_NE(it, reference.end()) << key;
     EXPECT_TRUE(torch::equal(tensor, it->second)) << key;
   }
@@ -258,7 +260,8 @@ TEST(LinclsTest, CenterViewIsTheImageItselfOrItsResizedCentre) {
   const auto view = lincls::center_view(flat, o);
   EXPECT_EQ(view.sizes(), (std::vector<int64_t>{1, 1, 8, 8}));
   EXPECT_TRUE(torch::allclose(view, torch::full({1, 1, 8, 8}, (200 / 255.0 - 0.5) / 0.25)));
-  const auto ramp = (torch::arange(20, torch::kFloat) * 12).to(torch::kUInt8).view({1, 1, 1, 20}).expand({1, 1, 16, 20}).contiguous();
+  const auto ramp =
+      (torch::arange(20, torch::kFloat) * 12).to(torch::kUInt8).view({1, 1, 1, 20}).expand({1, 1, 16, 20}).contiguous();
   const auto columns = lincls::center_view(ramp, o)[0][0][0];
   EXPECT_TRUE(torch::all(columns.narrow(0, 1, 7) > columns.narrow(0, 0, 7)).item<bool>());
 }

@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
       torch::Tensor flag = torch::tensor({failed}, torch::kInt32);
       world_group.all_reduce(flag, moco::dist::ReduceOp::kSum);
       failed = flag.item<int>() > 0 ? 1 : 0;
-      if (failed && world.rank == 0) std::fprintf(stderr, "moco_tests: a test failed on some rank (see [rank N] lines)\n");
+      if (failed && world.rank == 0)
+        std::fprintf(stderr, "moco_tests: a test failed on some rank (see [rank N] lines)\n");
     } catch (const std::exception& e) {
       moco::dist::abort_world(e.what(), 1);
     }

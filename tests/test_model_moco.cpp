@@ -190,8 +190,8 @@ TEST(MocoTest, ShuffledKeysComeBackToTheirSamples) {
     }
     auto expected = torch::empty_like(encoded);
     for (int64_t i = 0; i < n; ++i) expected[perm[i]].copy_(encoded[i]);
-    EXPECT_TRUE(torch::allclose(out.k, expected, 1e-5, 1e-5)) << "step " << step << ": max difference "
-                                                            << (out.k - expected).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(out.k, expected, 1e-5, 1e-5))
+        << "step " << step << ": max difference " << (out.k - expected).abs().max().item<double>();
     // And the split mattered: the same batch unshuffled gives other keys.
     torch::Tensor unshuffled;
     {
@@ -279,9 +279,10 @@ TEST(MocoTest, LogitsUseTheQueueAsItWasBeforeTheEnqueue) {
   torch::NoGradGuard no_grad;
   const auto logits = model::contrastive_logits(out.q, out.k, queue_before, 0.2);
   EXPECT_NEAR(out.loss.item<double>(), model::contrastive_loss(logits).item<double>(), 1e-6);
-  EXPECT_GT(std::abs(model::contrastive_loss(model::contrastive_logits(out.q, out.k, moco->queue(), 0.2)).item<double>() -
-                     out.loss.item<double>()),
-            1e-4);  // the queue after the enqueue would give another loss
+  EXPECT_GT(
+      std::abs(model::contrastive_loss(model::contrastive_logits(out.q, out.k, moco->queue(), 0.2)).item<double>() -
+               out.loss.item<double>()),
+      1e-4);  // the queue after the enqueue would give another loss
   EXPECT_FALSE(torch::equal(moco->queue(), queue_before));
 }
 
@@ -293,7 +294,10 @@ TEST(ContrastiveTest, FusedLossAndGradientEqualThePlainComposition) {
   namespace F = torch::nn::functional;
   torch::manual_seed(3);
   const std::vector<std::tuple<int64_t, int64_t, int64_t, double>> cases = {
-      {1, 4, 1, 0.07}, {5, 3, 17, 0.2}, {64, 128, 1024, 0.07}, {33, 16, 300, 1.0},
+      {1, 4, 1, 0.07},
+      {5, 3, 17, 0.2},
+      {64, 128, 1024, 0.07},
+      {33, 16, 300, 1.0},
       {16, 4, 64, 0.005}};  // at T = 0.005 some positives' softmax underflows: the loss must stay exact
   for (const auto& [n, dim, K, T] : cases) {
     const auto unit = F::NormalizeFuncOptions().dim(1);
@@ -315,7 +319,8 @@ TEST(ContrastiveTest, FusedLossAndGradientEqualThePlainComposition) {
 
     const std::string where = "n=" + std::to_string(n) + " dim=" + std::to_string(dim) + " K=" + std::to_string(K);
     EXPECT_NEAR(fused.loss.item<double>(), plain.item<double>(), 1e-5 * std::max(1.0, plain.item<double>())) << where;
-    EXPECT_TRUE(torch::allclose(q_fused.grad(), q_plain.grad(), 1e-4, 1e-6)) << where << "\n"
+    EXPECT_TRUE(torch::allclose(q_fused.grad(), q_plain.grad(), 1e-4, 1e-6))
+        << where << "\n"
         << (q_fused.grad() - q_plain.grad()).abs().max().item<double>();
     const auto l = logits.detach();
     EXPECT_TRUE(torch::equal(fused.positive_rank, l.narrow(1, 1, K).gt(l.narrow(1, 0, 1)).sum(1))) << where;
@@ -324,10 +329,12 @@ TEST(ContrastiveTest, FusedLossAndGradientEqualThePlainComposition) {
 
 TEST(ContrastiveTest, FusedLossRefusesAKeyOrQueueThatWantsAGradient) {
   const auto q = torch::randn({2, 4}, torch::requires_grad());
-  EXPECT_THROW(model::fused_contrastive_loss(q, torch::randn({2, 4}, torch::requires_grad()), torch::randn({4, 3}), 0.2),
-               std::invalid_argument);
-  EXPECT_THROW(model::fused_contrastive_loss(q, torch::randn({2, 4}), torch::randn({4, 3}, torch::requires_grad()), 0.2),
-               std::invalid_argument);
+  EXPECT_THROW(
+      model::fused_contrastive_loss(q, torch::randn({2, 4}, torch::requires_grad()), torch::randn({4, 3}), 0.2),
+      std::invalid_argument);
+  EXPECT_THROW(
+      model::fused_contrastive_loss(q, torch::randn({2, 4}), torch::randn({4, 3}, torch::requires_grad()), 0.2),
+      std::invalid_argument);
 }
 
 TEST(ContrastiveTest, LogitsAndLossEqualAHandComputation) {

@@ -8,8 +8,8 @@
 #include <sstream>
 
 using moco::model::ResNet;
-using moco::model::ResNetOptions;
 using moco::model::resnet_options_for;
+using moco::model::ResNetOptions;
 
 namespace {
 
@@ -113,7 +113,8 @@ TEST(ResNetTest, SmallStemIsA3x3ConvWithoutDownsampling) {
   standard->eval();
   auto stem = [](ResNet& net, const torch::Tensor& x) {
     auto children = net->named_children();
-    return children["bn1"]->as<moco::model::SplitBatchNorm2d>()->forward(children["conv1"]->as<torch::nn::Conv2d>()->forward(x));
+    return children["bn1"]->as<moco::model::SplitBatchNorm2d>()->forward(
+        children["conv1"]->as<torch::nn::Conv2d>()->forward(x));
   };
   const auto x = torch::randn({1, 3, 32, 32});
   EXPECT_EQ(stem(small, x).size(2), 32);

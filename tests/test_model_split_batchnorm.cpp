@@ -77,6 +77,7 @@ TEST(SplitBatchNormTest, GradientsOfWeightAndBiasEqualTheHandComputation) {
   ASSERT_TRUE(split->bias.grad().defined());
   ASSERT_TRUE(split->weight.grad().defined());
   EXPECT_TRUE(torch::allclose(split->bias.grad(), expected_bias, 1e-4, 1e-4)) << split->bias.grad() << expected_bias;
-  EXPECT_TRUE(torch::allclose(split->weight.grad(), expected_weight, 1e-4, 1e-4)) << split->weight.grad() << expected_weight;
+  EXPECT_TRUE(torch::allclose(split->weight.grad(), expected_weight, 1e-4, 1e-4))
+      << split->weight.grad() << expected_weight;
   EXPECT_GT(expected_bias.abs().min().item<double>(), 1e-3);  // the check is not 0 == 0
 }

@@ -65,17 +65,26 @@ TEST(ConfigTest, ShippedConfigsLoad) {
 TEST(ConfigTest, AugmentationKeysAreChecked) {
   EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v3\n")), "data.augmentation"));
   EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v2\n  hue: 0.6\n")), "data.hue"));
-  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v2\n  blur_sigma: [2.0, 0.1]\n")), "data.blur_sigma"));
-  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: imagefolder\n  mean: [0.5]\n  std: [0.5]\n")), "data.augmentation"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v2\n  blur_sigma: [2.0, 0.1]\n")),
+                       "data.blur_sigma"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: imagefolder\n  mean: [0.5]\n  std: [0.5]\n")),
+                       "data.augmentation"));
   // ImageFolder images are RGB: 3 values or 1, known from the config alone.
-  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: imagefolder\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
-                       "has 2 values but data.dataset imagefolder has 3 channel(s)"));
+  EXPECT_TRUE(contains(
+      config_error_of(
+          write_temp("data:\n  dataset: imagefolder\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
+      "has 2 values but data.dataset imagefolder has 3 channel(s)"));
   // Packed shards (moco_pack) are the same RGB images of any size: the same rules.
-  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf5\n  mean: [0.5]\n  std: [0.5]\n")), "data.augmentation"));
-  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf5\n  mean: [0.5]\n  std: [0.5]\n")),
+                       "data.augmentation"));
+  EXPECT_TRUE(contains(config_error_of(write_temp(
+                           "data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5, 0.5]\n  std: [0.5, 0.5]\n")),
                        "has 2 values but data.dataset hdf5 has 3 channel(s)"));
-  EXPECT_EQ(load_config(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5]\n  std: [0.5]\n")).data.dataset, "hdf5");
-  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf6\n")), "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"));
+  EXPECT_EQ(
+      load_config(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5]\n  std: [0.5]\n")).data.dataset,
+      "hdf5");
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf6\n")),
+                       "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"));
 }
 
 TEST(ConfigTest, UnknownKeyNamesTheKeyAndTheFile) {
@@ -98,7 +107,8 @@ TEST(ConfigTest, BadTypeNamesTheKeyAndTheValue) {
 
 TEST(ConfigTest, OverridesReachNestedKeysAndWinOverTheFile) {
   const auto path = write_temp("optim:\n  base_lr: 0.1\n  milestones: [5, 8]\n");
-  const auto c = load_config(path, {"optim.base_lr=0.5", "moco.queue_size=1000", "optim.milestones=[1, 2, 3]", "model.mlp=true"});
+  const auto c =
+      load_config(path, {"optim.base_lr=0.5", "moco.queue_size=1000", "optim.milestones=[1, 2, 3]", "model.mlp=true"});
   EXPECT_DOUBLE_EQ(c.optim.base_lr, 0.5);
   EXPECT_EQ(c.moco.queue_size, 1000);
   EXPECT_EQ(c.optim.milestones, (std::vector<double>{1, 2, 3}));
@@ -121,7 +131,8 @@ TEST(ConfigTest, MissingOrBrokenFileIsAnError) {
 
 TEST(ConfigTest, AFolderOrAnEmptyFileIsAnError) {
   const std::string folder = std::filesystem::temp_directory_path().string();
-  EXPECT_TRUE(contains(config_error_of(folder), folder + ": is a folder, not a config file")) << config_error_of(folder);
+  EXPECT_TRUE(contains(config_error_of(folder), folder + ": is a folder, not a config file"))
+      << config_error_of(folder);
   const auto empty = write_temp("");
   EXPECT_TRUE(contains(config_error_of(empty), empty + ": the config file is empty")) << config_error_of(empty);
   EXPECT_TRUE(contains(config_error_of(write_temp("# nothing but a comment\n")), "is empty"));
@@ -130,7 +141,8 @@ TEST(ConfigTest, AFolderOrAnEmptyFileIsAnError) {
 
 TEST(ConfigTest, AnEmptyValueIsAnErrorNamingTheKey) {
   const auto path = write_temp("{}\n");
-  EXPECT_TRUE(contains(config_error_of(path, {"model.arch="}), "command-line override 'model.arch=': key 'model.arch' has no value (expects string)"))
+  EXPECT_TRUE(contains(config_error_of(path, {"model.arch="}),
+                       "command-line override 'model.arch=': key 'model.arch' has no value (expects string)"))
       << config_error_of(path, {"model.arch="});
   EXPECT_TRUE(contains(config_error_of(path, {"optim.milestones="}), "key 'optim.milestones' has no value"));
   const auto file = write_temp("model:\n  arch:\n");
@@ -140,9 +152,11 @@ TEST(ConfigTest, AnEmptyValueIsAnErrorNamingTheKey) {
 
 TEST(ConfigTest, ARepeatedKeyIsAnErrorNamingTheKeyAndLines) {
   const auto path = write_temp("optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n");
-  EXPECT_TRUE(contains(config_error_of(path), path + ": key 'optim.base_lr' is given twice (lines 2 and 4)")) << config_error_of(path);
+  EXPECT_TRUE(contains(config_error_of(path), path + ": key 'optim.base_lr' is given twice (lines 2 and 4)"))
+      << config_error_of(path);
   const auto sections = write_temp("model: {arch: resnet18}\noptim: {base_lr: 0.1}\nmodel: {mlp: true}\n");
-  EXPECT_TRUE(contains(config_error_of(sections), "key 'model' is given twice (lines 1 and 3)")) << config_error_of(sections);
+  EXPECT_TRUE(contains(config_error_of(sections), "key 'model' is given twice (lines 1 and 3)"))
+      << config_error_of(sections);
   EXPECT_TRUE(contains(config_error_of(write_temp("model: {dim: 64, dim: 32}\n")), "key 'model.dim' is given twice"));
 }
 
@@ -150,13 +164,20 @@ TEST(ConfigTest, MeanAndStdMatchTheDatasetsChannels) {
   const auto path = write_temp("{}\n");
   // The IDX sets are greyscale: one value (or one per channel, the same thing).
   const auto rgb_on_mnist = config_error_of(path, {"data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
-  EXPECT_TRUE(contains(rgb_on_mnist, "key 'data.mean' has 3 values but data.dataset fashion_mnist has 1 channel(s)")) << rgb_on_mnist;
-  EXPECT_TRUE(contains(config_error_of(path, {"data.dataset=mnist", "data.std=[1, 2]", "data.mean=[0, 0]"}), "key 'data.mean'"));
+  EXPECT_TRUE(contains(rgb_on_mnist, "key 'data.mean' has 3 values but data.dataset fashion_mnist has 1 channel(s)"))
+      << rgb_on_mnist;
+  EXPECT_TRUE(contains(config_error_of(path, {"data.dataset=mnist", "data.std=[1, 2]", "data.mean=[0, 0]"}),
+                       "key 'data.mean'"));
   // Synthetic images have data.synthetic_channels.
-  EXPECT_NO_THROW(load_config(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"}));
-  EXPECT_NO_THROW(load_config(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=0.5", "data.std=0.2"}));
-  const auto two_of_three = config_error_of(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2]", "data.std=[1, 2]"});
-  EXPECT_TRUE(contains(two_of_three, "key 'data.mean' has 2 values but data.dataset synthetic has 3 channel(s) (data.synthetic_channels)"))
+  EXPECT_NO_THROW(load_config(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2, 0.3]",
+                                     "data.std=[1, 2, 3]"}));
+  EXPECT_NO_THROW(
+      load_config(path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=0.5", "data.std=0.2"}));
+  const auto two_of_three = config_error_of(
+      path, {"data.dataset=synthetic", "data.synthetic_channels=3", "data.mean=[0.1, 0.2]", "data.std=[1, 2]"});
+  EXPECT_TRUE(
+      contains(two_of_three,
+               "key 'data.mean' has 2 values but data.dataset synthetic has 3 channel(s) (data.synthetic_channels)"))
       << two_of_three;
 }
 
@@ -169,13 +190,14 @@ TEST(ConfigTest, TheBatchMustSplitOverTheRanks) {
     moco::train::validate_for_world(c, 2, "f.yaml");
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_TRUE(contains(e.what(), "f.yaml: key 'optim.batch_size' (33) must be divisible by the number of ranks (2)")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "f.yaml: key 'optim.batch_size' (33) must be divisible by the number of ranks (2)"))
+        << e.what();
   }
 }
 
 TEST(ConfigTest, EffectiveConfigRoundTrips) {
   const auto c = load_config(write_temp("{}\n"), {"train.seed=7", "data.dataset=synthetic", "data.synthetic_channels=3",
-                                                   "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
+                                                  "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
   const auto again = load_config(write_temp(moco::train::to_yaml(c)));
   EXPECT_EQ(again.train.seed, 7u);
   EXPECT_EQ(again.data.mean, (std::vector<double>{0.1, 0.2, 0.3}));
@@ -188,20 +210,24 @@ TEST(ConfigTest, EffectiveConfigRoundTrips) {
 // fuzz/fuzz_config.cpp's round trip). They are refused when the config loads, naming the key.
 TEST(ConfigTest, NonFiniteFloatsAreRefusedNamingTheKey) {
   const auto path = write_temp("{}\n");
-  EXPECT_TRUE(contains(config_error_of(path, {"train.time_budget_s=.inf"}), "key 'train.time_budget_s' expects a finite float, got '.inf'"))
+  EXPECT_TRUE(contains(config_error_of(path, {"train.time_budget_s=.inf"}),
+                       "key 'train.time_budget_s' expects a finite float, got '.inf'"))
       << config_error_of(path, {"train.time_budget_s=.inf"});
   EXPECT_TRUE(contains(config_error_of(path, {"train.epochs=.inf"}), "key 'train.epochs' expects a finite float"));
   EXPECT_TRUE(contains(config_error_of(path, {"data.mean=[.nan]"}), "key 'data.mean' expects a finite list of float"));
-  EXPECT_TRUE(contains(config_error_of(path, {"data.mean=.nan"}), "key 'data.mean' expects a finite list of float, got '.nan'"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.mean=.nan"}),
+                       "key 'data.mean' expects a finite list of float, got '.nan'"));
   const auto file = write_temp("optim:\n  milestones: [10, .inf]\n");
-  EXPECT_TRUE(contains(config_error_of(file), file + ": key 'optim.milestones' expects a finite list of float")) << config_error_of(file);
+  EXPECT_TRUE(contains(config_error_of(file), file + ": key 'optim.milestones' expects a finite list of float"))
+      << config_error_of(file);
 }
 
 // What a checkpoint does with a config: to_yaml, then load_config_text. Extreme finite floats
 // (the largest, the smallest normal, a denormal, negative zero) come back the same.
 TEST(ConfigTest, ExtremeFiniteFloatsSurviveTheCheckpointRoundTrip) {
-  const auto c = load_config(write_temp("{}\n"), {"train.time_budget_s=1.7976931348623157e308", "data.std=[2.2250738585072014e-308]",
-                                                   "moco.momentum=-0.0", "dist.bucket_mb=4.9e-324"});
+  const auto c = load_config(write_temp("{}\n"),
+                             {"train.time_budget_s=1.7976931348623157e308", "data.std=[2.2250738585072014e-308]",
+                              "moco.momentum=-0.0", "dist.bucket_mb=4.9e-324"});
   const auto again = moco::train::load_config_text(moco::train::to_yaml(c), "saved");
   EXPECT_TRUE(moco::train::config_changes(c, again).empty()) << moco::train::to_yaml(c);
 }

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-
 using moco::train::available_cores;
 using moco::train::data_workers;
 

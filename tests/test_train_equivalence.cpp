@@ -32,7 +32,8 @@ model::MocoOptions moco_options() {
 }
 
 torch::optim::SGD make_sgd(model::Moco& moco) {
-  return torch::optim::SGD(moco->trainable_parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+  return torch::optim::SGD(moco->trainable_parameters(),
+                           torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
 }
 
 // The step's global batch, the same on every rank.
@@ -51,7 +52,8 @@ torch::Tensor flat(const std::vector<torch::Tensor>& tensors) {
 void expect_identical_across_ranks(dist::ProcessGroup& group, const std::vector<torch::Tensor>& tensors,
                                    const std::string& what) {
   const auto all = group.all_gather(flat(tensors).unsqueeze(0).contiguous());
-  for (int64_t r = 1; r < all.size(0); ++r) EXPECT_TRUE(torch::equal(all[r], all[0])) << what << " differs on rank " << r;
+  for (int64_t r = 1; r < all.size(0); ++r)
+    EXPECT_TRUE(torch::equal(all[r], all[0])) << what << " differs on rank " << r;
 }
 
 void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
@@ -78,7 +80,8 @@ TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) 
   auto group = test_world_group();
   const int rank = group->rank(), world = group->world_size();
   // Alone, both sides would be the same Moco on the same batch: a comparison that cannot fail.
-  if (world == 1) GTEST_SKIP() << "compares N ranks with one process: needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";
+  if (world == 1)
+    GTEST_SKIP() << "compares N ranks with one process: needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";
   // In float64. In float32 the ranks and the single process round differently (other batch shapes,
   // other summation orders), and on an AMD EPYC without AVX-512 that flipped something discrete in
   // the stem at step 2 (a ReLU input on the other side of zero, by the look of it): the stem's
@@ -127,8 +130,10 @@ TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) 
     single_sgd.step();
 
     expect_close(loss, ref.loss.detach().view({1}), "loss at step " + std::to_string(step));
-    expect_close(flat(distributed->encoder_q->parameters()), flat(single->encoder_q->parameters()), "query encoder after step " + std::to_string(step));
-    expect_close(flat(distributed->encoder_k->parameters()), flat(single->encoder_k->parameters()), "key encoder after step " + std::to_string(step));
+    expect_close(flat(distributed->encoder_q->parameters()), flat(single->encoder_q->parameters()),
+                 "query encoder after step " + std::to_string(step));
+    expect_close(flat(distributed->encoder_k->parameters()), flat(single->encoder_k->parameters()),
+                 "key encoder after step " + std::to_string(step));
     expect_close(distributed->queue(), single->queue(), "queue after step " + std::to_string(step));
     EXPECT_EQ(distributed->queue_pointer(), single->queue_pointer());
   }

@@ -50,10 +50,17 @@ TEST(InvariantCheckerTest, AcceptsRealStepsAndNamesEachBrokenInvariant) {
     EXPECT_NO_THROW(checker.after_step(step));
   }
   torch::NoGradGuard no_grad;
-  EXPECT_NE(error_of_step(moco, checker, [&] { moco->encoder_k->parameters()[3].add_(1e-6); }).find("is not m*k + (1-m)*q"), std::string::npos);
-  EXPECT_NE(error_of_step(moco, checker, [&] { moco->encoder_k->parameters()[0].mutable_grad() = torch::ones_like(moco->encoder_k->parameters()[0]); })
-                .find("received a gradient"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of_step(moco, checker, [&] { moco->encoder_k->parameters()[3].add_(1e-6); }).find("is not m*k + (1-m)*q"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of_step(
+          moco, checker,
+          [&] { moco->encoder_k->parameters()[0].mutable_grad() = torch::ones_like(moco->encoder_k->parameters()[0]); })
+          .find("received a gradient"),
+      std::string::npos);
   moco->encoder_k->parameters()[0].mutable_grad() = torch::Tensor();
-  EXPECT_NE(error_of_step(moco, checker, [&] { const_cast<torch::Tensor&>(moco->queue()).mul_(1.01); }).find("norm off 1"), std::string::npos);
+  EXPECT_NE(
+      error_of_step(moco, checker, [&] { const_cast<torch::Tensor&>(moco->queue()).mul_(1.01); }).find("norm off 1"),
+      std::string::npos);
 }

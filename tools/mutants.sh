@@ -2,6 +2,8 @@
 # Mutation check: do the tests catch small deliberate breakages of the source?
 #
 #   tools/mutants.sh [SCRATCH_DIR] [NAME_REGEX]
+#   tools/mutants.sh --check     builds nothing: exits 1 unless every mutant's text occurs exactly once
+#                                in the work tree (a ctest entry runs this, so a refactor keeps the list true)
 #
 # Copies the working tree (tracked and untracked, not ignored, files) to SCRATCH_DIR/src (default
 # /tmp/moco_mutants), builds it once in SCRATCH_DIR/build, then for each mutant below: replaces one
@@ -12,10 +14,11 @@
 # binaries relinked per mutant, and the checkpoint mutants run end-to-end checkpoint tests).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+check_only=false
+if [ "${1:-}" = --check ]; then check_only=true; shift; fi
 scratch=${1:-/tmp/moco_mutants}
 only=${2:-.}
 src=$scratch/src build=$scratch/build log=$scratch/logs
-mkdir -p "$src" "$log"
 
 # name | file | exact text | replacement | ctest -R regex of the entries that must catch it
 # (Dispatch routing is checked one way only: a CPU tensor sent to the CUDA backend. The other way
@@ -80,6 +83,28 @@ file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(ro
 LIST
 )
 
+# Mutants span lines: a record is a line that starts with a name and a '|', continued by lines that don't.
+records=$(printf '%s\n' "$mutants" | awk '/^[a-z_0-9]+\|/{if(r!="")printf "%s\036",r; r=$0; next} {r=r"\n"$0} END{if(r!="")printf "%s\036",r}')
+
+if $check_only; then
+  printf '%s' "$records" | /usr/bin/python3 -c '
+import sys
+bad = 0
+records = [r.strip("\n") for r in sys.stdin.read().split("\036") if r.strip()]
+for record in records:
+    name, path, old, *_ = record.split("|")
+    try:
+        count = open(sys.argv[1] + "/" + path).read().count(old)
+    except OSError:
+        count = "no such file:"
+    if count != 1:
+        print(f"NOT APPLICABLE  {name}: its text occurs {count} times in {path}")
+        bad += 1
+print(f"mutants: {len(records)}, applicable: {len(records) - bad}")
+sys.exit(1 if bad else 0)' "$repo"
+  exit
+fi
+mkdir -p "$src" "$log"
 # A run cut short may have left a mutated file beside its original: put it back first.
 find "$src" -name '*.orig' 2>/dev/null | while IFS= read -r orig; do mv "$orig" "${orig%.orig}" && touch "${orig%.orig}"; done
 # Only files whose content differs are copied, with a new mtime, so the scratch build stays incremental.
@@ -100,8 +125,6 @@ targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_pack moco_augm
 echo "building the unmutated tree in $build"
 cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 2; }
 
-# Mutants span lines: a record is a line that starts with a name and a '|', continued by lines that don't.
-records=$(printf '%s\n' "$mutants" | awk '/^[a-z_0-9]+\|/{if(r!="")printf "%s\036",r; r=$0; next} {r=r"\n"$0} END{if(r!="")printf "%s\036",r}')
 survived=0 broken=0 total=0
 IFS=$'\036' read -r -d '' -a list <<<"$records"
 for record in "${list[@]}"; do

@@ -19,23 +19,26 @@ namespace {
 using moco::ckpt::CheckpointError;
 using moco::ckpt::CheckpointReader;
 
-std::string shape_text(const std::vector<int64_t>& shape) { return shape.empty() ? "scalar" : fmt::format("{}", fmt::join(shape, "x")); }
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return shape.empty() ? "scalar" : fmt::format("{}", fmt::join(shape, "x"));
+}
 
 int inspect(const std::string& path) {
   CheckpointReader reader(moco::ckpt::resolve_checkpoint_dir(path));
   const auto& m = reader.manifest();
-  std::cout << fmt::format("checkpoint   {}\nstep         {}\nepoch        {:.4f}\nworld size   {}\nglobal batch {}\n"
-                           "LibTorch     {}\nformat       {}\nwritten      {}\ntensors      {} ({:.2f} MiB)\n",
-                           reader.dir(), m.step, m.epoch, m.world_size, m.global_batch, m.torch_version, m.format_version,
-                           m.created_utc, m.tensors.size(), m.total_bytes() / 1048576.0);
+  std::cout << fmt::format(
+      "checkpoint   {}\nstep         {}\nepoch        {:.4f}\nworld size   {}\nglobal batch {}\n"
+      "LibTorch     {}\nformat       {}\nwritten      {}\ntensors      {} ({:.2f} MiB)\n",
+      reader.dir(), m.step, m.epoch, m.world_size, m.global_batch, m.torch_version, m.format_version, m.created_utc,
+      m.tensors.size(), m.total_bytes() / 1048576.0);
   std::map<int, int64_t> shard_bytes;
   for (const auto& t : m.tensors) shard_bytes[t.shard] += t.bytes;
   for (const auto& [shard, bytes] : shard_bytes)
     std::cout << fmt::format("  {}  {:.2f} MiB\n", m.shard_file(shard), bytes / 1048576.0);
   std::cout << "\n";
   for (const auto& t : m.tensors)
-    std::cout << fmt::format("{:<60} {:>8} {:>16} shard {}{} crc32 {:08x}\n", t.name, t.dtype, shape_text(t.shape), t.shard,
-                             t.rank_local ? " (rank-local)" : "", t.crc32);
+    std::cout << fmt::format("{:<60} {:>8} {:>16} shard {}{} crc32 {:08x}\n", t.name, t.dtype, shape_text(t.shape),
+                             t.shard, t.rank_local ? " (rank-local)" : "", t.crc32);
   std::cout << "\nconfig:\n" << m.config_yaml;
   return 0;
 }
@@ -43,14 +46,15 @@ int inspect(const std::string& path) {
 int verify(const std::string& path) {
   CheckpointReader reader(moco::ckpt::resolve_checkpoint_dir(path));
   reader.verify_all();
-  std::cout << fmt::format("{}: ok, {} tensors ({:.2f} MiB) match their Fletcher-32 and CRC-32 checksums\n", reader.dir(),
-                           reader.manifest().tensors.size(), reader.manifest().total_bytes() / 1048576.0);
+  std::cout << fmt::format("{}: ok, {} tensors ({:.2f} MiB) match their Fletcher-32 and CRC-32 checksums\n",
+                           reader.dir(), reader.manifest().tensors.size(), reader.manifest().total_bytes() / 1048576.0);
   return 0;
 }
 
 int export_backbone(const std::string& path, const std::string& out, const std::string& module, bool keep_head) {
   const auto dir = moco::ckpt::resolve_checkpoint_dir(path);
-  const auto summary = moco::ckpt::export_module(dir, module, keep_head ? std::vector<std::string>{} : std::vector<std::string>{"fc."}, out);
+  const auto summary = moco::ckpt::export_module(
+      dir, module, keep_head ? std::vector<std::string>{} : std::vector<std::string>{"fc."}, out);
   std::cout << fmt::format("{}: {} tensors of {} ({:.2f} MiB) from {} (step {})\n", out, summary.tensors, module,
                            summary.bytes / 1048576.0, dir, summary.step);
   return 0;
@@ -68,7 +72,9 @@ int diff(const std::string& path_a, const std::string& path_b, const std::vector
       if (std::regex_search(name, p)) return true;
     return false;
   };
-  auto key = [](const moco::ckpt::TensorRecord& t) { return t.rank_local ? fmt::format("{}@{}", t.name, t.shard) : t.name; };
+  auto key = [](const moco::ckpt::TensorRecord& t) {
+    return t.rank_local ? fmt::format("{}@{}", t.name, t.shard) : t.name;
+  };
   std::map<std::string, const moco::ckpt::TensorRecord*> in_b;
   for (const auto& t : b.manifest().tensors) in_b[key(t)] = &t;
   int differing = 0, compared = 0;
@@ -89,8 +95,8 @@ int diff(const std::string& path_a, const std::string& path_b, const std::vector
     in_b.erase(it);
     ++compared;
     if (ta.sizes() != tb.sizes() || ta.scalar_type() != tb.scalar_type()) {
-      std::cout << fmt::format("{}: {} {} vs {} {}\n", key(t), t.dtype, shape_text(ta.sizes().vec()), moco::ckpt::dtype_name(tb.scalar_type()),
-                               shape_text(tb.sizes().vec()));
+      std::cout << fmt::format("{}: {} {} vs {} {}\n", key(t), t.dtype, shape_text(ta.sizes().vec()),
+                               moco::ckpt::dtype_name(tb.scalar_type()), shape_text(tb.sizes().vec()));
       ++differing;
     } else if (!torch::equal(ta, tb)) {
       const auto fa = ta.to(torch::kFloat64), fb = tb.to(torch::kFloat64);
@@ -110,7 +116,9 @@ int diff(const std::string& path_a, const std::string& path_b, const std::vector
       ++differing;
     }
   std::cout << fmt::format("{} tensors compared, {} differ{}{}\n", compared, differing,
-                           atol > 0 ? fmt::format(" by more than {:g}; largest tolerated difference {:.3g} ({})", atol, largest_tolerated, largest_name) : "",
+                           atol > 0 ? fmt::format(" by more than {:g}; largest tolerated difference {:.3g} ({})", atol,
+                                                  largest_tolerated, largest_name)
+                                    : "",
                            ignore.empty() ? "" : fmt::format(" (ignored: {})", fmt::join(ignore, ", ")));
   return differing == 0 ? 0 : 1;
 }
@@ -118,27 +126,34 @@ int diff(const std::string& path_a, const std::string& path_b, const std::vector
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"moco_ckpt: inspect, verify, export and compare moco_dist checkpoints.\n"
-               "CHECKPOINT is a checkpoint folder (output_dir/checkpoints/step_<n>), a checkpoints folder or a run's\n"
-               "output_dir (both meaning the checkpoint `latest` names)."};
+  CLI::App app{
+      "moco_ckpt: inspect, verify, export and compare moco_dist checkpoints.\n"
+      "CHECKPOINT is a checkpoint folder (output_dir/checkpoints/step_<n>), a checkpoints folder or a run's\n"
+      "output_dir (both meaning the checkpoint `latest` names)."};
   app.require_subcommand(1);
   std::string a, b, out, module = "encoder_q";
   bool keep_head = false;
   std::vector<std::string> ignore;
   double atol = 0;
-  auto* inspect_cmd = app.add_subcommand("inspect", "metadata, shards, every tensor (name, dtype, shape, shard, CRC-32), the saved config");
+  auto* inspect_cmd = app.add_subcommand(
+      "inspect", "metadata, shards, every tensor (name, dtype, shape, shard, CRC-32), the saved config");
   inspect_cmd->add_option("CHECKPOINT", a)->required();
-  auto* verify_cmd = app.add_subcommand("verify", "read every tensor and check its checksums; exit 1 naming the first bad tensor and file");
+  auto* verify_cmd = app.add_subcommand(
+      "verify", "read every tensor and check its checksums; exit 1 naming the first bad tensor and file");
   verify_cmd->add_option("CHECKPOINT", a)->required();
-  auto* export_cmd = app.add_subcommand("export", "write the query encoder's backbone as torchvision state_dict keys (no fc head) to OUT.h5");
+  auto* export_cmd = app.add_subcommand(
+      "export", "write the query encoder's backbone as torchvision state_dict keys (no fc head) to OUT.h5");
   export_cmd->add_option("CHECKPOINT", a)->required();
   export_cmd->add_option("OUT", out, "output HDF5 file")->required();
   export_cmd->add_option("--module", module, "which module to export")->capture_default_str();
   export_cmd->add_flag("--keep-head", keep_head, "keep the fc head as well");
-  auto* diff_cmd = app.add_subcommand("diff", "compare two checkpoints tensor by tensor, bitwise; exit 1 if any differs");
+  auto* diff_cmd =
+      app.add_subcommand("diff", "compare two checkpoints tensor by tensor, bitwise; exit 1 if any differs");
   diff_cmd->add_option("A", a)->required();
   diff_cmd->add_option("B", b)->required();
-  diff_cmd->add_option("--ignore", ignore, "skip tensors whose name this regular expression matches (e.g. progress/train_seconds, a wall-clock time)");
+  diff_cmd->add_option(
+      "--ignore", ignore,
+      "skip tensors whose name this regular expression matches (e.g. progress/train_seconds, a wall-clock time)");
   diff_cmd->add_option("--atol", atol, "tolerate element differences up to this (default 0: bitwise)");
   app.footer("Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line.");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;

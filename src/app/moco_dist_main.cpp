@@ -20,27 +20,32 @@
 
 int main(int argc, char** argv) {
   moco::train::keep_freed_host_memory();
-  CLI::App app{"moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
-               "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1.\n"
-               "One process per device: run it under mpirun or srun for several ranks, plain for one."};
+  CLI::App app{
+      "moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
+      "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1.\n"
+      "One process per device: run it under mpirun or srun for several ranks, plain for one."};
   std::string config_path;
   std::vector<std::string> overrides;
   bool print_config = false, dry_run = false, eval_only = false;
   app.add_option("-c,--config", config_path, "YAML config file (see configs/)")->required();
   app.add_option("overrides", overrides, "key=value settings applied over the file, e.g. optim.base_lr=0.06");
   app.add_flag("--print-config", print_config, "print the effective configuration as YAML and exit");
-  app.add_flag("--dry-run", dry_run,
-               "check the config, the data, train.output_dir and what would be resumed; print the effective config and the "
-               "plan (world, device, steps, checkpoints); exit 0 without training or writing anything");
+  app.add_flag(
+      "--dry-run", dry_run,
+      "check the config, the data, train.output_dir and what would be resumed; print the effective config and the "
+      "plan (world, device, steps, checkpoints); exit 0 without training or writing anything");
   app.add_flag("--eval-only", eval_only,
-               "no training: the kNN monitor (knn.*, as during training) on model.pretrained (a checkpoint, a run's output_dir, an "
-               "export, random or raw_pixels; unset: the newest checkpoint of train.output_dir), beside the raw-pixel baseline; "
+               "no training: the kNN monitor (knn.*, as during training) on model.pretrained (a checkpoint, a run's "
+               "output_dir, an "
+               "export, random or raw_pixels; unset: the newest checkpoint of train.output_dir), beside the raw-pixel "
+               "baseline; "
                "writes nothing")
       ->excludes("--dry-run");
-  app.footer("Config keys (YAML sections in the file, dotted on the command line):\n" + moco::train::config_reference() +
-             "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
-             "command resumes); a second SIGTERM ends the process at once.\n"
-             "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config.");
+  app.footer(
+      "Config keys (YAML sections in the file, dotted on the command line):\n" + moco::train::config_reference() +
+      "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
+      "command resumes); a second SIGTERM ends the process at once.\n"
+      "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config.");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
   moco::train::Config config;
@@ -76,9 +81,11 @@ int main(int argc, char** argv) {
     moco::preempt::install_preemption_handlers();
     // The world size is known now: a batch that does not split over the ranks is the config's fault,
     // reported before any folder is made or data read.
-    moco::train::validate_for_world(config, world.world_size, overrides.empty() ? config_path : config_path + " (with overrides)");
+    moco::train::validate_for_world(config, world.world_size,
+                                    overrides.empty() ? config_path : config_path + " (with overrides)");
     moco::train::check_data(config, overrides.empty() ? config_path : config_path + " (with overrides)");
-    moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks, !dry_run && !eval_only);
+    moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
+                               !dry_run && !eval_only);
     moco::train::RunContext context;
     context.dry_run = dry_run;
     context.device = moco::train::select_device(world.local_rank, world.local_size);

@@ -21,23 +21,27 @@
 
 int main(int argc, char** argv) {
   moco::train::keep_freed_host_memory();
-  CLI::App app{"moco_lincls: linear classification on frozen features (the protocol of MoCo's main_lincls.py).\n"
-               "Loads the backbone model.pretrained names, trains a linear classifier (lincls.*) on the train split, reports\n"
-               "top-1/top-5 on the test split every epoch (train.output_dir/metrics.jsonl), checks the backbone is unchanged.\n"
-               "One process per device: run it under mpirun or srun for several ranks, plain for one."};
+  CLI::App app{
+      "moco_lincls: linear classification on frozen features (the protocol of MoCo's main_lincls.py).\n"
+      "Loads the backbone model.pretrained names, trains a linear classifier (lincls.*) on the train split, reports\n"
+      "top-1/top-5 on the test split every epoch (train.output_dir/metrics.jsonl), checks the backbone is unchanged.\n"
+      "One process per device: run it under mpirun or srun for several ranks, plain for one."};
   std::string config_path;
   std::vector<std::string> overrides;
   bool print_config = false;
   app.add_option("-c,--config", config_path, "YAML config file (see configs/*lincls*.yaml)")->required();
-  app.add_option("overrides", overrides, "key=value settings applied over the file, e.g. model.pretrained=runs/fashion_mnist_quick");
+  app.add_option("overrides", overrides,
+                 "key=value settings applied over the file, e.g. model.pretrained=runs/fashion_mnist_quick");
   app.add_flag("--print-config", print_config, "print the effective configuration as YAML and exit");
-  app.footer("Config keys (YAML sections in the file, dotted on the command line; moco_lincls reads model.*, data.*, lincls.*,\n"
-             "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.{keep_last,async} and dist.*):\n" +
-             moco::train::config_reference() +
-             "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
-             "command resumes).\n"
-             "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running (or a corrupt checkpoint), 2 bad\n"
-             "command line or config (a model.pretrained that does not fit model.*, naming the tensor).");
+  app.footer(
+      "Config keys (YAML sections in the file, dotted on the command line; moco_lincls reads model.*, data.*, "
+      "lincls.*,\n"
+      "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.{keep_last,async} and dist.*):\n" +
+      moco::train::config_reference() +
+      "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
+      "command resumes).\n"
+      "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running (or a corrupt checkpoint), 2 bad\n"
+      "command line or config (a model.pretrained that does not fit model.*, naming the tensor).");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
   moco::train::Config config;

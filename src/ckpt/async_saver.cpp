@@ -21,9 +21,12 @@ namespace fs = std::filesystem;
 // error, and rank 0 commits when every marker of this save (the token tells saves apart) is there.
 namespace {
 
-std::string marker_path(const std::string& tmp_dir, int rank) { return (fs::path(tmp_dir) / fmt::format("rank-{}.done", rank)).string(); }
+std::string marker_path(const std::string& tmp_dir, int rank) {
+  return (fs::path(tmp_dir) / fmt::format("rank-{}.done", rank)).string();
+}
 
-void write_marker(const std::string& tmp_dir, int rank, int64_t token, const std::vector<int64_t>& crc, const std::string& error) {
+void write_marker(const std::string& tmp_dir, int rank, int64_t token, const std::vector<int64_t>& crc,
+                  const std::string& error) {
   const auto path = marker_path(tmp_dir, rank);
   {
     std::ofstream out(path + ".part", std::ios::trunc);
@@ -69,12 +72,13 @@ std::string AsyncSaver::save(const std::string& root, const std::vector<StateEnt
                             : torch::empty(e.tensor.sizes(), e.tensor.options().device(torch::kMeta)),
                         e.rank_local});
   }
-  thread_ = std::thread(&AsyncSaver::write_in_background, this, root, tmp_dir, std::move(snapshot), writers, info, token.item<int64_t>());
+  thread_ = std::thread(&AsyncSaver::write_in_background, this, root, tmp_dir, std::move(snapshot), writers, info,
+                        token.item<int64_t>());
   return step_dir(root, info.step);
 }
 
-void AsyncSaver::write_in_background(std::string root, std::string tmp_dir, std::vector<StateEntry> snapshot, std::vector<int> writers,
-                                     SaveInfo info, int64_t token) {
+void AsyncSaver::write_in_background(std::string root, std::string tmp_dir, std::vector<StateEntry> snapshot,
+                                     std::vector<int> writers, SaveInfo info, int64_t token) {
   const int rank = group_.rank(), world = group_.world_size();
   std::vector<int64_t> crc;
   std::string error;

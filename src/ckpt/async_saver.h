@@ -34,8 +34,8 @@ class AsyncSaver {
   bool in_flight() const { return thread_.joinable(); }
 
  private:
-  void write_in_background(std::string root, std::string tmp_dir, std::vector<StateEntry> snapshot, std::vector<int> writers,
-                           SaveInfo info, int64_t token);
+  void write_in_background(std::string root, std::string tmp_dir, std::vector<StateEntry> snapshot,
+                           std::vector<int> writers, SaveInfo info, int64_t token);
 
   dist::ProcessGroup& group_;
   std::function<void(int64_t)> on_commit_;

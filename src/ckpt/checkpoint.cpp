@@ -79,7 +79,9 @@ void write_text_durably(const fs::path& path, const std::string& text) {
   fsync_path(path.string());
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) { return shape.empty() ? "scalar" : fmt::format("{}", fmt::join(shape, "x")); }
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return shape.empty() ? "scalar" : fmt::format("{}", fmt::join(shape, "x"));
+}
 
 // Every entry of `state` must be in the manifest with its shape and dtype, and nothing else.
 void check_matches(const Manifest& m, const std::vector<StateEntry>& state, int rank, const std::string& dir) {
@@ -88,7 +90,8 @@ void check_matches(const Manifest& m, const std::vector<StateEntry>& state, int 
     expected.insert(e.name);
     const auto* record = m.find(e.name, e.rank_local ? rank % m.world_size : -1);
     if (!record || record->rank_local != e.rank_local)
-      throw CheckpointError(fmt::format("{}: has no tensor '{}' (a checkpoint of another model or configuration?)", dir, e.name));
+      throw CheckpointError(
+          fmt::format("{}: has no tensor '{}' (a checkpoint of another model or configuration?)", dir, e.name));
     const auto shape = e.tensor.sizes().vec();
     const auto dtype = dtype_name(e.tensor.scalar_type());
     if (record->shape != shape || record->dtype != dtype)
@@ -97,7 +100,8 @@ void check_matches(const Manifest& m, const std::vector<StateEntry>& state, int 
   }
   for (const auto& record : m.tensors)
     if (!expected.count(record.name))
-      throw CheckpointError(fmt::format("{}: holds tensor '{}' that this run does not have (a checkpoint of another model?)", dir, record.name));
+      throw CheckpointError(fmt::format(
+          "{}: holds tensor '{}' that this run does not have (a checkpoint of another model?)", dir, record.name));
 }
 
 }  // namespace
@@ -151,8 +155,8 @@ std::string prepare_save_dir(const std::string& root, int64_t step) {
   return "";
 }
 
-std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<StateEntry>& state, const std::vector<int>& writers,
-                                 int rank, int world, int64_t step) {
+std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<StateEntry>& state,
+                                 const std::vector<int>& writers, int rank, int world, int64_t step) {
   const Fault fault = fault_for(step);
   const auto n = static_cast<int64_t>(state.size());
   std::vector<int64_t> crc(static_cast<size_t>(n * world), 0);
@@ -188,8 +192,8 @@ std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<S
   return crc;
 }
 
-void commit(const std::string& root, const std::string& tmp, const std::vector<StateEntry>& state, const std::vector<int>& writers,
-            const std::vector<int64_t>& crc, const SaveInfo& info, int world) {
+void commit(const std::string& root, const std::string& tmp, const std::vector<StateEntry>& state,
+            const std::vector<int>& writers, const std::vector<int64_t>& crc, const SaveInfo& info, int world) {
   if (pending_fault_before_manifest()) die_for_test("rank 0 with every shard written, before the manifest");
   const fs::path tmp_dir = tmp, final_dir = step_dir(root, info.step);
   Manifest m;

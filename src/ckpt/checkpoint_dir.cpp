@@ -64,11 +64,13 @@ void write_latest(const std::string& root, int64_t step) {
   fsync_path(root);
 }
 
-std::vector<std::string> apply_retention(const std::string& root, const RetentionPolicy& policy, std::optional<int64_t> protect) {
+std::vector<std::string> apply_retention(const std::string& root, const RetentionPolicy& policy,
+                                         std::optional<int64_t> protect) {
   std::set<int64_t> keep;
   const auto steps = committed_steps(root);
   const auto newest_kept = static_cast<size_t>(std::max<int64_t>(policy.keep_last, 0));
-  for (size_t i = steps.size() > newest_kept ? steps.size() - newest_kept : 0; i < steps.size(); ++i) keep.insert(steps[i]);
+  for (size_t i = steps.size() > newest_kept ? steps.size() - newest_kept : 0; i < steps.size(); ++i)
+    keep.insert(steps[i]);
   if (policy.keep_every_steps > 0)
     for (int64_t s : steps)
       if (s % policy.keep_every_steps == 0) keep.insert(s);
@@ -103,7 +105,8 @@ namespace moco::ckpt {
 std::string resolve_checkpoint_dir(const std::string& path) {
   if (fs::exists(fs::path(path) / kManifestFile)) return path;
   for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
-    if (const auto latest = latest_step(root.string()); latest && fs::exists(fs::path(step_dir(root.string(), *latest)) / kManifestFile))
+    if (const auto latest = latest_step(root.string());
+        latest && fs::exists(fs::path(step_dir(root.string(), *latest)) / kManifestFile))
       return step_dir(root.string(), *latest);
     if (const auto steps = committed_steps(root.string()); !steps.empty()) return step_dir(root.string(), steps.back());
   }

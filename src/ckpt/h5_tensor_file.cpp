@@ -27,11 +27,11 @@ struct TypeInfo {
   const char* name;
 };
 const std::vector<TypeInfo>& type_table() {
-  static const std::vector<TypeInfo> table = {
-      {torch::kFloat32, "float32"}, {torch::kFloat64, "float64"}, {torch::kFloat16, "float16"},
-      {torch::kBFloat16, "bfloat16"}, {torch::kInt64, "int64"},   {torch::kInt32, "int32"},
-      {torch::kInt16, "int16"},     {torch::kInt8, "int8"},       {torch::kUInt8, "uint8"},
-      {torch::kBool, "bool"}};
+  static const std::vector<TypeInfo> table = {{torch::kFloat32, "float32"}, {torch::kFloat64, "float64"},
+                                              {torch::kFloat16, "float16"}, {torch::kBFloat16, "bfloat16"},
+                                              {torch::kInt64, "int64"},     {torch::kInt32, "int32"},
+                                              {torch::kInt16, "int16"},     {torch::kInt8, "int8"},
+                                              {torch::kUInt8, "uint8"},     {torch::kBool, "bool"}};
   return table;
 }
 
@@ -39,17 +39,26 @@ const std::vector<TypeInfo>& type_table() {
 // no half type; the "dtype" attribute says how to read them.
 hid_t memory_type(torch::ScalarType dtype) {
   switch (dtype) {
-    case torch::kFloat32: return H5T_NATIVE_FLOAT;
-    case torch::kFloat64: return H5T_NATIVE_DOUBLE;
+    case torch::kFloat32:
+      return H5T_NATIVE_FLOAT;
+    case torch::kFloat64:
+      return H5T_NATIVE_DOUBLE;
     case torch::kFloat16:
-    case torch::kBFloat16: return H5T_NATIVE_UINT16;
-    case torch::kInt64: return H5T_NATIVE_INT64;
-    case torch::kInt32: return H5T_NATIVE_INT32;
-    case torch::kInt16: return H5T_NATIVE_INT16;
-    case torch::kInt8: return H5T_NATIVE_INT8;
+    case torch::kBFloat16:
+      return H5T_NATIVE_UINT16;
+    case torch::kInt64:
+      return H5T_NATIVE_INT64;
+    case torch::kInt32:
+      return H5T_NATIVE_INT32;
+    case torch::kInt16:
+      return H5T_NATIVE_INT16;
+    case torch::kInt8:
+      return H5T_NATIVE_INT8;
     case torch::kUInt8:
-    case torch::kBool: return H5T_NATIVE_UINT8;
-    default: throw CheckpointError(std::string("checkpoints cannot store dtype ") + c10::toString(dtype));
+    case torch::kBool:
+      return H5T_NATIVE_UINT8;
+    default:
+      throw CheckpointError(std::string("checkpoints cannot store dtype ") + c10::toString(dtype));
   }
 }
 
@@ -74,7 +83,8 @@ std::string read_string_attribute(hid_t object, const char* name) {
   if (H5Aexists(object, name) <= 0) return "";
   Handle attr(H5Aopen(object, name, H5P_DEFAULT));
   Handle type(H5Aget_type(attr.get()));
-  if (!attr.ok() || !type.ok() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) return "";
+  if (!attr.ok() || !type.ok() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0)
+    return "";
   // One byte more than stored: the memory type is null-terminated, the stored one may be null-padded.
   std::string value(H5Tget_size(type.get()) + 1, '\0');
   Handle mem(H5Tcopy(H5T_C_S1));
@@ -84,7 +94,8 @@ std::string read_string_attribute(hid_t object, const char* name) {
   return value;
 }
 
-void write_string_attribute_on(hid_t object, const std::string& name, const std::string& value, const std::string& where) {
+void write_string_attribute_on(hid_t object, const std::string& name, const std::string& value,
+                               const std::string& where) {
   Handle type(H5Tcopy(H5T_C_S1));
   H5Tset_size(type.get(), std::max<size_t>(1, value.size()));
   H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
@@ -133,14 +144,16 @@ void H5TensorWriter::write(const std::string& path, const torch::Tensor& tensor)
   const auto t = tensor.detach().to(torch::kCPU).contiguous();
   const hid_t mem_type = memory_type(t.scalar_type());
   std::vector<hsize_t> dims(t.sizes().begin(), t.sizes().end());
-  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   Handle create(H5Pcreate(H5P_DATASET_CREATE));
   if (!dims.empty() && t.numel() > 0) {
     // Chunks span whole rows of dim 0, as many as fit in kChunkBytes.
     std::vector<hsize_t> chunk = dims;
     const int64_t row_bytes = std::max<int64_t>(1, t.numel() / t.size(0) * static_cast<int64_t>(t.element_size()));
     chunk[0] = static_cast<hsize_t>(std::clamp<int64_t>(kChunkBytes / row_bytes, 1, t.size(0)));
-    if (H5Pset_chunk(create.get(), static_cast<int>(chunk.size()), chunk.data()) < 0 || H5Pset_fletcher32(create.get()) < 0)
+    if (H5Pset_chunk(create.get(), static_cast<int>(chunk.size()), chunk.data()) < 0 ||
+        H5Pset_fletcher32(create.get()) < 0)
       fail(where, "cannot set up chunking and Fletcher-32");
   }
   Handle link(H5Pcreate(H5P_LINK_CREATE));
@@ -188,7 +201,7 @@ H5TensorReader::~H5TensorReader() {
 
 bool H5TensorReader::contains(const std::string& path) const {
   // H5Lexists needs every intermediate link to exist: check each prefix.
-  for (size_t slash = path.find('/'); ; slash = path.find('/', slash + 1)) {
+  for (size_t slash = path.find('/');; slash = path.find('/', slash + 1)) {
     const std::string prefix = path.substr(0, slash);
     if (H5Lexists(file_, prefix.c_str(), H5P_DEFAULT) <= 0) {
       H5Eclear2(H5E_DEFAULT);
@@ -207,7 +220,8 @@ StoredTensor describe_dataset(hid_t dataset, const std::string& where) {
   const int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0) fail(where, "cannot read the shape");
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) fail(where, "cannot read the shape");
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+    fail(where, "cannot read the shape");
   StoredTensor stored;
   const std::string stored_dtype = read_string_attribute(dataset, "dtype");
   if (!stored_dtype.empty()) {
@@ -249,7 +263,9 @@ torch::Tensor H5TensorReader::read(const std::string& path) const {
   auto tensor = torch::empty(stored.shape, torch::TensorOptions().dtype(stored.dtype));
   if (tensor.numel() > 0 &&
       H5Dread(dataset.get(), memory_type(stored.dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data_ptr()) < 0)
-    fail(where, "cannot read the data: the file is corrupt or truncated (a Fletcher-32 mismatch reads as 'filter returned failure')");
+    fail(where,
+         "cannot read the data: the file is corrupt or truncated (a Fletcher-32 mismatch reads as 'filter returned "
+         "failure')");
   return tensor;
 }
 
@@ -265,7 +281,8 @@ herr_t collect_dataset(hid_t group, const char* name, const H5L_info_t*, void* d
 
 std::vector<std::string> H5TensorReader::list() const {
   std::vector<std::string> names;
-  if (H5Lvisit(file_, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &names) < 0) fail(file_path_, "cannot list the datasets");
+  if (H5Lvisit(file_, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &names) < 0)
+    fail(file_path_, "cannot list the datasets");
   return names;
 }
 

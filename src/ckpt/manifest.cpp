@@ -33,11 +33,22 @@ int64_t Manifest::total_bytes() const {
 std::string manifest_to_json(const Manifest& m) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : m.tensors)
-    tensors.push_back({{"name", t.name}, {"shard", t.shard}, {"rank_local", t.rank_local}, {"shape", t.shape},
-                       {"dtype", t.dtype}, {"crc32", t.crc32}, {"bytes", t.bytes}});
-  nlohmann::json j{{"format", "moco_dist checkpoint"}, {"format_version", m.format_version}, {"step", m.step},
-                   {"epoch", m.epoch}, {"world_size", m.world_size}, {"global_batch", m.global_batch},
-                   {"torch_version", m.torch_version}, {"created_utc", m.created_utc}, {"config_yaml", m.config_yaml},
+    tensors.push_back({{"name", t.name},
+                       {"shard", t.shard},
+                       {"rank_local", t.rank_local},
+                       {"shape", t.shape},
+                       {"dtype", t.dtype},
+                       {"crc32", t.crc32},
+                       {"bytes", t.bytes}});
+  nlohmann::json j{{"format", "moco_dist checkpoint"},
+                   {"format_version", m.format_version},
+                   {"step", m.step},
+                   {"epoch", m.epoch},
+                   {"world_size", m.world_size},
+                   {"global_batch", m.global_batch},
+                   {"torch_version", m.torch_version},
+                   {"created_utc", m.created_utc},
+                   {"config_yaml", m.config_yaml},
                    {"tensors", tensors}};
   return j.dump(1) + "\n";
 }
@@ -48,8 +59,8 @@ namespace {
 // number with a plain cast: undefined behaviour for 1e300, a silent wrap for 2^40 (found by
 // fuzz/fuzz_ckpt_manifest.cpp). Only JSON integers in range are taken.
 template <typename T>
-T integer(const nlohmann::json& value, const std::string& what, const std::string& where, int64_t lo = std::numeric_limits<T>::min(),
-          uint64_t hi = std::numeric_limits<T>::max()) {
+T integer(const nlohmann::json& value, const std::string& what, const std::string& where,
+          int64_t lo = std::numeric_limits<T>::min(), uint64_t hi = std::numeric_limits<T>::max()) {
   if (value.is_number_unsigned()) {
     const auto v = value.get<uint64_t>();
     if (v <= hi && (lo <= 0 || v >= static_cast<uint64_t>(lo))) return static_cast<T>(v);
@@ -57,7 +68,8 @@ T integer(const nlohmann::json& value, const std::string& what, const std::strin
     const auto v = value.get<int64_t>();
     if (v >= lo && (v < 0 || static_cast<uint64_t>(v) <= hi)) return static_cast<T>(v);
   }
-  throw CheckpointError(fmt::format("{}: {} must be an integer in [{}, {}], not {}", where, what, lo, hi, value.dump()));
+  throw CheckpointError(
+      fmt::format("{}: {} must be an integer in [{}, {}], not {}", where, what, lo, hi, value.dump()));
 }
 
 }  // namespace
@@ -66,13 +78,16 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
   Manifest m;
   try {
     const auto j = nlohmann::json::parse(text);
-    if (j.value("format", "") != "moco_dist checkpoint") throw CheckpointError(where + ": not a moco_dist checkpoint manifest");
+    if (j.value("format", "") != "moco_dist checkpoint")
+      throw CheckpointError(where + ": not a moco_dist checkpoint manifest");
     m.format_version = integer<int>(j.at("format_version"), "format_version", where);
     if (m.format_version != kFormatVersion)
-      throw CheckpointError(fmt::format("{}: format version {}, this build reads version {}", where, m.format_version, kFormatVersion));
+      throw CheckpointError(
+          fmt::format("{}: format version {}, this build reads version {}", where, m.format_version, kFormatVersion));
     m.step = integer<int64_t>(j.at("step"), "step", where, 0);
     m.epoch = j.at("epoch").get<double>();
-    if (!std::isfinite(m.epoch) || m.epoch < 0) throw CheckpointError(fmt::format("{}: epoch {} is not a finite number >= 0", where, m.epoch));
+    if (!std::isfinite(m.epoch) || m.epoch < 0)
+      throw CheckpointError(fmt::format("{}: epoch {} is not a finite number >= 0", where, m.epoch));
     m.world_size = integer<int>(j.at("world_size"), "world_size", where, 1);
     m.global_batch = integer<int64_t>(j.at("global_batch"), "global_batch", where, 0);
     m.torch_version = j.at("torch_version").get<std::string>();
@@ -100,8 +115,8 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
       bool overflow = false;
       for (const int64_t d : r.shape) overflow |= __builtin_mul_overflow(bytes, d, &bytes);
       if (overflow || bytes != r.bytes)
-        throw CheckpointError(fmt::format("{}: {}: bytes {} do not match shape [{}] of {}", where, what, r.bytes, fmt::join(r.shape, ", "),
-                                          r.dtype));
+        throw CheckpointError(fmt::format("{}: {}: bytes {} do not match shape [{}] of {}", where, what, r.bytes,
+                                          fmt::join(r.shape, ", "), r.dtype));
       if (__builtin_add_overflow(total, r.bytes, &total))
         throw CheckpointError(fmt::format("{}: the tensors' bytes add up to more than int64 holds", where));
       m.tensors.push_back(std::move(r));
@@ -132,10 +147,12 @@ uint32_t tensor_crc32(const torch::Tensor& tensor) {
   std::vector<uLong> crcs(static_cast<size_t>(blocks));
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b)
-      crcs[static_cast<size_t>(b)] = crc32(crc32(0L, Z_NULL, 0), data + b * kBlock, static_cast<uInt>(std::min(kBlock, n - b * kBlock)));
+      crcs[static_cast<size_t>(b)] =
+          crc32(crc32(0L, Z_NULL, 0), data + b * kBlock, static_cast<uInt>(std::min(kBlock, n - b * kBlock)));
   });
   uLong crc = crc32(0L, Z_NULL, 0);
-  for (int64_t b = 0; b < blocks; ++b) crc = crc32_combine(crc, crcs[static_cast<size_t>(b)], static_cast<z_off_t>(std::min(kBlock, n - b * kBlock)));
+  for (int64_t b = 0; b < blocks; ++b)
+    crc = crc32_combine(crc, crcs[static_cast<size_t>(b)], static_cast<z_off_t>(std::min(kBlock, n - b * kBlock)));
   return static_cast<uint32_t>(crc);
 }
 
@@ -155,7 +172,8 @@ torch::Tensor CheckpointReader::read(const TensorRecord& record) {
   auto tensor = shard->read(record.name);
   const uint32_t crc = tensor_crc32(tensor);
   if (crc != record.crc32)
-    throw CheckpointError(fmt::format("{}: CRC-32 {:08x} does not match the manifest's {:08x} (corrupt data)", where, crc, record.crc32));
+    throw CheckpointError(
+        fmt::format("{}: CRC-32 {:08x} does not match the manifest's {:08x} (corrupt data)", where, crc, record.crc32));
   return tensor;
 }
 

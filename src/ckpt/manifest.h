@@ -19,12 +19,12 @@ inline constexpr int kFormatVersion = 1;
 inline constexpr const char* kManifestFile = "manifest.json";
 
 struct TensorRecord {
-  std::string name;       // "encoder_q/layer1.0.conv1.weight": the dataset path inside its shard
-  int shard = 0;          // the rank whose shard file holds it
+  std::string name;         // "encoder_q/layer1.0.conv1.weight": the dataset path inside its shard
+  int shard = 0;            // the rank whose shard file holds it
   bool rank_local = false;  // one copy per rank (in that rank's shard) instead of one for all
   std::vector<int64_t> shape;
-  std::string dtype;      // dtype_name()
-  uint32_t crc32 = 0;     // of the tensor's contiguous bytes
+  std::string dtype;   // dtype_name()
+  uint32_t crc32 = 0;  // of the tensor's contiguous bytes
   int64_t bytes = 0;
 };
 

@@ -14,8 +14,8 @@ std::string prepare_save_dir(const std::string& root, int64_t step);
 
 // This rank's shard-<rank>-of-<world>.h5 in tmp_dir, fsynced. Returns the CRC-32 slots (entry i as
 // written by rank r at i*world + r), this rank's filled in, the rest 0. Throws CheckpointError.
-std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<StateEntry>& state, const std::vector<int>& writers,
-                                 int rank, int world, int64_t step);
+std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<StateEntry>& state,
+                                 const std::vector<int>& writers, int rank, int world, int64_t step);
 
 // Rank 0, once every shard is written and every slot known: manifest, rename, fsyncs, `latest`.
 void commit(const std::string& root, const std::string& tmp_dir, const std::vector<StateEntry>& state,

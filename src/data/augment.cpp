@@ -40,7 +40,8 @@ void check_options(const AugmentOptions& o) {
   require(o.ratio_min > 0 && o.ratio_min <= o.ratio_max, "need 0 < ratio_min <= ratio_max");
   require(o.flip_prob >= 0 && o.flip_prob <= 1, "flip_prob must lie in [0, 1]");
   require(o.jitter_prob >= 0 && o.jitter_prob <= 1, "jitter_prob must lie in [0, 1]");
-  require(o.brightness >= 0 && o.contrast >= 0 && o.saturation >= 0, "brightness, contrast and saturation must be non-negative");
+  require(o.brightness >= 0 && o.contrast >= 0 && o.saturation >= 0,
+          "brightness, contrast and saturation must be non-negative");
   require(o.hue >= 0 && o.hue <= 0.5, "hue must lie in [0, 0.5]");
   require(o.grayscale_prob >= 0 && o.grayscale_prob <= 1, "grayscale_prob must lie in [0, 1]");
   require(o.blur_prob >= 0 && o.blur_prob <= 1, "blur_prob must lie in [0, 1]");
@@ -112,9 +113,8 @@ void to_unit_and_jitter(torch::Tensor& x, const std::vector<SampleParams>& param
 torch::Tensor channel_values(const std::vector<double>& values, int64_t channels, const char* name) {
   const auto count = static_cast<int64_t>(values.size());
   if (count != 1 && count != channels) {
-    throw std::invalid_argument(std::string("augment: ") + name + " has " + std::to_string(count) +
-                                " values for " + std::to_string(channels) + " channels (need 1 or " +
-                                std::to_string(channels) + ")");
+    throw std::invalid_argument(std::string("augment: ") + name + " has " + std::to_string(count) + " values for " +
+                                std::to_string(channels) + " channels (need 1 or " + std::to_string(channels) + ")");
   }
   std::vector<float> as_float(values.begin(), values.end());
   return torch::tensor(as_float, torch::kFloat).view({1, -1, 1, 1});
@@ -130,7 +130,8 @@ torch::Tensor normalize_(torch::Tensor x, const AugmentOptions& o) {
 
 // v1/v2: one sample at a time on uint8 pixels, as torchvision; the views are written straight into
 // the batch.
-torch::Tensor augment_per_sample(const torch::Tensor& images, const AugmentOptions& o, const std::vector<uint64_t>& seeds) {
+torch::Tensor augment_per_sample(const torch::Tensor& images, const AugmentOptions& o,
+                                 const std::vector<uint64_t>& seeds) {
   const int64_t n = images.size(0), channels = images.size(1), height = images.size(2), width = images.size(3);
   channel_values(o.mean, channels, "mean");  // the count check, before any work
   channel_values(o.std, channels, "std");
@@ -144,7 +145,8 @@ torch::Tensor augment_per_sample(const torch::Tensor& images, const AugmentOptio
     const uint8_t* src = input.data_ptr<uint8_t>() + i * in_bytes;
     std::copy(src, src + in_bytes, image.pixels.begin());
     const ViewParams params = draw_view_params(seeds[static_cast<size_t>(i)], height, width, o);
-    normalize_into(augment_view(image, params, o.recipe, o.out_size), o.mean, o.std, out.data_ptr<float>() + i * out_floats);
+    normalize_into(augment_view(image, params, o.recipe, o.out_size), o.mean, o.std,
+                   out.data_ptr<float>() + i * out_floats);
   }
   return out;
 }
@@ -160,9 +162,12 @@ Recipe parse_recipe(const std::string& name) {
 
 const char* recipe_name(Recipe recipe) {
   switch (recipe) {
-    case Recipe::kV1: return "v1";
-    case Recipe::kV2: return "v2";
-    default: return "simple";
+    case Recipe::kV1:
+      return "v1";
+    case Recipe::kV2:
+      return "v2";
+    default:
+      return "simple";
   }
 }
 
@@ -191,11 +196,8 @@ torch::Tensor augment_batch(const torch::Tensor& images, const AugmentOptions& o
                      /*align_corners=*/false);
   // Border padding: when a small crop is enlarged, edge samples fall half a pixel outside the box
   // and must not blend with black.
-  torch::Tensor views = F::grid_sample(input, grid,
-                                       F::GridSampleFuncOptions()
-                                           .mode(torch::kBilinear)
-                                           .padding_mode(torch::kBorder)
-                                           .align_corners(false));
+  torch::Tensor views = F::grid_sample(
+      input, grid, F::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kBorder).align_corners(false));
   to_unit_and_jitter(views, params);
   return normalize_(std::move(views), options);
 }

@@ -23,7 +23,8 @@ uint8_t luma(uint8_t r, uint8_t g, uint8_t b) {
 
 void check_factor(double factor, const char* what) {
   if (!(factor >= 0) || !std::isfinite(factor))
-    throw std::invalid_argument(std::string(what) + " factor must be finite and non-negative, got " + std::to_string(factor));
+    throw std::invalid_argument(std::string(what) + " factor must be finite and non-negative, got " +
+                                std::to_string(factor));
 }
 
 }  // namespace
@@ -76,7 +77,8 @@ void adjust_hue(Image& image, double hue_factor) {
   uint8_t *R = image.channel(0), *G = image.channel(1), *B = image.channel(2);
   const int64_t n = image.plane();
   for (int64_t i = 0; i < n; ++i) {
-    const float r = static_cast<float>(R[i]) / 255.0f, g = static_cast<float>(G[i]) / 255.0f, b = static_cast<float>(B[i]) / 255.0f;
+    const float r = static_cast<float>(R[i]) / 255.0f, g = static_cast<float>(G[i]) / 255.0f,
+                b = static_cast<float>(B[i]) / 255.0f;
     // _rgb2hsv
     const float maxc = std::max(r, std::max(g, b)), minc = std::min(r, std::min(g, b));
     const bool eqc = maxc == minc;
@@ -120,11 +122,20 @@ void to_grayscale(Image& image) {
 void color_jitter(Image& image, const JitterParams& p) {
   for (int op : p.order) {
     switch (op) {
-      case 0: if (p.brightness != 1.0) adjust_brightness(image, p.brightness); break;
-      case 1: if (p.contrast != 1.0) adjust_contrast(image, p.contrast); break;
-      case 2: if (p.saturation != 1.0) adjust_saturation(image, p.saturation); break;
-      case 3: if (p.hue != 0.0) adjust_hue(image, p.hue); break;
-      default: throw std::invalid_argument("color_jitter: operation " + std::to_string(op) + " is not 0..3");
+      case 0:
+        if (p.brightness != 1.0) adjust_brightness(image, p.brightness);
+        break;
+      case 1:
+        if (p.contrast != 1.0) adjust_contrast(image, p.contrast);
+        break;
+      case 2:
+        if (p.saturation != 1.0) adjust_saturation(image, p.saturation);
+        break;
+      case 3:
+        if (p.hue != 0.0) adjust_hue(image, p.hue);
+        break;
+      default:
+        throw std::invalid_argument("color_jitter: operation " + std::to_string(op) + " is not 0..3");
     }
   }
 }

@@ -17,8 +17,8 @@ std::string shape_of(const torch::Tensor& t) {
 
 void check_index(int64_t index, int64_t size) {
   if (index < 0 || index >= size) {
-    throw std::out_of_range("dataset index " + std::to_string(index) + " out of range [0, " +
-                            std::to_string(size) + ")");
+    throw std::out_of_range("dataset index " + std::to_string(index) + " out of range [0, " + std::to_string(size) +
+                            ")");
   }
 }
 

@@ -12,7 +12,8 @@
 
 namespace moco::data {
 
-EncodedImageDataset::EncodedImageDataset(std::shared_ptr<const EncodedSource> source, int64_t eval_size, bool dct_scaling)
+EncodedImageDataset::EncodedImageDataset(std::shared_ptr<const EncodedSource> source, int64_t eval_size,
+                                         bool dct_scaling)
     : source_(std::move(source)), eval_size_(eval_size), dct_scaling_(dct_scaling) {
   if (!source_) throw std::invalid_argument("EncodedImageDataset: no source");
   if (source_->size() == 0) throw FolderError(source_->root() + ": no images");
@@ -21,7 +22,8 @@ EncodedImageDataset::EncodedImageDataset(std::shared_ptr<const EncodedSource> so
 
 int64_t EncodedImageDataset::with_encoded(int64_t index, const EncodedUse& use) const {
   const int64_t n = size();
-  if (index < 0 || index >= n) throw std::out_of_range("image index " + std::to_string(index) + " outside [0, " + std::to_string(n) + ")");
+  if (index < 0 || index >= n)
+    throw std::out_of_range("image index " + std::to_string(index) + " outside [0, " + std::to_string(n) + ")");
   for (int64_t tries = 0; tries < n; ++tries) {
     const int64_t i = (index + tries) % n;
     {
@@ -36,7 +38,8 @@ int64_t EncodedImageDataset::with_encoded(int64_t index, const EncodedUse& use) 
       std::lock_guard<std::mutex> lock(bad_mu_);
       if (bad_.insert(i).second) {
         ++bad_count_;
-        spdlog::warn("skipping unreadable image {}: {} ({} skipped so far)", source_->describe(i), e.what(), bad_count_.load());
+        spdlog::warn("skipping unreadable image {}: {} ({} skipped so far)", source_->describe(i), e.what(),
+                     bad_count_.load());
       }
     }
   }

@@ -13,7 +13,8 @@ namespace {
 
 // The smallest scale at which `box` still spans out_size pixels on both sides.
 double scale_needed(const CropBox& box, int64_t out_size) {
-  return std::max(static_cast<double>(out_size) / static_cast<double>(box.height), static_cast<double>(out_size) / static_cast<double>(box.width));
+  return std::max(static_cast<double>(out_size) / static_cast<double>(box.height),
+                  static_cast<double>(out_size) / static_cast<double>(box.width));
 }
 
 // A box of the full image mapped onto the decoded (possibly DCT-downscaled) image.
@@ -31,8 +32,8 @@ CropBox map_box(const CropBox& b, const ImageSize& full, const Image& decoded) {
 
 }  // namespace
 
-void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions& o, bool dct_scaling, uint64_t query_seed, float* query,
-                         const uint64_t* key_seed, float* key) {
+void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions& o, bool dct_scaling,
+                         uint64_t query_seed, float* query, const uint64_t* key_seed, float* key) {
   const ImageSize full = image_size(bytes, size);
   ViewParams q = draw_view_params(query_seed, full.height, full.width, o), k;
   double scale = scale_needed(q.box, o.out_size);
@@ -41,8 +42,10 @@ void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions
     scale = std::max(scale, scale_needed(k.box, o.out_size));
   }
   // One decode serves both views, at the larger of the two scales they need.
-  const int64_t min_h = dct_scaling ? static_cast<int64_t>(std::ceil(static_cast<double>(full.height) * std::min(1.0, scale))) : 0;
-  const int64_t min_w = dct_scaling ? static_cast<int64_t>(std::ceil(static_cast<double>(full.width) * std::min(1.0, scale))) : 0;
+  const int64_t min_h =
+      dct_scaling ? static_cast<int64_t>(std::ceil(static_cast<double>(full.height) * std::min(1.0, scale))) : 0;
+  const int64_t min_w =
+      dct_scaling ? static_cast<int64_t>(std::ceil(static_cast<double>(full.width) * std::min(1.0, scale))) : 0;
   const Decoded decoded = decode_image(bytes, size, min_h, min_w);
   q.box = map_box(q.box, full, decoded.image);
   normalize_into(augment_view(decoded.image, q, o.recipe, o.out_size), o.mean, o.std, query);
@@ -54,12 +57,17 @@ void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions
 
 namespace {
 
-int64_t eval_resize_side(int64_t out_size) { return static_cast<int64_t>(std::lround(static_cast<double>(out_size) * 256.0 / 224.0)); }
+int64_t eval_resize_side(int64_t out_size) {
+  return static_cast<int64_t>(std::lround(static_cast<double>(out_size) * 256.0 / 224.0));
+}
 
 // torchvision's Resize(int): the shorter side becomes `side`, the longer int(side * long / short).
 ImageSize resized_size(int64_t side, int64_t h, int64_t w) {
-  return h <= w ? ImageSize{side, static_cast<int64_t>(static_cast<double>(side) * static_cast<double>(w) / static_cast<double>(h))}
-                : ImageSize{static_cast<int64_t>(static_cast<double>(side) * static_cast<double>(h) / static_cast<double>(w)), side};
+  return h <= w ? ImageSize{side, static_cast<int64_t>(static_cast<double>(side) * static_cast<double>(w) /
+                                                       static_cast<double>(h))}
+                : ImageSize{
+                      static_cast<int64_t>(static_cast<double>(side) * static_cast<double>(h) / static_cast<double>(w)),
+                      side};
 }
 
 }  // namespace
@@ -82,7 +90,8 @@ Image eval_view(const Image& image, int64_t out_size) {
 Image encoded_eval_view(const uint8_t* bytes, size_t size, int64_t out_size, bool dct_scaling) {
   const ImageSize full = image_size(bytes, size);
   const ImageSize wanted = resized_size(eval_resize_side(out_size), full.height, full.width);
-  return eval_view(decode_image(bytes, size, dct_scaling ? wanted.height : 0, dct_scaling ? wanted.width : 0).image, out_size);
+  return eval_view(decode_image(bytes, size, dct_scaling ? wanted.height : 0, dct_scaling ? wanted.width : 0).image,
+                   out_size);
 }
 
 }  // namespace moco::data

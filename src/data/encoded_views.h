@@ -16,8 +16,8 @@ namespace moco::data {
 // JPEG is decoded at the smallest DCT scale that still leaves both boxes at least S px on each
 // side (the crop then still shrinks, antialiased), and the boxes are mapped onto it. Throws
 // DecodeError for bytes that do not decode.
-void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions& options, bool dct_scaling, uint64_t query_seed,
-                         float* query, const uint64_t* key_seed, float* key);
+void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions& options, bool dct_scaling,
+                         uint64_t query_seed, float* query, const uint64_t* key_seed, float* key);
 
 // torchvision's Resize(round(S * 256 / 224)) (shorter side, antialiased) + CenterCrop(S): the
 // evaluation view of a 224 px run is Resize(256) + CenterCrop(224). uint8 [C, S, S].

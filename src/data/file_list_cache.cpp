@@ -19,7 +19,7 @@ constexpr int64_t kFreshNs = 2'000'000'000;
 
 // Modification time in ns since the epoch, following links (as the scan does); -1 if unknown.
 int64_t mtime_ns(const fs::path& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return -1;
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
@@ -110,7 +110,8 @@ bool has_line_break(const std::vector<std::string>& names) {
 }
 
 // Written under a temporary name and renamed: ranks scanning at once each write a whole file.
-bool store(const fs::path& path, const std::string& root, const ImageFolder& f, const std::vector<std::pair<std::string, int64_t>>& folders) {
+bool store(const fs::path& path, const std::string& root, const ImageFolder& f,
+           const std::vector<std::pair<std::string, int64_t>>& folders) {
   std::error_code ec;
   if (!fs::is_directory(path.parent_path(), ec)) return false;
   const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
@@ -155,7 +156,8 @@ CachedScan scan_image_folder_cached(const std::string& root, const std::vector<s
     if (t < 0 || t >= started - kFreshNs) return result;  // changed just now: a list that may miss it is not kept
     folders.emplace_back(dir, t);
   }
-  if (has_line_break(walked) || has_line_break(result.folder.classes) || has_line_break(result.folder.files)) return result;
+  if (has_line_break(walked) || has_line_break(result.folder.classes) || has_line_break(result.folder.files))
+    return result;
   for (const auto& p : paths)
     if (store(p, root, result.folder, folders)) {
       result.written_to = p.string();

@@ -24,7 +24,8 @@ struct CachedScan {
 // folder holding it, so the list cannot be stale; a file rewritten in place keeps the list valid.
 // A cache that fails any check is ignored and rewritten. No cache is written when a folder changed
 // less than 2 seconds before the scan began or during it (a change within one tick of a coarse
-// file-system clock could go unseen), or when a name holds a line break. Errors are those of scan_image_folder (FolderError).
+// file-system clock could go unseen), or when a name holds a line break. Errors are those of scan_image_folder
+// (FolderError).
 CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs = {});
 
 }  // namespace moco::data

@@ -42,7 +42,8 @@ int64_t blur_kernel_size(double sigma, int64_t height, int64_t width) {
 }
 
 void gaussian_blur(Image& image, double sigma) {
-  if (!(sigma > 0) || !std::isfinite(sigma)) throw std::invalid_argument("gaussian_blur: sigma must be positive, got " + std::to_string(sigma));
+  if (!(sigma > 0) || !std::isfinite(sigma))
+    throw std::invalid_argument("gaussian_blur: sigma must be positive, got " + std::to_string(sigma));
   const int64_t h = image.height, w = image.width;
   if (h == 0 || w == 0) return;
   const int64_t size = blur_kernel_size(sigma, h, w), pad = size / 2;
@@ -55,7 +56,8 @@ void gaussian_blur(Image& image, double sigma) {
     uint8_t* plane = image.channel(c);
     for (int64_t y = 0; y < h; ++y) {
       const uint8_t* line = plane + y * w;
-      for (int64_t x = -pad; x < w + pad; ++x) padded[static_cast<size_t>(x + pad)] = static_cast<float>(line[reflect(x, w)]);
+      for (int64_t x = -pad; x < w + pad; ++x)
+        padded[static_cast<size_t>(x + pad)] = static_cast<float>(line[reflect(x, w)]);
       float* dst = across.data() + y * w;
       std::fill(dst, dst + w, 0.0f);
       for (int64_t j = 0; j < size; ++j) {
@@ -72,7 +74,8 @@ void gaussian_blur(Image& image, double sigma) {
         const float* line = across.data() + reflect(y + j - pad, h) * w;
         for (int64_t x = 0; x < w; ++x) acc[static_cast<size_t>(x)] += kj * line[x];
       }
-      for (int64_t x = 0; x < w; ++x) plane[y * w + x] = static_cast<uint8_t>(std::clamp(std::nearbyint(acc[static_cast<size_t>(x)]), 0.0f, 255.0f));
+      for (int64_t x = 0; x < w; ++x)
+        plane[y * w + x] = static_cast<uint8_t>(std::clamp(std::nearbyint(acc[static_cast<size_t>(x)]), 0.0f, 255.0f));
     }
   }
 }

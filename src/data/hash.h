@@ -17,9 +17,7 @@ inline uint64_t mix64(uint64_t x) {
 
 // Folds one more value into a running hash; the per-position constant makes (a, b) and (b, a)
 // hash differently.
-inline uint64_t hash_combine(uint64_t h, uint64_t value) {
-  return mix64(h ^ mix64(value + 0xD1B54A32D192ED03ULL));
-}
+inline uint64_t hash_combine(uint64_t h, uint64_t value) { return mix64(h ^ mix64(value + 0xD1B54A32D192ED03ULL)); }
 
 // std::uniform_*_distribution are implementation-defined, while mt19937_64's output sequence is
 // fixed by the standard: these keep every draw identical across standard libraries.
@@ -27,9 +25,7 @@ inline double uniform01(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;  // 53 random bits -> [0, 1)
 }
 
-inline double uniform(std::mt19937_64& rng, double lo, double hi) {
-  return lo + (hi - lo) * uniform01(rng);
-}
+inline double uniform(std::mt19937_64& rng, double lo, double hi) { return lo + (hi - lo) * uniform01(rng); }
 
 // Unbiased integer in [0, bound) by rejection; bound must be > 0.
 inline uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {

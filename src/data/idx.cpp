@@ -112,8 +112,8 @@ class GzReader {
     std::string message = zlib_message != nullptr ? zlib_message : "unknown error";
     // zlib prefixes its message with the path, which fail() adds already.
     if (message.rfind(path_ + ": ", 0) == 0) message.erase(0, path_.size() + 2);
-    fail(path_, "corrupt compressed data after " + std::to_string(position_) + " decompressed bytes (zlib: " +
-                    message + ")");
+    fail(path_,
+         "corrupt compressed data after " + std::to_string(position_) + " decompressed bytes (zlib: " + message + ")");
   }
 
   void read_gzip_trailer() {
@@ -130,7 +130,8 @@ class GzReader {
     in.seekg(size - 4);
     in.read(reinterpret_cast<char*>(bytes.data()), 4);
     if (!in) return;
-    trailer_size_ = uint32_t{bytes[0]} | (uint32_t{bytes[1]} << 8) | (uint32_t{bytes[2]} << 16) | (uint32_t{bytes[3]} << 24);
+    trailer_size_ =
+        uint32_t{bytes[0]} | (uint32_t{bytes[1]} << 8) | (uint32_t{bytes[2]} << 16) | (uint32_t{bytes[3]} << 24);
   }
 
   std::string path_;
@@ -154,14 +155,16 @@ std::vector<int64_t> read_header(GzReader& reader, uint32_t magic, int rank, con
   // from a damaged one.
   const std::string cut = reader.is_gzip() ? "truncated or corrupt (the gzip stream ends early)" : "truncated";
   if (got < 4) {
-    fail(reader.path(), cut + ": expected a " + std::to_string(want) + "-byte IDX header, got " + std::to_string(got) + " bytes");
+    fail(reader.path(),
+         cut + ": expected a " + std::to_string(want) + "-byte IDX header, got " + std::to_string(got) + " bytes");
   }
   const uint32_t found = big_endian32(raw.data());
   if (found != magic) {
     fail(reader.path(), "bad magic number " + hex32(found) + ", expected " + hex32(magic) + " (" + kind + ")");
   }
   if (got < want) {
-    fail(reader.path(), cut + ": expected a " + std::to_string(want) + "-byte IDX header, got " + std::to_string(got) + " bytes");
+    fail(reader.path(),
+         cut + ": expected a " + std::to_string(want) + "-byte IDX header, got " + std::to_string(got) + " bytes");
   }
   std::vector<int64_t> dims;
   for (int d = 0; d < rank; ++d) dims.push_back(big_endian32(raw.data() + 4 * (1 + d)));
@@ -193,8 +196,9 @@ torch::Tensor read_payload(GzReader& reader, const std::vector<int64_t>& shape, 
     }
     std::ostringstream dims;
     for (size_t i = 0; i < shape.size(); ++i) dims << (i ? " x " : "") << shape[i];
-    fail(reader.path(), "implausible dimensions " + dims.str() + " in the header: " + std::to_string(count) + " bytes of " +
-                            what + ", more than a gzip file of " + std::to_string(*most / GzReader::kDeflateMaxRatio) +
+    fail(reader.path(), "implausible dimensions " + dims.str() + " in the header: " + std::to_string(count) +
+                            " bytes of " + what + ", more than a gzip file of " +
+                            std::to_string(*most / GzReader::kDeflateMaxRatio) +
                             " bytes can hold (deflate compresses at most 1032:1)");
   }
   torch::Tensor out;
@@ -210,15 +214,15 @@ torch::Tensor read_payload(GzReader& reader, const std::vector<int64_t>& shape, 
                               std::to_string(count) + " bytes of " + what +
                               " though the file is whole (its gzip trailer records the full size)");
     }
-    fail(reader.path(), "truncated: expected " + std::to_string(count) + " bytes of " + what + ", got " +
-                            std::to_string(got));
+    fail(reader.path(),
+         "truncated: expected " + std::to_string(count) + " bytes of " + what + ", got " + std::to_string(got));
   }
   const GzReader::End end = reader.end_state();
   if (end == GzReader::End::kStreamCut) {
     // Every byte the header announces arrived, but the stream stops before its CRC: unverified.
     if (reader.damaged_not_cut(header + count)) {
-      fail(reader.path(), "corrupt compressed data: the gzip stream stops after the " + std::to_string(count) + " bytes of " +
-                              what + ", before its checksum, though the file is whole");
+      fail(reader.path(), "corrupt compressed data: the gzip stream stops after the " + std::to_string(count) +
+                              " bytes of " + what + ", before its checksum, though the file is whole");
     }
     fail(reader.path(), "truncated: the gzip stream stops after the " + std::to_string(count) + " bytes of " + what +
                             ", before its checksum");
@@ -269,8 +273,8 @@ std::shared_ptr<InMemoryDataset> load_mnist_style(const std::string& root, Split
   torch::Tensor images = read_idx_images(images_path);
   torch::Tensor labels = read_idx_labels(labels_path);
   if (images.size(0) != labels.size(0)) {
-    throw std::runtime_error(images_path + " holds " + std::to_string(images.size(0)) + " images but " +
-                             labels_path + " holds " + std::to_string(labels.size(0)) + " labels");
+    throw std::runtime_error(images_path + " holds " + std::to_string(images.size(0)) + " images but " + labels_path +
+                             " holds " + std::to_string(labels.size(0)) + " labels");
   }
   // MNIST and Fashion-MNIST have ten classes: any other label is a damaged or foreign file, and
   // accepting it would silently add classes to the kNN monitor.
@@ -289,10 +293,10 @@ std::shared_ptr<InMemoryDataset> load_mnist_style(const std::string& root, Split
 MnistSplits load_mnist_style_splits(const std::string& root) {
   MnistSplits splits{load_mnist_style(root, Split::kTrain), load_mnist_style(root, Split::kTest)};
   if (splits.test->height() != splits.train->height() || splits.test->width() != splits.train->width()) {
-    throw std::runtime_error(find_file(root, "t10k-images-idx3-ubyte") + ": test images are " +
-                             std::to_string(splits.test->height()) + "x" + std::to_string(splits.test->width()) + " but " +
-                             find_file(root, "train-images-idx3-ubyte") + " holds " + std::to_string(splits.train->height()) +
-                             "x" + std::to_string(splits.train->width()) + " train images");
+    throw std::runtime_error(
+        find_file(root, "t10k-images-idx3-ubyte") + ": test images are " + std::to_string(splits.test->height()) + "x" +
+        std::to_string(splits.test->width()) + " but " + find_file(root, "train-images-idx3-ubyte") + " holds " +
+        std::to_string(splits.train->height()) + "x" + std::to_string(splits.train->width()) + " train images");
   }
   return splits;
 }

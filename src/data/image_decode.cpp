@@ -17,8 +17,9 @@ constexpr int64_t kMaxPixels = 2 * 89478485;
 
 void check_pixels(int64_t height, int64_t width, const char* what) {
   if (height <= 0 || width <= 0 || height * width > kMaxPixels)
-    throw DecodeError(std::string(what) + " of " + std::to_string(width) + "x" + std::to_string(height) + " pixels (more than " +
-                      std::to_string(kMaxPixels) + ": a damaged header or a decompression bomb)");
+    throw DecodeError(std::string(what) + " of " + std::to_string(width) + "x" + std::to_string(height) +
+                      " pixels (more than " + std::to_string(kMaxPixels) +
+                      ": a damaged header or a decompression bomb)");
 }
 
 bool is_jpeg(const uint8_t* b, size_t n) { return n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF; }
@@ -46,7 +47,8 @@ Image planar_rgb(const uint8_t* hwc, int64_t height, int64_t width, int channels
 ImageSize jpeg_size(const uint8_t* bytes, size_t size, int* colorspace = nullptr) {
   TjHandle tj;
   int width = 0, height = 0, subsamp = 0, space = 0;
-  if (!tj.h || tjDecompressHeader3(tj.h, bytes, static_cast<unsigned long>(size), &width, &height, &subsamp, &space) != 0)
+  if (!tj.h ||
+      tjDecompressHeader3(tj.h, bytes, static_cast<unsigned long>(size), &width, &height, &subsamp, &space) != 0)
     throw DecodeError(std::string("JPEG header: ") + tjGetErrorStr2(tj.h));
   if (colorspace) *colorspace = space;
   check_pixels(height, width, "JPEG");
@@ -65,18 +67,21 @@ Decoded decode_jpeg(const uint8_t* bytes, size_t size, int64_t min_height, int64
     const tjscalingfactor f = factors[i];
     const double s = static_cast<double>(f.num) / f.denom;
     if (s > 1.0 || s >= best_scale) continue;
-    if (TJSCALED(full.width, f) >= min_width && TJSCALED(full.height, f) >= min_height && min_width > 0 && min_height > 0)
+    if (TJSCALED(full.width, f) >= min_width && TJSCALED(full.height, f) >= min_height && min_width > 0 &&
+        min_height > 0)
       best = f, best_scale = s;
   }
-  const int width = TJSCALED(static_cast<int>(full.width), best), height = TJSCALED(static_cast<int>(full.height), best);
+  const int width = TJSCALED(static_cast<int>(full.width), best),
+            height = TJSCALED(static_cast<int>(full.height), best);
   const bool gray = colorspace == TJCS_GRAY;
   std::vector<uint8_t> hwc(static_cast<size_t>(width) * height * (gray ? 1 : 3));
   TjHandle tj;
   // TJFLAG_STOPONWARNING: a truncated or damaged stream is an error, not a half-grey picture.
-  if (!tj.h || tjDecompress2(tj.h, bytes, static_cast<unsigned long>(size), hwc.data(), width, 0, height, gray ? TJPF_GRAY : TJPF_RGB,
-                             TJFLAG_STOPONWARNING) != 0)
+  if (!tj.h || tjDecompress2(tj.h, bytes, static_cast<unsigned long>(size), hwc.data(), width, 0, height,
+                             gray ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) != 0)
     throw DecodeError(std::string("JPEG: ") + tjGetErrorStr2(tj.h));
-  return {planar_rgb(hwc.data(), height, width, gray ? 1 : 3), static_cast<double>(width) / static_cast<double>(full.width)};
+  return {planar_rgb(hwc.data(), height, width, gray ? 1 : 3),
+          static_cast<double>(width) / static_cast<double>(full.width)};
 }
 
 struct PngReader {
@@ -120,7 +125,8 @@ Decoded decode_png(const uint8_t* bytes, size_t size) {
   png_read_info(r.png, r.info);
   width = png_get_image_width(r.png, r.info);
   height = png_get_image_height(r.png, r.info);
-  if (int64_t{width} * int64_t{height} > kMaxPixels) png_error(r.png, "more pixels than a photograph can hold (a damaged header)");
+  if (int64_t{width} * int64_t{height} > kMaxPixels)
+    png_error(r.png, "more pixels than a photograph can hold (a damaged header)");
   // As PIL's convert("RGB"): palette expanded, 16 bits cut to 8, grey replicated, alpha dropped.
   png_set_expand(r.png);
   png_set_strip_16(r.png);
@@ -145,7 +151,8 @@ ImageSize image_size(const uint8_t* bytes, size_t size) {
     // IHDR is the first chunk: signature (8), length (4), "IHDR" (4), width (4), height (4).
     if (size < 24 || std::memcmp(bytes + 12, "IHDR", 4) != 0) throw DecodeError("PNG without an IHDR chunk");
     auto be32 = [&](size_t at) {
-      return (int64_t{bytes[at]} << 24) | (int64_t{bytes[at + 1]} << 16) | (int64_t{bytes[at + 2]} << 8) | int64_t{bytes[at + 3]};
+      return (int64_t{bytes[at]} << 24) | (int64_t{bytes[at + 1]} << 16) | (int64_t{bytes[at + 2]} << 8) |
+             int64_t{bytes[at + 3]};
     };
     const ImageSize s{be32(20), be32(16)};
     check_pixels(s.height, s.width, "PNG");

@@ -45,7 +45,8 @@ std::vector<uint8_t> read_source(const std::string& path, int64_t expected) {
   std::vector<uint8_t> bytes(static_cast<size_t>(expected));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(expected));
   if (in.gcount() != static_cast<std::streamsize>(expected) || in.peek() != std::char_traits<char>::eof())
-    throw std::runtime_error(path + ": changed while packing (its size is no longer " + std::to_string(expected) + " bytes)");
+    throw std::runtime_error(path + ": changed while packing (its size is no longer " + std::to_string(expected) +
+                             " bytes)");
   return bytes;
 }
 
@@ -71,7 +72,8 @@ class ShardFile {
     if (images_ < 0) {
       const std::string why = h5::error_text();
       close_locked();  // no destructor runs for a constructor that throws
-      throw std::runtime_error(path_ + ": cannot create the dataset 'images' of " + std::to_string(total_bytes) + " bytes (HDF5: " + why + ")");
+      throw std::runtime_error(path_ + ": cannot create the dataset 'images' of " + std::to_string(total_bytes) +
+                               " bytes (HDF5: " + why + ")");
     }
   }
   ~ShardFile() {
@@ -97,19 +99,25 @@ class ShardFile {
     std::vector<int64_t> labels(f.labels.begin() + t.begin, f.labels.begin() + t.end);
     std::vector<std::string> paths(f.files.begin() + t.begin, f.files.begin() + t.end);
     auto held = h5::lock();
-    if (!h5::write_int64s(file_, "offsets", offsets) || !h5::write_int64s(file_, "sizes", sizes) || !h5::write_int64s(file_, "labels", labels) ||
-        !h5::write_strings(file_, "paths", paths) || !h5::write_strings(file_, "classes", f.classes))
+    if (!h5::write_int64s(file_, "offsets", offsets) || !h5::write_int64s(file_, "sizes", sizes) ||
+        !h5::write_int64s(file_, "labels", labels) || !h5::write_strings(file_, "paths", paths) ||
+        !h5::write_strings(file_, "classes", f.classes))
       fail("cannot write the index");
-    if (!h5::write_string_attribute(file_, "format", kShardFormat) || !h5::write_string_attribute(file_, "split", t.split->name) ||
-        !h5::write_string_attribute(file_, "source", f.root) || !h5::write_int_attribute(file_, "shard_index", t.shard) ||
-        !h5::write_int_attribute(file_, "num_shards", t.num_shards) || !h5::write_int_attribute(file_, "first_index", t.begin) ||
+    if (!h5::write_string_attribute(file_, "format", kShardFormat) ||
+        !h5::write_string_attribute(file_, "split", t.split->name) ||
+        !h5::write_string_attribute(file_, "source", f.root) ||
+        !h5::write_int_attribute(file_, "shard_index", t.shard) ||
+        !h5::write_int_attribute(file_, "num_shards", t.num_shards) ||
+        !h5::write_int_attribute(file_, "first_index", t.begin) ||
         !h5::write_int_attribute(file_, "total_images", static_cast<int64_t>(f.files.size())))
       fail("cannot write the attributes");
     if (!close_locked()) fail("cannot close the file");
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) { throw std::runtime_error(path_ + ": " + what + " (HDF5: " + h5::error_text() + ")"); }
+  [[noreturn]] void fail(const std::string& what) {
+    throw std::runtime_error(path_ + ": " + what + " (HDF5: " + h5::error_text() + ")");
+  }
   bool close_locked() {
     bool ok = true;
     if (images_ >= 0) ok = H5Dclose(images_) >= 0 && ok;
@@ -154,25 +162,30 @@ void write_shard(const Task& t, const std::atomic<bool>& stop) {
 
 }  // namespace
 
-std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& splits, const std::string& out_dir, const PackOptions& options) {
-  if (options.shards < 1 || options.shards > 99999) throw FolderError("the number of shards must lie in [1, 99999], not " + std::to_string(options.shards));
+std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& splits, const std::string& out_dir,
+                                            const PackOptions& options) {
+  if (options.shards < 1 || options.shards > 99999)
+    throw FolderError("the number of shards must lie in [1, 99999], not " + std::to_string(options.shards));
   std::error_code ec;
   std::vector<std::string> old_shards;  // of these splits, already in out_dir
   if (fs::is_directory(out_dir, ec))
     for (const auto& entry : fs::directory_iterator(out_dir, ec))
       for (const auto& split : splits) {
         int s = 0, n = 0;
-        if (parse_shard_file_name(entry.path().filename().string(), split.name, s, n)) old_shards.push_back(entry.path().string());
+        if (parse_shard_file_name(entry.path().filename().string(), split.name, s, n))
+          old_shards.push_back(entry.path().string());
       }
   if (!old_shards.empty() && !options.overwrite)
-    throw FolderError(old_shards.front() + ": shards of this split are there already (remove them, or pack with --overwrite)");
+    throw FolderError(old_shards.front() +
+                      ": shards of this split are there already (remove them, or pack with --overwrite)");
 
   std::vector<Task> tasks;
   std::vector<PackedSplit> packed;
   for (const auto& split : splits) {
     const auto n = static_cast<int64_t>(split.folder.files.size());
     if (n < options.shards)
-      throw FolderError(split.folder.root + ": " + std::to_string(n) + " images cannot fill " + std::to_string(options.shards) + " shards");
+      throw FolderError(split.folder.root + ": " + std::to_string(n) + " images cannot fill " +
+                        std::to_string(options.shards) + " shards");
     PackedSplit p;
     p.name = split.name;
     p.images = n;
@@ -220,7 +233,8 @@ std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& spli
   }
   // Every shard is complete and synced: only now do final names appear.
   for (const auto& old : old_shards)
-    if (std::none_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.final_path == old; })) fs::remove(old, ec);
+    if (std::none_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.final_path == old; }))
+      fs::remove(old, ec);
   for (const auto& t : tasks) {
     fs::rename(t.tmp_path, t.final_path, ec);
     if (ec) {

@@ -15,9 +15,9 @@ struct SplitToPack {
 };
 
 struct PackOptions {
-  int shards = 1;         // per split
-  int threads = 0;        // shards written at once; 0: the hardware's threads
-  bool overwrite = false; // replace shards of the same splits already in the folder
+  int shards = 1;          // per split
+  int threads = 0;         // shards written at once; 0: the hardware's threads
+  bool overwrite = false;  // replace shards of the same splits already in the folder
 };
 
 struct PackedSplit {
@@ -34,6 +34,7 @@ struct PackedSplit {
 // FolderError: what the user must change (more shards than images, shards already there without
 // overwrite). std::runtime_error: a failure while packing, naming the file (a source file that
 // cannot be read or changed while packing, an output that cannot be written).
-std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& splits, const std::string& out_dir, const PackOptions& options);
+std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& splits, const std::string& out_dir,
+                                            const PackOptions& options);
 
 }  // namespace moco::data

@@ -19,7 +19,9 @@ namespace moco::data {
 namespace fs = std::filesystem;
 namespace {
 
-bool all_digits(const std::string& s) { return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }); }
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 
 }  // namespace
 
@@ -55,15 +57,18 @@ ShardContents read_contents(const std::string& path) {
   std::string format;
   if (!h5::read_string_attribute(file.get(), "format", format) || format != kShardFormat)
     throw bad("not an image shard of moco_pack (attribute 'format' is not '" + std::string(kShardFormat) + "')");
-  if (!h5::read_int_attribute(file.get(), "shard_index", c.shard_index) || !h5::read_int_attribute(file.get(), "num_shards", c.num_shards) ||
-      !h5::read_int_attribute(file.get(), "first_index", c.first_index) || !h5::read_int_attribute(file.get(), "total_images", c.total_images))
+  if (!h5::read_int_attribute(file.get(), "shard_index", c.shard_index) ||
+      !h5::read_int_attribute(file.get(), "num_shards", c.num_shards) ||
+      !h5::read_int_attribute(file.get(), "first_index", c.first_index) ||
+      !h5::read_int_attribute(file.get(), "total_images", c.total_images))
     throw bad("missing attribute shard_index, num_shards, first_index or total_images");
   if (!h5::read_strings(file.get(), "classes", c.classes) || !h5::read_strings(file.get(), "paths", c.paths))
     throw bad("cannot read 'classes' or 'paths' (" + h5::error_text() + ")");
   if (!h5::read_int64s(file.get(), "offsets", c.offsets) || !h5::read_int64s(file.get(), "sizes", c.sizes) ||
       !h5::read_int64s(file.get(), "labels", c.labels))
     throw bad("cannot read 'offsets', 'sizes' or 'labels' (" + h5::error_text() + ")");
-  h5::Handle images(H5Lexists(file.get(), "images", H5P_DEFAULT) > 0 ? H5Dopen2(file.get(), "images", H5P_DEFAULT) : -1);
+  h5::Handle images(H5Lexists(file.get(), "images", H5P_DEFAULT) > 0 ? H5Dopen2(file.get(), "images", H5P_DEFAULT)
+                                                                     : -1);
   if (!images.ok()) throw bad("no dataset 'images'");
   h5::Handle plist(H5Dget_create_plist(images.get()));
   if (!plist.ok() || H5Pget_layout(plist.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(plist.get()) != 0)
@@ -74,13 +79,14 @@ ShardContents read_contents(const std::string& path) {
   c.images_offset = offset == HADDR_UNDEF ? 0 : static_cast<int64_t>(offset);
   H5Eclear2(H5E_DEFAULT);
   const size_t n = c.labels.size();
-  if (c.offsets.size() != n || c.sizes.size() != n || c.paths.size() != n) throw bad("offsets, sizes, labels and paths differ in length");
+  if (c.offsets.size() != n || c.sizes.size() != n || c.paths.size() != n)
+    throw bad("offsets, sizes, labels and paths differ in length");
   for (size_t i = 0; i < n; ++i) {
     if (c.offsets[i] < 0 || c.sizes[i] < 0 || c.offsets[i] > c.images_bytes - c.sizes[i])
       throw bad("image " + std::to_string(i) + " (" + c.paths[i] + ") lies outside the dataset 'images'");
     if (c.labels[i] < 0 || c.labels[i] >= static_cast<int64_t>(c.classes.size()))
-      throw bad("image " + std::to_string(i) + " (" + c.paths[i] + ") has label " + std::to_string(c.labels[i]) + " outside its " +
-                std::to_string(c.classes.size()) + " classes");
+      throw bad("image " + std::to_string(i) + " (" + c.paths[i] + ") has label " + std::to_string(c.labels[i]) +
+                " outside its " + std::to_string(c.classes.size()) + " classes");
   }
   return c;
 }
@@ -105,16 +111,20 @@ ImageShardSource::ImageShardSource(const std::string& dir, const std::string& sp
     int shard = 0, n = 0;
     if (!parse_shard_file_name(name, split, shard, n)) continue;
     if (count >= 0 && n != count)
-      throw FolderError((fs::path(dir) / name).string() + ": a shard of " + std::to_string(n) + " beside " + count_from + " of " +
-                        std::to_string(count) + " (shards of two packs; remove one)");
+      throw FolderError((fs::path(dir) / name).string() + ": a shard of " + std::to_string(n) + " beside " +
+                        count_from + " of " + std::to_string(count) + " (shards of two packs; remove one)");
     count = n;
     count_from = (fs::path(dir) / name).string();
     found[shard] = name;
   }
   if (ec) throw FolderError(dir + ": cannot list the folder: " + ec.message());
-  if (found.empty()) throw FolderError(dir + ": holds no shard " + shard_file_name(split, 0, 1) + " (or of more shards): pack the split with moco_pack");
+  if (found.empty())
+    throw FolderError(dir + ": holds no shard " + shard_file_name(split, 0, 1) +
+                      " (or of more shards): pack the split with moco_pack");
   for (int s = 0; s < count; ++s)
-    if (!found.count(s)) throw FolderError((fs::path(dir) / shard_file_name(split, s, count)).string() + ": missing (the pack is incomplete)");
+    if (!found.count(s))
+      throw FolderError((fs::path(dir) / shard_file_name(split, s, count)).string() +
+                        ": missing (the pack is incomplete)");
   if (static_cast<int>(found.size()) != count)
     throw FolderError(dir + ": shard numbers beyond the count " + std::to_string(count) + " in " + pattern_);
 
@@ -122,15 +132,20 @@ ImageShardSource::ImageShardSource(const std::string& dir, const std::string& sp
     for (int s = 0; s < count; ++s) {
       const std::string path = (fs::path(dir) / found[s]).string();
       ShardContents c = read_contents(path);
-      if (c.shard_index != s || c.num_shards != count) throw FolderError(path + ": its attributes say shard " + std::to_string(c.shard_index) +
-                                                                         " of " + std::to_string(c.num_shards) + ", its name otherwise");
-      if (s == 0) classes_ = c.classes;
-      else if (c.classes != classes_) throw FolderError(path + ": its " + std::to_string(c.classes.size()) + " classes are not those of " + shards_[0].path);
+      if (c.shard_index != s || c.num_shards != count)
+        throw FolderError(path + ": its attributes say shard " + std::to_string(c.shard_index) + " of " +
+                          std::to_string(c.num_shards) + ", its name otherwise");
+      if (s == 0)
+        classes_ = c.classes;
+      else if (c.classes != classes_)
+        throw FolderError(path + ": its " + std::to_string(c.classes.size()) + " classes are not those of " +
+                          shards_[0].path);
       if (c.first_index != size())
-        throw FolderError(path + ": starts at image " + std::to_string(c.first_index) + ", but the shards before it end at " + std::to_string(size()));
+        throw FolderError(path + ": starts at image " + std::to_string(c.first_index) +
+                          ", but the shards before it end at " + std::to_string(size()));
       if (s > 0 && c.total_images != total_images_seen_)
-        throw FolderError(path + ": says the split has " + std::to_string(c.total_images) + " images, " + shards_[0].path + " says " +
-                          std::to_string(total_images_seen_));
+        throw FolderError(path + ": says the split has " + std::to_string(c.total_images) + " images, " +
+                          shards_[0].path + " says " + std::to_string(total_images_seen_));
       total_images_seen_ = c.total_images;
       Shard shard;
       shard.path = path;
@@ -138,9 +153,10 @@ ImageShardSource::ImageShardSource(const std::string& dir, const std::string& sp
       shard.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (shard.fd < 0) throw FolderError(path + ": cannot open: " + std::strerror(errno));
       shards_.push_back(shard);
-      struct stat st{};
+      struct stat st {};
       if (::fstat(shard.fd, &st) != 0 || st.st_size < c.images_offset + c.images_bytes)
-        throw FolderError(path + ": truncated (the images end at byte " + std::to_string(c.images_offset + c.images_bytes) + ", the file at " +
+        throw FolderError(path + ": truncated (the images end at byte " +
+                          std::to_string(c.images_offset + c.images_bytes) + ", the file at " +
                           std::to_string(st.st_size) + ")");
       for (size_t i = 0; i < c.labels.size(); ++i) {
         labels_.push_back(c.labels[i]);
@@ -150,7 +166,8 @@ ImageShardSource::ImageShardSource(const std::string& dir, const std::string& sp
       }
     }
     if (size() != total_images_seen_)
-      throw FolderError(pattern_ + ": the shards hold " + std::to_string(size()) + " images, they say the split has " + std::to_string(total_images_seen_));
+      throw FolderError(pattern_ + ": the shards hold " + std::to_string(size()) + " images, they say the split has " +
+                        std::to_string(total_images_seen_));
   } catch (...) {
     for (const auto& s : shards_) ::close(s.fd);
     throw;
@@ -163,7 +180,8 @@ ImageShardSource::~ImageShardSource() {
 
 const ImageShardSource::Shard& ImageShardSource::shard_of(int64_t index) const {
   // The last shard starting at or before index.
-  auto it = std::upper_bound(shards_.begin(), shards_.end(), index, [](int64_t i, const Shard& s) { return i < s.first; });
+  auto it =
+      std::upper_bound(shards_.begin(), shards_.end(), index, [](int64_t i, const Shard& s) { return i < s.first; });
   return *(it - 1);
 }
 
@@ -174,7 +192,8 @@ std::vector<uint8_t> ImageShardSource::read(int64_t index) const {
   const int fd = shard_of(index).fd;
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t got = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(file_offsets_[i] + static_cast<int64_t>(done)));
+    const ssize_t got = ::pread(fd, bytes.data() + done, bytes.size() - done,
+                                static_cast<off_t>(file_offsets_[i] + static_cast<int64_t>(done)));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) throw DecodeError(std::string("cannot read the shard: ") + std::strerror(errno));
     if (got == 0) throw DecodeError("the shard ends inside the image (truncated)");
@@ -183,6 +202,8 @@ std::vector<uint8_t> ImageShardSource::read(int64_t index) const {
   return bytes;
 }
 
-std::string ImageShardSource::describe(int64_t index) const { return shard_of(index).path + " (" + paths_[static_cast<size_t>(index)] + ")"; }
+std::string ImageShardSource::describe(int64_t index) const {
+  return shard_of(index).path + " (" + paths_[static_cast<size_t>(index)] + ")";
+}
 
 }  // namespace moco::data

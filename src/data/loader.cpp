@@ -82,9 +82,9 @@ struct TwoViewLoader::State {
   std::condition_variable ready_cv;  // a batch finished, or a worker failed
   std::condition_variable room_cv;   // the consumer took a batch, or the epoch is cancelled
   bool cancelled = false;
-  bool failed = false;           // stop claiming: a result in `results` holds the error
-  int64_t next_to_claim = 0;     // the next batch a worker builds
-  int64_t next_to_deliver = 0;   // the next batch next() hands out
+  bool failed = false;          // stop claiming: a result in `results` holds the error
+  int64_t next_to_claim = 0;    // the next batch a worker builds
+  int64_t next_to_deliver = 0;  // the next batch next() hands out
   struct Result {
     TwoViewBatch batch;
     std::exception_ptr error;
@@ -118,9 +118,11 @@ TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
     std::vector<int64_t> labels(indices.size());
     for (size_t i = 0; i < indices.size(); ++i) {
       dataset->with_encoded(indices[i], [&](const uint8_t* bytes, size_t size, int64_t label) {
-        encoded_train_views(bytes, size, augment, augment.dct_scaling, query_seeds[i], batch.query.data_ptr<float>() + static_cast<int64_t>(i) * floats,
-                            options.key_view ? &key_seeds[i] : nullptr,
-                            options.key_view ? batch.key.data_ptr<float>() + static_cast<int64_t>(i) * floats : nullptr);
+        encoded_train_views(
+            bytes, size, augment, augment.dct_scaling, query_seeds[i],
+            batch.query.data_ptr<float>() + static_cast<int64_t>(i) * floats,
+            options.key_view ? &key_seeds[i] : nullptr,
+            options.key_view ? batch.key.data_ptr<float>() + static_cast<int64_t>(i) * floats : nullptr);
         labels[i] = label;
       });
     }

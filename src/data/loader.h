@@ -16,8 +16,8 @@ struct LoaderOptions {
   int prefetch = 2;          // ready batches kept ahead of the consumer (batches being built count;
                              // the bound is max(prefetch, workers) so every worker can stay busy)
   bool shuffle = true;
-  bool key_view = true;      // false: the query view only (TwoViewBatch::key stays undefined)
-  bool pin_memory = false;   // batches in page-locked host memory, for asynchronous copies to a GPU
+  bool key_view = true;     // false: the query view only (TwoViewBatch::key stays undefined)
+  bool pin_memory = false;  // batches in page-locked host memory, for asynchronous copies to a GPU
   uint64_t seed = 0;
   int rank = 0, world_size = 1;
 };

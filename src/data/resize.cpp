@@ -50,10 +50,10 @@ std::vector<Taps> taps_for(int64_t in_size, int64_t out_size) {
 Image resized_crop(const Image& image, const CropBox& box, int64_t out_height, int64_t out_width) {
   if (box.height <= 0 || box.width <= 0 || box.top < 0 || box.left < 0 || box.top + box.height > image.height ||
       box.left + box.width > image.width || out_height <= 0 || out_width <= 0) {
-    throw std::invalid_argument("resized_crop: box " + std::to_string(box.width) + "x" + std::to_string(box.height) + "+" +
-                                std::to_string(box.left) + "+" + std::to_string(box.top) + " of a " + std::to_string(image.width) +
-                                "x" + std::to_string(image.height) + " image to " + std::to_string(out_width) + "x" +
-                                std::to_string(out_height));
+    throw std::invalid_argument("resized_crop: box " + std::to_string(box.width) + "x" + std::to_string(box.height) +
+                                "+" + std::to_string(box.left) + "+" + std::to_string(box.top) + " of a " +
+                                std::to_string(image.width) + "x" + std::to_string(image.height) + " image to " +
+                                std::to_string(out_width) + "x" + std::to_string(out_height));
   }
   const std::vector<Taps> across = taps_for(box.width, out_width);
   const std::vector<Taps> down = taps_for(box.height, out_height);
@@ -67,7 +67,8 @@ Image resized_crop(const Image& image, const CropBox& box, int64_t out_height, i
       for (int64_t x = 0; x < out_width; ++x) {
         const Taps& t = across[static_cast<size_t>(x)];
         float sum = 0.0f;
-        for (int64_t j = 0; j < t.count; ++j) sum += t.weights[static_cast<size_t>(j)] * static_cast<float>(line[t.first + j]);
+        for (int64_t j = 0; j < t.count; ++j)
+          sum += t.weights[static_cast<size_t>(j)] * static_cast<float>(line[t.first + j]);
         dst[x] = sum;
       }
     }
@@ -84,7 +85,8 @@ Image resized_crop(const Image& image, const CropBox& box, int64_t out_height, i
       }
       // Non-negative weights summing to 1 keep the value in [0, 255]; the clamp guards rounding.
       for (int64_t x = 0; x < out_width; ++x)
-        dst[y * out_width + x] = static_cast<uint8_t>(std::clamp(std::nearbyint(acc[static_cast<size_t>(x)]), 0.0f, 255.0f));
+        dst[y * out_width + x] =
+            static_cast<uint8_t>(std::clamp(std::nearbyint(acc[static_cast<size_t>(x)]), 0.0f, 255.0f));
     }
   }
   return out;

@@ -68,13 +68,20 @@ class NoiseBytes {
 
 }  // namespace
 
-SyntheticDataset::SyntheticDataset(int64_t size, int64_t channels, int64_t height, int64_t width,
-                                   int64_t num_classes, uint64_t seed, int64_t first)
-    : size_(size), channels_(channels), height_(height), width_(width), num_classes_(num_classes), seed_(seed), first_(first) {
+SyntheticDataset::SyntheticDataset(int64_t size, int64_t channels, int64_t height, int64_t width, int64_t num_classes,
+                                   uint64_t seed, int64_t first)
+    : size_(size),
+      channels_(channels),
+      height_(height),
+      width_(width),
+      num_classes_(num_classes),
+      seed_(seed),
+      first_(first) {
   if (size < 0 || channels <= 0 || height <= 0 || width <= 0 || num_classes <= 0) {
-    throw std::invalid_argument("SyntheticDataset: need size >= 0 and positive channels, height, width, classes; got size " +
-                                std::to_string(size) + ", " + std::to_string(channels) + "x" + std::to_string(height) +
-                                "x" + std::to_string(width) + ", " + std::to_string(num_classes) + " classes");
+    throw std::invalid_argument(
+        "SyntheticDataset: need size >= 0 and positive channels, height, width, classes; got size " +
+        std::to_string(size) + ", " + std::to_string(channels) + "x" + std::to_string(height) + "x" +
+        std::to_string(width) + ", " + std::to_string(num_classes) + " classes");
   }
 }
 

@@ -11,8 +11,8 @@ namespace moco::data {
 // same classes, other samples.
 class SyntheticDataset : public Dataset {
  public:
-  SyntheticDataset(int64_t size, int64_t channels, int64_t height, int64_t width,
-                   int64_t num_classes, uint64_t seed, int64_t first = 0);
+  SyntheticDataset(int64_t size, int64_t channels, int64_t height, int64_t width, int64_t num_classes, uint64_t seed,
+                   int64_t first = 0);
   int64_t size() const override { return size_; }
   Example get(int64_t index) const override;
   int64_t channels() const override { return channels_; }

@@ -18,7 +18,8 @@ void hflip(Image& image) {
 }
 
 Image augment_view(const Image& image, const ViewParams& p, Recipe recipe, int64_t out_size) {
-  if (recipe == Recipe::kSimple) throw std::invalid_argument("augment_view: the simple recipe is batched (augment_batch)");
+  if (recipe == Recipe::kSimple)
+    throw std::invalid_argument("augment_view: the simple recipe is batched (augment_batch)");
   Image view = resized_crop(image, p.box, out_size, out_size);
   if (recipe == Recipe::kV1) {
     if (p.grayscale) to_grayscale(view);

@@ -13,7 +13,9 @@ namespace {
 // too in the default rounding mode, where std::lround would round them away from zero.
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
-double factor(std::mt19937_64& rng, double strength) { return detail::uniform(rng, std::max(0.0, 1 - strength), 1 + strength); }
+double factor(std::mt19937_64& rng, double strength) {
+  return detail::uniform(rng, std::max(0.0, 1 - strength), 1 + strength);
+}
 
 }  // namespace
 

@@ -15,7 +15,7 @@ struct ViewParams {
   bool jitter = false;  // colour jitter applied (v1: always)
   JitterParams jitter_params;
   bool grayscale = false;
-  bool blur = false;    // v2 only
+  bool blur = false;  // v2 only
   double sigma = 0.0;
   bool flip = false;
 };

@@ -29,8 +29,14 @@ bool g_we_initialized = false;
 std::optional<WorldInfo> g_world;
 
 const char* const kEnvVars[] = {
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "SLURM_PROCID",         "SLURM_NTASKS",         "SLURM_LOCALID",              "SLURM_STEP_ID",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "SLURM_STEP_ID",
     "PMI_SIZE",
 };
 
@@ -46,7 +52,8 @@ long long parse(const EnvMap& env, const char* name, int rank) {
   errno = 0;
   const long long value = std::strtoll(text, &end, 10);
   if (*text == '\0' || *end != '\0' || errno != 0 || value < 0)
-    throw DistError(rank, std::string("launcher environment: ") + name + "='" + text + "' is not a non-negative integer");
+    throw DistError(rank,
+                    std::string("launcher environment: ") + name + "='" + text + "' is not a non-negative integer");
   return value;
 }
 
@@ -84,11 +91,16 @@ WorldInfo query_world() {
 
 const char* thread_level_name(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-    default: return "unknown thread level";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+    default:
+      return "unknown thread level";
   }
 }
 
@@ -138,8 +150,7 @@ std::optional<int> launcher_world_size(const EnvMap& env) {
   const int unknown_rank = -1;
   if (get(env, "OMPI_COMM_WORLD_SIZE")) return static_cast<int>(parse(env, "OMPI_COMM_WORLD_SIZE", unknown_rank));
   if (get(env, "PMI_SIZE")) return static_cast<int>(parse(env, "PMI_SIZE", unknown_rank));
-  if (is_srun_step(env) && get(env, "SLURM_NTASKS"))
-    return static_cast<int>(parse(env, "SLURM_NTASKS", unknown_rank));
+  if (is_srun_step(env) && get(env, "SLURM_NTASKS")) return static_cast<int>(parse(env, "SLURM_NTASKS", unknown_rank));
   return std::nullopt;
 }
 
@@ -198,8 +209,10 @@ void finalize_world() {
 
 void abort_world(const std::string& why, int code) {
   // A DistError's text already names the rank; anything else gets it here.
-  if (why.rfind("rank ", 0) == 0) spdlog::critical("{}; aborting every rank", why);
-  else spdlog::critical("rank {}: {}; aborting every rank", world_rank_or_unknown(), why);
+  if (why.rfind("rank ", 0) == 0)
+    spdlog::critical("{}; aborting every rank", why);
+  else
+    spdlog::critical("rank {}: {}; aborting every rank", world_rank_or_unknown(), why);
   spdlog::default_logger()->flush();
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

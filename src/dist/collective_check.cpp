@@ -21,9 +21,12 @@ std::string shape_text(const CollectiveDescriptor& d) {
 
 std::string arg_text(const CollectiveDescriptor& d) {
   switch (static_cast<CollectiveOp>(d.op)) {
-    case CollectiveOp::kAllReduce: return d.arg == static_cast<int64_t>(ReduceOp::kAvg) ? " (avg)" : " (sum)";
-    case CollectiveOp::kBroadcast: return " (root " + std::to_string(d.arg) + ")";
-    default: return "";
+    case CollectiveOp::kAllReduce:
+      return d.arg == static_cast<int64_t>(ReduceOp::kAvg) ? " (avg)" : " (sum)";
+    case CollectiveOp::kBroadcast:
+      return " (root " + std::to_string(d.arg) + ")";
+    default:
+      return "";
   }
 }
 
@@ -46,28 +49,44 @@ std::string key(const CollectiveDescriptor& d) {
 
 const char* collective_name(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::kAllReduce: return "all_reduce";
-    case CollectiveOp::kAllGather: return "all_gather";
-    case CollectiveOp::kBroadcast: return "broadcast";
-    case CollectiveOp::kAllToAll: return "all_to_all";
-    case CollectiveOp::kBarrier: return "barrier";
+    case CollectiveOp::kAllReduce:
+      return "all_reduce";
+    case CollectiveOp::kAllGather:
+      return "all_gather";
+    case CollectiveOp::kBroadcast:
+      return "broadcast";
+    case CollectiveOp::kAllToAll:
+      return "all_to_all";
+    case CollectiveOp::kBarrier:
+      return "barrier";
   }
   return "unknown collective";
 }
 
 std::string dtype_name(torch::ScalarType dtype) {
   switch (dtype) {
-    case torch::kFloat32: return "float32";
-    case torch::kFloat64: return "float64";
-    case torch::kFloat16: return "float16";
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kInt64: return "int64";
-    case torch::kInt32: return "int32";
-    case torch::kInt16: return "int16";
-    case torch::kInt8: return "int8";
-    case torch::kUInt8: return "uint8";
-    case torch::kBool: return "bool";
-    default: return c10::toString(dtype);
+    case torch::kFloat32:
+      return "float32";
+    case torch::kFloat64:
+      return "float64";
+    case torch::kFloat16:
+      return "float16";
+    case torch::kBFloat16:
+      return "bfloat16";
+    case torch::kInt64:
+      return "int64";
+    case torch::kInt32:
+      return "int32";
+    case torch::kInt16:
+      return "int16";
+    case torch::kInt8:
+      return "int8";
+    case torch::kUInt8:
+      return "uint8";
+    case torch::kBool:
+      return "bool";
+    default:
+      return c10::toString(dtype);
   }
 }
 
@@ -109,16 +128,20 @@ std::optional<std::string> find_disagreement(const std::vector<CollectiveDescrip
 
   bool same_collective = true;
   for (const auto& d : all)
-    same_collective = same_collective && d.magic == CollectiveDescriptor::kMagic && d.op == all[0].op && d.seq == all[0].seq;
+    same_collective =
+        same_collective && d.magic == CollectiveDescriptor::kMagic && d.op == all[0].op && d.seq == all[0].seq;
   std::string message = same_collective ? collective_text(all[0]) + ": " : "ranks called different collectives: ";
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& ranks = groups[g].second;
     const CollectiveDescriptor& d = all[static_cast<size_t>(ranks[0])];
     const bool one = ranks.size() == 1;
     message += (g ? ", " : "") + rank_list(ranks);
-    if (d.magic != CollectiveDescriptor::kMagic) message += " sent no descriptor (does every rank check collectives?)";
-    else if (same_collective) message += (one ? " has " : " have ") + operands_text(d);
-    else message += " called " + collective_text(d) + " with " + operands_text(d);
+    if (d.magic != CollectiveDescriptor::kMagic)
+      message += " sent no descriptor (does every rank check collectives?)";
+    else if (same_collective)
+      message += (one ? " has " : " have ") + operands_text(d);
+    else
+      message += " called " + collective_text(d) + " with " + operands_text(d);
   }
   return message;
 }
@@ -134,9 +157,9 @@ std::optional<std::string> find_count_mismatch(const std::vector<std::vector<int
       if (sent == expected) continue;
       ++total;
       if (shown++ < 8)  // enough to see the pattern; a world of bad counts would drown the message
-        message += (message.empty() ? "" : ", ") + ("rank " + std::to_string(from) + " sends " + std::to_string(sent) +
-                                                     " rows to rank " + std::to_string(to) + ", which expects " +
-                                                     std::to_string(expected));
+        message += (message.empty() ? "" : ", ") +
+                   ("rank " + std::to_string(from) + " sends " + std::to_string(sent) + " rows to rank " +
+                    std::to_string(to) + ", which expects " + std::to_string(expected));
     }
   }
   if (total == 0) return std::nullopt;

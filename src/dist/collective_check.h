@@ -29,8 +29,8 @@ struct CollectiveDescriptor {
   int64_t dtype = -1;  // torch::ScalarType, -1 for barrier
   int64_t ndim = 0;
   std::array<int64_t, kMaxDims> shape{};
-  int64_t numel = 0;  // all_to_all: elements per row, since the row counts may differ by rank
-  int64_t arg = 0;    // all_reduce: the ReduceOp; broadcast: the root
+  int64_t numel = 0;              // all_to_all: elements per row, since the row counts may differ by rank
+  int64_t arg = 0;                // all_reduce: the ReduceOp; broadcast: the root
   int64_t invalid_arguments = 0;  // 1: this rank rejected its own arguments (it throws the details)
 };
 constexpr int kDescriptorWords = 16;

@@ -19,14 +19,13 @@ inline std::string cuda_error_text(cudaError_t code) {
 }  // namespace moco::dist::detail
 
 // For code that knows its rank in the group (which need not be MPI's, nor exist without MPI).
-#define CUDA_CHECK_ON_RANK(rank, call)                                                             \
-  do {                                                                                             \
-    const cudaError_t moco_cuda_rc_ = (call);                                                      \
-    if (moco_cuda_rc_ != cudaSuccess)                                                              \
-      throw ::moco::dist::DistError((rank), std::string(#call) + " failed at " +                   \
-                                                ::moco::dist::detail::short_path(__FILE__) + ":" + \
-                                                std::to_string(__LINE__) + ": " +                  \
-                                                ::moco::dist::detail::cuda_error_text(moco_cuda_rc_)); \
+#define CUDA_CHECK_ON_RANK(rank, call)                                                                         \
+  do {                                                                                                         \
+    const cudaError_t moco_cuda_rc_ = (call);                                                                  \
+    if (moco_cuda_rc_ != cudaSuccess)                                                                          \
+      throw ::moco::dist::DistError(                                                                           \
+          (rank), std::string(#call) + " failed at " + ::moco::dist::detail::short_path(__FILE__) + ":" +      \
+                      std::to_string(__LINE__) + ": " + ::moco::dist::detail::cuda_error_text(moco_cuda_rc_)); \
   } while (0)
 
 // The rank is MPI's, as for MPI_CHECK.
@@ -49,14 +48,13 @@ inline std::string nccl_error_text(ncclResult_t code) {
 }
 }  // namespace moco::dist::detail
 
-#define NCCL_CHECK_ON_RANK(rank, call)                                                             \
-  do {                                                                                             \
-    const ncclResult_t moco_nccl_rc_ = (call);                                                     \
-    if (moco_nccl_rc_ != ncclSuccess)                                                              \
-      throw ::moco::dist::DistError((rank), std::string(#call) + " failed at " +                   \
-                                                ::moco::dist::detail::short_path(__FILE__) + ":" + \
-                                                std::to_string(__LINE__) + ": " +                  \
-                                                ::moco::dist::detail::nccl_error_text(moco_nccl_rc_)); \
+#define NCCL_CHECK_ON_RANK(rank, call)                                                                         \
+  do {                                                                                                         \
+    const ncclResult_t moco_nccl_rc_ = (call);                                                                 \
+    if (moco_nccl_rc_ != ncclSuccess)                                                                          \
+      throw ::moco::dist::DistError(                                                                           \
+          (rank), std::string(#call) + " failed at " + ::moco::dist::detail::short_path(__FILE__) + ":" +      \
+                      std::to_string(__LINE__) + ": " + ::moco::dist::detail::nccl_error_text(moco_nccl_rc_)); \
   } while (0)
 
 #define NCCL_CHECK(call) NCCL_CHECK_ON_RANK(::moco::dist::world_rank_or_unknown(), call)

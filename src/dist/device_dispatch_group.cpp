@@ -26,7 +26,9 @@ std::shared_ptr<Work> DeviceDispatchGroup::all_reduce_async_preagreed(torch::Ten
   return for_tensor(tensor).all_reduce_async_preagreed(tensor, op);
 }
 
-torch::Tensor DeviceDispatchGroup::all_gather(const torch::Tensor& tensor) { return for_tensor(tensor).all_gather(tensor); }
+torch::Tensor DeviceDispatchGroup::all_gather(const torch::Tensor& tensor) {
+  return for_tensor(tensor).all_gather(tensor);
+}
 
 void DeviceDispatchGroup::broadcast(torch::Tensor& tensor, int root) { for_tensor(tensor).broadcast(tensor, root); }
 

@@ -42,8 +42,10 @@ void throw_mpi_failed(int code, const char* call, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   std::string description;
-  if (MPI_Error_string(code, text, &length) == MPI_SUCCESS) description.assign(text, static_cast<size_t>(length));
-  else description = "MPI error code " + std::to_string(code);
+  if (MPI_Error_string(code, text, &length) == MPI_SUCCESS)
+    description.assign(text, static_cast<size_t>(length));
+  else
+    description = "MPI error code " + std::to_string(code);
   // MPI_Error_class names the kind (MPI_ERR_TRUNCATE) where the string alone may not.
   int error_class = 0;
   if (MPI_Error_class(code, &error_class) == MPI_SUCCESS && error_class != code) {

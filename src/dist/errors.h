@@ -37,9 +37,8 @@ const char* short_path(const char* file);
 // dist/mpi_comm.h). Only calls on a communicator whose error handler is MPI_ERRORS_RETURN can fail
 // here: under the default MPI_ERRORS_ARE_FATAL the library aborts first, which is why init_world()
 // and MpiProcessGroup install MPI_ERRORS_RETURN.
-#define MPI_CHECK(call)                                                                  \
-  do {                                                                                   \
-    const int moco_mpi_rc_ = (call);                                                     \
-    if (moco_mpi_rc_ != MPI_SUCCESS)                                                     \
-      ::moco::dist::detail::throw_mpi_failed(moco_mpi_rc_, #call, __FILE__, __LINE__);   \
+#define MPI_CHECK(call)                                                                                               \
+  do {                                                                                                                \
+    const int moco_mpi_rc_ = (call);                                                                                  \
+    if (moco_mpi_rc_ != MPI_SUCCESS) ::moco::dist::detail::throw_mpi_failed(moco_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)

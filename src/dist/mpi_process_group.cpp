@@ -79,15 +79,24 @@ std::string seconds_text(std::chrono::milliseconds timeout) {
 
 MPI_Datatype mpi_type(torch::ScalarType dtype) {
   switch (dtype) {
-    case torch::kFloat32: return MPI_FLOAT;
-    case torch::kFloat64: return MPI_DOUBLE;
-    case torch::kInt64: return MPI_INT64_T;
-    case torch::kInt32: return MPI_INT32_T;
-    case torch::kInt16: return MPI_INT16_T;
-    case torch::kInt8: return MPI_INT8_T;
-    case torch::kUInt8: return MPI_UINT8_T;
-    case torch::kBool: return MPI_C_BOOL;
-    default: return MPI_DATATYPE_NULL;
+    case torch::kFloat32:
+      return MPI_FLOAT;
+    case torch::kFloat64:
+      return MPI_DOUBLE;
+    case torch::kInt64:
+      return MPI_INT64_T;
+    case torch::kInt32:
+      return MPI_INT32_T;
+    case torch::kInt16:
+      return MPI_INT16_T;
+    case torch::kInt8:
+      return MPI_INT8_T;
+    case torch::kUInt8:
+      return MPI_UINT8_T;
+    case torch::kBool:
+      return MPI_C_BOOL;
+    default:
+      return MPI_DATATYPE_NULL;
   }
 }
 
@@ -104,7 +113,9 @@ std::string tensor_problem(const torch::Tensor& tensor) {
 }
 
 // The caller's tensor if MPI can use its memory directly, else a contiguous copy.
-torch::Tensor contiguous_buffer(const torch::Tensor& tensor) { return tensor.is_contiguous() ? tensor : tensor.contiguous(); }
+torch::Tensor contiguous_buffer(const torch::Tensor& tensor) {
+  return tensor.is_contiguous() ? tensor : tensor.contiguous();
+}
 
 }  // namespace
 
@@ -113,8 +124,8 @@ struct MpiProcessGroup::State {
   int rank = 0;
   int size = 1;
   MpiOptions options;
-  int64_t seq = 0;         // collectives started on this group, the same count on every rank
-  std::string broken;      // why the group is unusable; empty while it is fine
+  int64_t seq = 0;     // collectives started on this group, the same count on every rank
+  std::string broken;  // why the group is unusable; empty while it is fine
   std::vector<std::shared_ptr<Pending>> in_flight;
   std::vector<char> heard_at_roll_call, answered_roll_call;  // by peer
 
@@ -143,14 +154,17 @@ struct MpiProcessGroup::State {
         std::lock_guard<std::mutex> lock(mpi_mutex());
         const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
         broken = what + " timed out";
-        throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + phase + "; " + roll_call_verdict());
+        throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + phase + "; " +
+                                  roll_call_verdict());
       }
       answer_roll_calls_if_waited(deadline);
       back_off();
     }
   }
 
-  std::chrono::milliseconds roll_call_window() const { return std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(3)); }
+  std::chrono::milliseconds roll_call_window() const {
+    return std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(3));
+  }
 
   // A rank that timed out holds a roll call; the ranks still waiting in a collective answer it at
   // once rather than when their own timeouts pass, which may be later than the roll call lasts
@@ -232,7 +246,8 @@ struct MpiProcessGroup::State {
       {
         std::lock_guard<std::mutex> lock(mpi_mutex());
         int flag = 0;
-        const int rc = MPI_Testall(static_cast<int>(pending.exchange.size()), pending.exchange.data(), &flag, MPI_STATUSES_IGNORE);
+        const int rc =
+            MPI_Testall(static_cast<int>(pending.exchange.size()), pending.exchange.data(), &flag, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) {
           broken = what + " failed";
           detail::throw_mpi_failed(rc, ("MPI_Testall(" + what + ")").c_str(), __FILE__, __LINE__);
@@ -252,8 +267,8 @@ struct MpiProcessGroup::State {
         }
         broken = what + " timed out";
         throw DistError(rank, what + " did not complete within " + seconds_text(options.timeout) + ", waiting for " +
-                                  (missing.empty() ? std::string("a rank") : rank_list(missing)) + ", which never reached it; " +
-                                  roll_call_verdict());
+                                  (missing.empty() ? std::string("a rank") : rank_list(missing)) +
+                                  ", which never reached it; " + roll_call_verdict());
       }
       answer_roll_calls_if_waited(deadline);
       back_off();
@@ -292,7 +307,8 @@ struct MpiProcessGroup::State {
     std::memcpy(pending->send_words.data(), &descriptor, sizeof descriptor);
     pending->recv_words.resize(static_cast<size_t>(kDescriptorWords) * size);
     // Point to point rather than one all-gather, so that a timeout knows whose descriptor is missing.
-    std::memcpy(pending->recv_words.data() + static_cast<size_t>(rank) * kDescriptorWords, &descriptor, sizeof descriptor);
+    std::memcpy(pending->recv_words.data() + static_cast<size_t>(rank) * kDescriptorWords, &descriptor,
+                sizeof descriptor);
     {
       std::lock_guard<std::mutex> lock(mpi_mutex());
       pending->exchange.reserve(2 * static_cast<size_t>(size));
@@ -450,11 +466,12 @@ std::shared_ptr<Work> MpiProcessGroup::start_all_reduce(torch::Tensor& tensor, R
   const auto count = static_cast<int>(buffer.numel());
   const MPI_Datatype type = mpi_type(buffer.scalar_type());
   const MPI_Comm comm = s.comm;
-  s.launch(pending,
-           [&](MPI_Request* request) {
-             return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, MPI_SUM, comm, request);
-           },
-           "MPI_Iallreduce");
+  s.launch(
+      pending,
+      [&](MPI_Request* request) {
+        return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, MPI_SUM, comm, request);
+      },
+      "MPI_Iallreduce");
   const int size = s.size;
   torch::Tensor target = tensor;  // a handle on the caller's storage, for the copy back
   return std::make_shared<MpiWork>(state_, pending, seq, [target, buffer, op, size]() mutable {
@@ -480,11 +497,12 @@ torch::Tensor MpiProcessGroup::all_gather(const torch::Tensor& tensor) {
   pending->tensors = {input, output};
   const auto count = static_cast<int>(input.numel());
   const MPI_Datatype type = mpi_type(input.scalar_type());
-  s.launch(pending,
-           [&](MPI_Request* request) {
-             return MPI_Iallgather(input.data_ptr(), count, type, output.data_ptr(), count, type, s.comm, request);
-           },
-           "MPI_Iallgather");
+  s.launch(
+      pending,
+      [&](MPI_Request* request) {
+        return MPI_Iallgather(input.data_ptr(), count, type, output.data_ptr(), count, type, s.comm, request);
+      },
+      "MPI_Iallgather");
   s.wait_for(*pending, CollectiveOp::kAllGather, seq, "");
   return output;
 }
@@ -502,9 +520,9 @@ void MpiProcessGroup::broadcast(torch::Tensor& tensor, int root) {
   pending->tensors = {buffer};
   const auto count = static_cast<int>(buffer.numel());
   const MPI_Datatype type = mpi_type(buffer.scalar_type());
-  s.launch(pending,
-           [&](MPI_Request* request) { return MPI_Ibcast(buffer.data_ptr(), count, type, root, s.comm, request); },
-           "MPI_Ibcast");
+  s.launch(
+      pending, [&](MPI_Request* request) { return MPI_Ibcast(buffer.data_ptr(), count, type, root, s.comm, request); },
+      "MPI_Ibcast");
   s.wait_for(*pending, CollectiveOp::kBroadcast, seq, "");
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
@@ -530,8 +548,8 @@ torch::Tensor MpiProcessGroup::all_to_all(const torch::Tensor& input, const std:
     }
   }
   if (problem.empty() && sent_rows != input.size(0))
-    problem = "send_counts sum to " + std::to_string(sent_rows) + " rows but the input has " +
-              std::to_string(input.size(0));
+    problem =
+        "send_counts sum to " + std::to_string(sent_rows) + " rows but the input has " + std::to_string(input.size(0));
   if (problem.empty() && std::max(sent_rows, received_rows) * row_numel > INT_MAX)
     problem = "the rows exceed MPI's int counts and displacements; split the tensor";
   s.agree(describe_collective(CollectiveOp::kAllToAll, seq, &input, 0), problem);
@@ -542,13 +560,13 @@ torch::Tensor MpiProcessGroup::all_to_all(const torch::Tensor& input, const std:
     pending->send_words = send_counts;
     pending->send_words.insert(pending->send_words.end(), recv_counts.begin(), recv_counts.end());
     pending->recv_words.resize(2 * world * world);
-    s.launch(pending,
-             [&](MPI_Request* request) {
-               return MPI_Iallgather(pending->send_words.data(), static_cast<int>(2 * world), MPI_INT64_T,
-                                     pending->recv_words.data(), static_cast<int>(2 * world), MPI_INT64_T, s.comm,
-                                     request);
-             },
-             "MPI_Iallgather");
+    s.launch(
+        pending,
+        [&](MPI_Request* request) {
+          return MPI_Iallgather(pending->send_words.data(), static_cast<int>(2 * world), MPI_INT64_T,
+                                pending->recv_words.data(), static_cast<int>(2 * world), MPI_INT64_T, s.comm, request);
+        },
+        "MPI_Iallgather");
     s.wait_for(*pending, CollectiveOp::kAllToAll, seq, " (exchanging counts)");
     std::vector<std::vector<int64_t>> counts(world);
     for (size_t r = 0; r < world; ++r)
@@ -575,12 +593,13 @@ torch::Tensor MpiProcessGroup::all_to_all(const torch::Tensor& input, const std:
   auto pending = std::make_shared<Pending>();
   pending->tensors = {send, output};
   const MPI_Datatype type = mpi_type(send.scalar_type());
-  s.launch(pending,
-           [&](MPI_Request* request) {
-             return MPI_Ialltoallv(send.data_ptr(), scounts.data(), sdispls.data(), type, output.data_ptr(),
-                                   rcounts.data(), rdispls.data(), type, s.comm, request);
-           },
-           "MPI_Ialltoallv");
+  s.launch(
+      pending,
+      [&](MPI_Request* request) {
+        return MPI_Ialltoallv(send.data_ptr(), scounts.data(), sdispls.data(), type, output.data_ptr(), rcounts.data(),
+                              rdispls.data(), type, s.comm, request);
+      },
+      "MPI_Ialltoallv");
   s.wait_for(*pending, CollectiveOp::kAllToAll, seq, "");
   return output;
 }
@@ -592,7 +611,8 @@ void MpiProcessGroup::barrier() {
   // The argument check completes only once every rank has contributed: it already is the barrier.
   if (s.options.check_collectives) return;
   auto pending = std::make_shared<Pending>();
-  s.launch(pending, [&](MPI_Request* request) { return MPI_Ibarrier(s.comm, request); }, "MPI_Ibarrier");
+  s.launch(
+      pending, [&](MPI_Request* request) { return MPI_Ibarrier(s.comm, request); }, "MPI_Ibarrier");
   s.wait_for(*pending, CollectiveOp::kBarrier, seq, "");
 }
 

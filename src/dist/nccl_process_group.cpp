@@ -19,17 +19,26 @@ namespace moco::dist {
 
 std::optional<int> nccl_dtype(torch::ScalarType dtype) {
   switch (dtype) {
-    case torch::kFloat32: return ncclFloat32;
-    case torch::kFloat16: return ncclFloat16;
+    case torch::kFloat32:
+      return ncclFloat32;
+    case torch::kFloat16:
+      return ncclFloat16;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
-    case torch::kBFloat16: return ncclBfloat16;
+    case torch::kBFloat16:
+      return ncclBfloat16;
 #endif
-    case torch::kFloat64: return ncclFloat64;
-    case torch::kInt64: return ncclInt64;
-    case torch::kInt32: return ncclInt32;
-    case torch::kUInt8: return ncclUint8;
-    case torch::kInt8: return ncclInt8;
-    default: return std::nullopt;
+    case torch::kFloat64:
+      return ncclFloat64;
+    case torch::kInt64:
+      return ncclInt64;
+    case torch::kInt32:
+      return ncclInt32;
+    case torch::kUInt8:
+      return ncclUint8;
+    case torch::kInt8:
+      return ncclInt8;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -60,7 +60,8 @@ class LocalProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> all_reduce_async(torch::Tensor&, ReduceOp) override;
   torch::Tensor all_gather(const torch::Tensor& tensor) override { return tensor; }
   void broadcast(torch::Tensor&, int) override {}
-  torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>&, const std::vector<int64_t>&) override {
+  torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>&,
+                           const std::vector<int64_t>&) override {
     return input;
   }
   void barrier() override {}

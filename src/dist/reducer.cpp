@@ -188,7 +188,8 @@ void GradientReducer::agree_on_layout() const {
 void GradientReducer::set_enabled(bool enabled) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (hooks_fired_ > 0) {
-    throw std::logic_error("GradientReducer::set_enabled: a backward has started feeding gradients; call finalize() first");
+    throw std::logic_error(
+        "GradientReducer::set_enabled: a backward has started feeding gradients; call finalize() first");
   }
   if (enabled) ensure_armed();
   enabled_.store(enabled);
@@ -306,13 +307,15 @@ void GradientReducer::reset_step() {
 
 void broadcast_parameters(const std::vector<torch::Tensor>& tensors, ProcessGroup& group, int root) {
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!tensors[i].defined()) throw std::invalid_argument("broadcast_parameters: tensor " + std::to_string(i) + " is undefined");
+    if (!tensors[i].defined())
+      throw std::invalid_argument("broadcast_parameters: tensor " + std::to_string(i) + " is undefined");
   }
   if (group.world_size() == 1) return;
   // Indices grouped by (device, dtype), in first-seen order so every rank forms the same groups.
   std::vector<std::vector<size_t>> kinds;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return same_kind(tensors[k.front()], tensors[i]); });
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const auto& k) { return same_kind(tensors[k.front()], tensors[i]); });
     if (it == kinds.end()) it = kinds.insert(kinds.end(), std::vector<size_t>{});
     it->push_back(i);
   }

@@ -63,8 +63,7 @@ class GradientReducer {
   // in error messages only.
   GradientReducer(std::vector<torch::Tensor> params, std::shared_ptr<ProcessGroup> group,
                   int64_t bucket_cap_bytes = kDefaultBucketCapBytes,
-                  int64_t first_bucket_cap_bytes = kDefaultFirstBucketCapBytes,
-                  std::vector<std::string> names = {});
+                  int64_t first_bucket_cap_bytes = kDefaultFirstBucketCapBytes, std::vector<std::string> names = {});
   ~GradientReducer();
 
   // Hooks hold `this`.

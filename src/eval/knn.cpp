@@ -7,8 +7,7 @@
 namespace moco::eval {
 
 torch::Tensor knn_predict(const torch::Tensor& memory_features, const torch::Tensor& memory_labels,
-                          const torch::Tensor& query_features, int64_t num_classes,
-                          const KnnOptions& options) {
+                          const torch::Tensor& query_features, int64_t num_classes, const KnnOptions& options) {
   torch::NoGradGuard no_grad;
   namespace F = torch::nn::functional;
   const auto unit = F::NormalizeFuncOptions().dim(1);
@@ -19,7 +18,8 @@ torch::Tensor knn_predict(const torch::Tensor& memory_features, const torch::Ten
 
   std::vector<torch::Tensor> predictions;
   for (int64_t start = 0; start < query_features.size(0); start += options.query_chunk) {
-    const auto queries = F::normalize(query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start)), unit);
+    const auto queries = F::normalize(
+        query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start)), unit);
     const auto [sim, idx] = torch::mm(queries, memory.t()).topk(k, /*dim=*/1);
     const auto weights = (sim / options.temperature).exp();
     auto votes = torch::zeros({queries.size(0), num_classes}, weights.options());
@@ -30,8 +30,8 @@ torch::Tensor knn_predict(const torch::Tensor& memory_features, const torch::Ten
 }
 
 double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memory_labels,
-                const torch::Tensor& query_features, const torch::Tensor& query_labels,
-                int64_t num_classes, const KnnOptions& options) {
+                const torch::Tensor& query_features, const torch::Tensor& query_labels, int64_t num_classes,
+                const KnnOptions& options) {
   const auto predicted = knn_predict(memory_features, memory_labels, query_features, num_classes, options);
   return 100.0 * predicted.eq(query_labels.to(torch::kLong)).to(torch::kDouble).mean().item<double>();
 }
@@ -62,17 +62,20 @@ std::pair<torch::Tensor, torch::Tensor> extract_features(const Featurizer& featu
 }
 
 Featurizer raw_pixels(const data::AugmentOptions& normalisation) {
-  return [normalisation](const torch::Tensor& images) { return data::normalize_batch(images, normalisation).flatten(1); };
+  return
+      [normalisation](const torch::Tensor& images) { return data::normalize_batch(images, normalisation).flatten(1); };
 }
 
 std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
-                                                         const data::AugmentOptions& normalisation,
-                                                         int64_t batch_size, int64_t limit, dist::ProcessGroup* group) {
+                                                         const data::AugmentOptions& normalisation, int64_t batch_size,
+                                                         int64_t limit, dist::ProcessGroup* group) {
   const bool was_training = encoder->is_training();
   encoder->eval();
   const auto device = encoder->parameters().front().device();
   auto result = extract_features(
-      [&](const torch::Tensor& images) { return encoder->features(data::normalize_batch(images, normalisation).to(device)); },
+      [&](const torch::Tensor& images) {
+        return encoder->features(data::normalize_batch(images, normalisation).to(device));
+      },
       dataset, batch_size, limit, group);
   encoder->train(was_training);
   return result;

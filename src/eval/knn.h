@@ -21,13 +21,12 @@ struct KnnOptions {
 // memory samples votes for its label with weight exp(sim / temperature) (Wu et al. 2018).
 // Returns the predicted label of every query, int64 [M].
 torch::Tensor knn_predict(const torch::Tensor& memory_features, const torch::Tensor& memory_labels,
-                          const torch::Tensor& query_features, int64_t num_classes,
-                          const KnnOptions& options);
+                          const torch::Tensor& query_features, int64_t num_classes, const KnnOptions& options);
 
 // Percentage of queries whose prediction equals their label.
 double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memory_labels,
-                const torch::Tensor& query_features, const torch::Tensor& query_labels,
-                int64_t num_classes, const KnnOptions& options);
+                const torch::Tensor& query_features, const torch::Tensor& query_labels, int64_t num_classes,
+                const KnnOptions& options);
 
 // Features [n, d] of a batch of uint8 images [n, C, H, W] (any device; moved to the CPU).
 using Featurizer = std::function<torch::Tensor(const torch::Tensor& images)>;
@@ -36,7 +35,8 @@ using Featurizer = std::function<torch::Tensor(const torch::Tensor& images)>;
 // without a graph. With a group of several ranks (identical featurizers), each rank encodes one
 // shard and all receive the whole result.
 std::pair<torch::Tensor, torch::Tensor> extract_features(const Featurizer& featurizer, const data::Dataset& dataset,
-                                                         int64_t batch_size, int64_t limit = 0, dist::ProcessGroup* group = nullptr);
+                                                         int64_t batch_size, int64_t limit = 0,
+                                                         dist::ProcessGroup* group = nullptr);
 
 // The normalised images, flattened: the raw-pixel baseline's features.
 Featurizer raw_pixels(const data::AugmentOptions& normalisation);
@@ -44,8 +44,7 @@ Featurizer raw_pixels(const data::AugmentOptions& normalisation);
 // Backbone features of the normalised images, as above, in eval mode (BN running statistics); the
 // encoder's mode is restored.
 std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
-                                                         const data::AugmentOptions& normalisation,
-                                                         int64_t batch_size, int64_t limit = 0,
-                                                         dist::ProcessGroup* group = nullptr);
+                                                         const data::AugmentOptions& normalisation, int64_t batch_size,
+                                                         int64_t limit = 0, dist::ProcessGroup* group = nullptr);
 
 }  // namespace moco::eval

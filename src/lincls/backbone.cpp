@@ -32,8 +32,8 @@ struct Source {
 
 // The model.* keys that decide a backbone, as a mismatch names them.
 std::string model_keys(const train::Config& c) {
-  return fmt::format("model.arch={} model.small_stem={} model.stem_stride={} model.width={}", c.model.arch, c.model.small_stem,
-                     c.model.stem_stride, c.model.width);
+  return fmt::format("model.arch={} model.small_stem={} model.stem_stride={} model.width={}", c.model.arch,
+                     c.model.small_stem, c.model.stem_stride, c.model.width);
 }
 
 // What the checkpoint's own config says of the architecture, to check and to explain a mismatch.
@@ -61,9 +61,10 @@ Source read_source(const std::string& path) {
     return source;
   }
   if (!fs::is_directory(path, ec))
-    throw ConfigError(fmt::format("model.pretrained: '{}' is neither a checkpoint folder, a run's output folder, a `moco_ckpt export` "
-                                  "file, 'random' nor 'raw_pixels'",
-                                  path));
+    throw ConfigError(fmt::format(
+        "model.pretrained: '{}' is neither a checkpoint folder, a run's output folder, a `moco_ckpt export` "
+        "file, 'random' nor 'raw_pixels'",
+        path));
   ckpt::CheckpointReader reader(ckpt::resolve_checkpoint_dir(path));
   const auto& manifest = reader.manifest();
   for (const auto& record : manifest.tensors) {
@@ -76,19 +77,23 @@ Source read_source(const std::string& path) {
   source.path = reader.dir();
   source.description = fmt::format("{} (step {})", reader.dir(), manifest.step);
   note_training_config(source, manifest.config_yaml, reader.dir());
-  if (source.tensors.empty()) throw ConfigError(fmt::format("model.pretrained: {} holds no tensor encoder_q/*", source.description));
+  if (source.tensors.empty())
+    throw ConfigError(fmt::format("model.pretrained: {} holds no tensor encoder_q/*", source.description));
   return source;
 }
 
-std::string shape_text(const torch::Tensor& t) { return t.dim() == 0 ? "scalar" : fmt::format("{}", fmt::join(t.sizes(), "x")); }
+std::string shape_text(const torch::Tensor& t) {
+  return t.dim() == 0 ? "scalar" : fmt::format("{}", fmt::join(t.sizes(), "x"));
+}
 
 // Throws ConfigError naming the first tensor in which the source and the network differ in name,
 // shape or dtype.
 void check_fits(const Source& source, model::ResNetImpl& net, const train::Config& c) {
   const auto mine = backbone_tensors(net);
   auto mismatch = [&](const std::string& what) {
-    return ConfigError(fmt::format("model.pretrained: {} does not fit {} with {}-channel images: {}{}", source.description, model_keys(c),
-                                   train::dataset_channels(c), what, source.trained_with));
+    return ConfigError(fmt::format("model.pretrained: {} does not fit {} with {}-channel images: {}{}",
+                                   source.description, model_keys(c), train::dataset_channels(c), what,
+                                   source.trained_with));
   };
   // The stem's stride changes no tensor's shape, only what the features mean: without this check a
   // stride-2 encoder evaluated at stride 1 would score, silently, as some other network.
@@ -137,8 +142,9 @@ Backbone Backbone::load(const train::Config& c, torch::Device device) {
   Backbone b;
   const std::string& what = c.model.pretrained;
   if (what.empty())
-    throw ConfigError("model.pretrained is not set: name a checkpoint (folder or run output_dir), a `moco_ckpt export` file, "
-                      "random or raw_pixels");
+    throw ConfigError(
+        "model.pretrained is not set: name a checkpoint (folder or run output_dir), a `moco_ckpt export` file, "
+        "random or raw_pixels");
   if (what == "raw_pixels") {
     b.kind_ = Kind::kRawPixels;
     b.description_ = "raw pixels";
@@ -165,9 +171,12 @@ Backbone Backbone::load(const train::Config& c, torch::Device device) {
 
 const char* Backbone::label() const {
   switch (kind_) {
-    case Kind::kPretrained: return "trained";
-    case Kind::kRandomInit: return "random_init";
-    case Kind::kRawPixels: break;
+    case Kind::kPretrained:
+      return "trained";
+    case Kind::kRandomInit:
+      return "random_init";
+    case Kind::kRawPixels:
+      break;
   }
   return "raw_pixels";
 }
@@ -194,7 +203,8 @@ int64_t Backbone::check_unchanged(const train::Config& c) const {
   for (const auto& [key, tensor] : backbone_tensors(*net)) {
     const auto it = reference.find(key);
     if (it == reference.end() || !torch::equal(tensor.to(torch::kCPU), it->second))
-      throw std::runtime_error(fmt::format("sanity check failed: backbone tensor '{}' is no longer bitwise the one of {}", key, description_));
+      throw std::runtime_error(fmt::format(
+          "sanity check failed: backbone tensor '{}' is no longer bitwise the one of {}", key, description_));
     ++compared;
   }
   return compared;

@@ -20,12 +20,15 @@ KnnEvalResult knn_eval_only(const train::Config& config, const train::RunContext
   const Backbone backbone = Backbone::load(c, context.device);
   train::KnnMonitor knn(c, train::load_splits(c), nullptr, *context.group);
   KnnEvalResult result;
-  result.raw_pixels = knn.raw_baseline_enabled() && backbone.kind() != Backbone::Kind::kRawPixels ? knn.evaluate_raw_pixels(0, 0, false)
-                                                                                                  : std::nan("");
+  result.raw_pixels = knn.raw_baseline_enabled() && backbone.kind() != Backbone::Kind::kRawPixels
+                          ? knn.evaluate_raw_pixels(0, 0, false)
+                          : std::nan("");
   const auto normalisation = train::augment_options(c);
-  result.top1 = knn.evaluate([&](const torch::Tensor& images) { return backbone.features(data::normalize_batch(images, normalisation)); },
-                             backbone.label(), 0, 0, false);
-  spdlog::info("kNN top-1: {}{} {:.2f}% ({})", std::isnan(result.raw_pixels) ? "" : fmt::format("raw pixels {:.2f}%, ", result.raw_pixels),
+  result.top1 = knn.evaluate(
+      [&](const torch::Tensor& images) { return backbone.features(data::normalize_batch(images, normalisation)); },
+      backbone.label(), 0, 0, false);
+  spdlog::info("kNN top-1: {}{} {:.2f}% ({})",
+               std::isnan(result.raw_pixels) ? "" : fmt::format("raw pixels {:.2f}%, ", result.raw_pixels),
                backbone.label(), result.top1, backbone.description());
   return result;
 }

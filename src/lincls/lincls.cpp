@@ -54,8 +54,10 @@ class Progress {
   void add_entries(std::vector<ckpt::StateEntry>& entries) {
     const char* counter_names[] = {"epoch", "batch_in_epoch", "step", "best_epoch"};
     const char* value_names[] = {"train_seconds", "best_top1", "best_top5", "epoch_loss_sum"};
-    for (int64_t i = 0; i < 4; ++i) entries.push_back({std::string("progress/") + counter_names[i], counters_.narrow(0, i, 1)});
-    for (int64_t i = 0; i < 4; ++i) entries.push_back({std::string("progress/") + value_names[i], values_.narrow(0, i, 1)});
+    for (int64_t i = 0; i < 4; ++i)
+      entries.push_back({std::string("progress/") + counter_names[i], counters_.narrow(0, i, 1)});
+    for (int64_t i = 0; i < 4; ++i)
+      entries.push_back({std::string("progress/") + value_names[i], values_.narrow(0, i, 1)});
   }
 
  private:
@@ -71,8 +73,9 @@ void check_own_output_dir(const Config& c, const Backbone& backbone) {
   const auto mine = fs::weakly_canonical(fs::path(c.train.output_dir)).string();
   const auto source = fs::weakly_canonical(fs::path(backbone.source())).string();
   if (source == mine || source.rfind(mine + "/", 0) == 0)
-    throw train::ConfigError(fmt::format("train.output_dir '{}' holds model.pretrained ({}): give the linear classifier a folder of its own",
-                                         c.train.output_dir, backbone.source()));
+    throw train::ConfigError(
+        fmt::format("train.output_dir '{}' holds model.pretrained ({}): give the linear classifier a folder of its own",
+                    c.train.output_dir, backbone.source()));
 }
 
 }  // namespace
@@ -92,7 +95,8 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     std::ofstream config_out(out_dir / "config.yaml");
     config_out << train::to_yaml(config);
     config_out.flush();
-    if (!config_out) throw std::runtime_error("train.output_dir '" + out_dir.string() + "': cannot write config.yaml in it");
+    if (!config_out)
+      throw std::runtime_error("train.output_dir '" + out_dir.string() + "': cannot write config.yaml in it");
     metrics.emplace((out_dir / "metrics.jsonl").string(), /*append=*/checkpointing.will_try_resume(),
                     config.train.tensorboard ? (out_dir / "tb").string() : std::string());
   }
@@ -101,25 +105,33 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
   const bool cached = lc.cached_features;
   const train::Splits splits = train::load_splits(config);
   const int64_t per_rank = lc.batch_size / world;
-  spdlog::info("lincls: {} ({}-dim features), {} classes, {}; lr {} (batch {}), x{} at epochs [{}], momentum {}, weight decay {}, {} epochs; "
-               "{} rank(s) on {}",
-               backbone.description(), backbone.feature_dim(), splits.train->num_classes(),
-               cached ? "cached features of the un-augmented images" : "a new augmented view every step", learning_rate(config, 0),
-               lc.batch_size, lc.gamma, fmt::join(lc.milestones, ", "), lc.momentum, lc.weight_decay, lc.epochs, world, context.device.str());
+  spdlog::info(
+      "lincls: {} ({}-dim features), {} classes, {}; lr {} (batch {}), x{} at epochs [{}], momentum {}, weight decay "
+      "{}, {} epochs; "
+      "{} rank(s) on {}",
+      backbone.description(), backbone.feature_dim(), splits.train->num_classes(),
+      cached ? "cached features of the un-augmented images" : "a new augmented view every step",
+      learning_rate(config, 0), lc.batch_size, lc.gamma, fmt::join(lc.milestones, ", "), lc.momentum, lc.weight_decay,
+      lc.epochs, world, context.device.str());
 
   // The backbone is frozen and in eval mode, so the val features are the same every epoch: extracted
   // once. The train split's are needed for cached training and for the standardisation statistics.
   const auto extract_start = Clock::now();
   const auto eval_view = train::augment_options(config);
-  const eval::Featurizer center_features = [&](const torch::Tensor& images) { return backbone.features(center_view(images, eval_view)); };
+  const eval::Featurizer center_features = [&](const torch::Tensor& images) {
+    return backbone.features(center_view(images, eval_view));
+  };
   const auto [val_features, val_labels] = eval::extract_features(center_features, *splits.test, per_rank, 0, &group);
   torch::Tensor train_features, train_labels;
-  if (cached || lc.standardize) std::tie(train_features, train_labels) = eval::extract_features(center_features, *splits.train, per_rank, 0, &group);
+  if (cached || lc.standardize)
+    std::tie(train_features, train_labels) =
+        eval::extract_features(center_features, *splits.train, per_rank, 0, &group);
   spdlog::info("features of {} val{} images extracted in {:.1f}s", val_features.size(0),
-               train_features.defined() ? fmt::format(" and {} train", train_features.size(0)) : "", seconds_since(extract_start));
+               train_features.defined() ? fmt::format(" and {} train", train_features.size(0)) : "",
+               seconds_since(extract_start));
 
-  LinearClassifier classifier(backbone.feature_dim(), splits.train->num_classes(), lc.momentum, lc.weight_decay, context.group,
-                              config.train.seed, context.device);
+  LinearClassifier classifier(backbone.feature_dim(), splits.train->num_classes(), lc.momentum, lc.weight_decay,
+                              context.group, config.train.seed, context.device);
   if (lc.standardize) {
     const auto f = train_features.to(torch::kDouble);
     const auto mean = f.mean(0);
@@ -157,14 +169,17 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
   if (!cached) loader.emplace(splits.train, train_view(config), loader_options);
   const int64_t batches = cached ? train_features.size(0) / lc.batch_size : loader->batches_per_epoch();
   if (batches < 1)
-    throw std::invalid_argument(fmt::format("the train split has {} images, fewer than one global batch of {} (lincls.batch_size)",
-                                            splits.train->size(), lc.batch_size));
+    throw std::invalid_argument(
+        fmt::format("the train split has {} images, fewer than one global batch of {} (lincls.batch_size)",
+                    splits.train->size(), lc.batch_size));
 
   auto save = [&] {
-    const double epoch = static_cast<double>(at.epoch()) + static_cast<double>(at.batch_in_epoch()) / static_cast<double>(batches);
+    const double epoch =
+        static_cast<double>(at.epoch()) + static_cast<double>(at.batch_in_epoch()) / static_cast<double>(batches);
     const auto saved = checkpointing.save(entries, at.step(), epoch, at.train_seconds());
     result.checkpoint = saved.path;
-    if (metrics) metrics->write(train::CheckpointRecord{"checkpoint", at.step(), saved.path, saved.seconds, saved.bytes});
+    if (metrics)
+      metrics->write(train::CheckpointRecord{"checkpoint", at.step(), saved.path, saved.seconds, saved.bytes});
   };
 
   int stop_signal = 0;
@@ -181,7 +196,8 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
       const auto step_start = Clock::now();
       torch::Tensor features, labels;
       if (cached) {
-        const auto indices = torch::tensor(std::vector<int64_t>(order.begin() + b * per_rank, order.begin() + (b + 1) * per_rank), torch::kLong);
+        const auto indices = torch::tensor(
+            std::vector<int64_t>(order.begin() + b * per_rank, order.begin() + (b + 1) * per_rank), torch::kLong);
         features = train_features.index_select(0, indices);
         labels = train_labels.index_select(0, indices);
       } else {
@@ -191,8 +207,9 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
       }
       const double loss = classifier.step(features, labels, lr);
       // One small all-reduce per step: the mean loss, rank 0's clock, and a stop signal seen by any rank.
-      auto shared = torch::tensor({loss, rank == 0 ? seconds_since(step_start) : 0.0, preempt::signal_code(preempt::preemption_signal())},
-                                  torch::kDouble);
+      auto shared = torch::tensor(
+          {loss, rank == 0 ? seconds_since(step_start) : 0.0, preempt::signal_code(preempt::preemption_signal())},
+          torch::kDouble);
       if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
       at.epoch_loss_sum() += shared[0].item<double>() / world;
       at.train_seconds() += shared[1].item<double>();
@@ -226,9 +243,12 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     r.best_epoch = at.best_epoch();
     r.train_seconds = at.train_seconds();
     if (metrics) metrics->write(r);
-    spdlog::info("lincls epoch {}/{}: loss {:.4f} lr {:.4g} | val top-1 {:.2f}% top-5 {:.2f}% (best top-1 {:.2f}% at epoch {}) | {:.1f}s of training",
-                 epoch + 1, lc.epochs, r.loss, lr, r.top1, r.top5, r.best_top1, r.best_epoch, r.train_seconds);
-    if (lc.save_every_epochs > 0 && at.epoch() % lc.save_every_epochs == 0 && at.epoch() < lc.epochs && !stopped) save();
+    spdlog::info(
+        "lincls epoch {}/{}: loss {:.4f} lr {:.4g} | val top-1 {:.2f}% top-5 {:.2f}% (best top-1 {:.2f}% at epoch {}) "
+        "| {:.1f}s of training",
+        epoch + 1, lc.epochs, r.loss, lr, r.top1, r.top5, r.best_top1, r.best_epoch, r.train_seconds);
+    if (lc.save_every_epochs > 0 && at.epoch() % lc.save_every_epochs == 0 && at.epoch() < lc.epochs && !stopped)
+      save();
   }
   if (!checkpointing.saved_at(at.step())) save();
   checkpointing.finish();
@@ -239,10 +259,13 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     if (stop_signal != 0) {
       const std::string signal = stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
       if (metrics) metrics->write(train::PreemptRecord{at.step(), signal, result.checkpoint});
-      spdlog::info("lincls: stopped by {} after step {}: checkpoint {}; the same command continues from it", signal, at.step(), result.checkpoint);
-    } else {
-      spdlog::info("lincls: stopped after step {} (train.stop_at_step); the same command with train.stop_at_step=0 continues from {}",
+      spdlog::info("lincls: stopped by {} after step {}: checkpoint {}; the same command continues from it", signal,
                    at.step(), result.checkpoint);
+    } else {
+      spdlog::info(
+          "lincls: stopped after step {} (train.stop_at_step); the same command with train.stop_at_step=0 continues "
+          "from {}",
+          at.step(), result.checkpoint);
     }
     return result;
   }
@@ -255,7 +278,8 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
   result.best_epoch = at.best_epoch();
   result.sanity_tensors = backbone.check_unchanged(config);
   if (backbone.kind() != Backbone::Kind::kRawPixels)
-    spdlog::info("sanity check passed: all {} backbone tensors are bitwise those of {}", result.sanity_tensors, backbone.description());
+    spdlog::info("sanity check passed: all {} backbone tensors are bitwise those of {}", result.sanity_tensors,
+                 backbone.description());
   result.finished = true;
   if (metrics) {
     train::LinclsResultRecord r;
@@ -272,9 +296,11 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     r.sanity_tensors = result.sanity_tensors;
     metrics->write(r);
   }
-  spdlog::info("linear probe top-1 ({}: {}): {:.2f}% (best {:.2f}% at epoch {}), top-5 {:.2f}%, after {} epochs ({} steps, {:.0f}s of training)",
-               backbone.label(), backbone.description(), result.last_top1, result.best_top1, result.best_epoch, result.last_top5,
-               result.epochs, result.steps, result.train_seconds);
+  spdlog::info(
+      "linear probe top-1 ({}: {}): {:.2f}% (best {:.2f}% at epoch {}), top-5 {:.2f}%, after {} epochs ({} steps, "
+      "{:.0f}s of training)",
+      backbone.label(), backbone.description(), result.last_top1, result.best_top1, result.best_epoch, result.last_top5,
+      result.epochs, result.steps, result.train_seconds);
   return result;
 }
 

@@ -16,10 +16,10 @@ struct LinclsResult {
   int64_t best_epoch = 0;
   double last_top1 = 0, last_top5 = 0;
   int64_t epochs = 0, steps = 0;
-  double train_seconds = 0;   // rank 0's time in training steps (feature extraction and evaluation excluded)
-  int64_t sanity_tensors = 0; // backbone tensors found bitwise those of the source after training
-  bool finished = false;      // all lincls.epochs done (not stopped by train.stop_at_step or a signal)
-  std::string checkpoint;     // the last one written
+  double train_seconds = 0;    // rank 0's time in training steps (feature extraction and evaluation excluded)
+  int64_t sanity_tensors = 0;  // backbone tensors found bitwise those of the source after training
+  bool finished = false;       // all lincls.epochs done (not stopped by train.stop_at_step or a signal)
+  std::string checkpoint;      // the last one written
 };
 
 // Every rank calls it with the same config and an equal backbone; rank 0 writes config.yaml and

@@ -18,9 +18,9 @@ LinearClassifier::LinearClassifier(int64_t in_features, int64_t num_classes, dou
   fc_->to(device);
   if (group->world_size() > 1) dist::broadcast_parameters(fc_->parameters(), *group);
   sgd_ = std::make_unique<train::MomentumSgd>(fc_->parameters(), momentum, weight_decay);
-  reducer_ = std::make_unique<dist::GradientReducer>(fc_->parameters(), std::move(group), dist::GradientReducer::kDefaultBucketCapBytes,
-                                                     dist::GradientReducer::kDefaultFirstBucketCapBytes,
-                                                     std::vector<std::string>{"fc.weight", "fc.bias"});
+  reducer_ = std::make_unique<dist::GradientReducer>(
+      fc_->parameters(), std::move(group), dist::GradientReducer::kDefaultBucketCapBytes,
+      dist::GradientReducer::kDefaultFirstBucketCapBytes, std::vector<std::string>{"fc.weight", "fc.bias"});
 }
 
 void LinearClassifier::set_standardization(const torch::Tensor& mean, const torch::Tensor& std) {
@@ -39,7 +39,8 @@ torch::Tensor LinearClassifier::predict(const torch::Tensor& features) {
 }
 
 double LinearClassifier::step(const torch::Tensor& features, const torch::Tensor& labels, double lr) {
-  const auto loss = torch::nn::functional::cross_entropy(fc_->forward(standardize(features).detach()), labels.to(mean_.device(), torch::kLong));
+  const auto loss = torch::nn::functional::cross_entropy(fc_->forward(standardize(features).detach()),
+                                                         labels.to(mean_.device(), torch::kLong));
   sgd_->set_lr(lr);
   sgd_->zero_grad();
   loss.backward();

@@ -31,9 +31,11 @@ torch::Tensor center_view(const torch::Tensor& images, const data::AugmentOption
   const int64_t rh = h <= w ? side : static_cast<int64_t>(static_cast<double>(side) * h / w);
   const int64_t rw = h <= w ? static_cast<int64_t>(static_cast<double>(side) * w / h) : side;
   namespace F = torch::nn::functional;
-  const auto resized = F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{rh, rw}).mode(torch::kBilinear).align_corners(false));
+  const auto resized = F::interpolate(
+      x, F::InterpolateFuncOptions().size(std::vector<int64_t>{rh, rw}).mode(torch::kBilinear).align_corners(false));
   // CenterCrop: offsets rounded as torchvision does, int(round((size - s) / 2)).
-  const auto top = static_cast<int64_t>(std::nearbyint((rh - s) / 2.0)), left = static_cast<int64_t>(std::nearbyint((rw - s) / 2.0));
+  const auto top = static_cast<int64_t>(std::nearbyint((rh - s) / 2.0)),
+             left = static_cast<int64_t>(std::nearbyint((rw - s) / 2.0));
   return resized.narrow(2, top, s).narrow(3, left, s).contiguous();
 }
 

@@ -27,8 +27,10 @@ void set_enabled(c10::DeviceType type, bool enabled) {
 #if MOCO_AUTOCAST_BY_DEVICE_TYPE
   at::autocast::set_autocast_enabled(type, enabled);
 #else
-  if (type == c10::DeviceType::CUDA) at::autocast::set_enabled(enabled);
-  else at::autocast::set_cpu_enabled(enabled);
+  if (type == c10::DeviceType::CUDA)
+    at::autocast::set_enabled(enabled);
+  else
+    at::autocast::set_cpu_enabled(enabled);
 #endif
 }
 
@@ -36,7 +38,8 @@ c10::ScalarType get_dtype(c10::DeviceType type) {
 #if MOCO_AUTOCAST_BY_DEVICE_TYPE
   return at::autocast::get_autocast_dtype(type);
 #else
-  return type == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+  return type == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                       : at::autocast::get_autocast_cpu_dtype();
 #endif
 }
 
@@ -44,8 +47,10 @@ void set_dtype(c10::DeviceType type, c10::ScalarType dtype) {
 #if MOCO_AUTOCAST_BY_DEVICE_TYPE
   at::autocast::set_autocast_dtype(type, dtype);
 #else
-  if (type == c10::DeviceType::CUDA) at::autocast::set_autocast_gpu_dtype(dtype);
-  else at::autocast::set_autocast_cpu_dtype(dtype);
+  if (type == c10::DeviceType::CUDA)
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  else
+    at::autocast::set_autocast_cpu_dtype(dtype);
 #endif
 }
 

@@ -44,7 +44,8 @@ BatchShuffle::BatchShuffle(const std::vector<int64_t>& perm, int rank, int world
 
 torch::Tensor BatchShuffle::shuffle(const torch::Tensor& local, dist::ProcessGroup& group) const {
   if (local.size(0) != rows_)
-    throw std::invalid_argument("BatchShuffle: expected " + std::to_string(rows_) + " rows, got " + std::to_string(local.size(0)));
+    throw std::invalid_argument("BatchShuffle: expected " + std::to_string(rows_) + " rows, got " +
+                                std::to_string(local.size(0)));
   const auto received = group.all_to_all(local.index_select(0, as_index(send_rows_).to(local.device())).contiguous(),
                                          send_counts_, recv_counts_);
   auto shuffled = torch::empty_like(received);
@@ -77,7 +78,8 @@ std::vector<int64_t> shared_permutation(int64_t n, uint64_t seed, int64_t step) 
   for (int64_t i = n - 1; i > 0; --i) {
     const auto bound = static_cast<uint64_t>(i + 1);
     uint64_t x;
-    do x = rng(); while (x >= UINT64_MAX - UINT64_MAX % bound);  // reject the biased tail
+    do x = rng();
+    while (x >= UINT64_MAX - UINT64_MAX % bound);  // reject the biased tail
     std::swap(perm[i], perm[x % bound]);
   }
   return perm;

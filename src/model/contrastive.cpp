@@ -7,8 +7,8 @@
 
 namespace moco::model {
 
-torch::Tensor contrastive_logits(const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& queue, double temperature) {
+torch::Tensor contrastive_logits(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& queue,
+                                 double temperature) {
   auto l_pos = (q * k).sum(1, /*keepdim=*/true);
   auto l_neg = torch::mm(q, queue);
   return torch::cat({l_pos, l_neg}, 1) / temperature;

@@ -9,8 +9,8 @@ namespace moco::model {
 
 // q: [n, dim] queries, k: [n, dim] positive keys, queue: [dim, K] negatives, all L2-normalised.
 // Returns [n, 1 + K] = [q.k, q.queue] / temperature; the positive is column 0.
-torch::Tensor contrastive_logits(const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& queue, double temperature);
+torch::Tensor contrastive_logits(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& queue,
+                                 double temperature);
 
 // Cross-entropy of the logits against label 0 (the positive), averaged over the batch.
 torch::Tensor contrastive_loss(const torch::Tensor& logits);

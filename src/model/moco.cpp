@@ -10,8 +10,8 @@
 
 namespace moco::model {
 
-MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options,
-                   std::shared_ptr<dist::ProcessGroup> group, uint64_t seed)
+MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std::shared_ptr<dist::ProcessGroup> group,
+                   uint64_t seed)
     : options_(options), group_(std::move(group)), seed_(seed) {
   if (!group_) throw std::invalid_argument("Moco needs a process group");
   if (options.queue_size < 1) throw std::invalid_argument("moco.queue_size must be positive");
@@ -24,8 +24,8 @@ MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options,
   for (auto& p : encoder_k->parameters()) p.set_requires_grad(false);
   copy_query_to_key();
   auto queue = torch::randn({encoder.out_dim, options.queue_size});
-  queue_ = register_buffer("queue", torch::nn::functional::normalize(
-                                        queue, torch::nn::functional::NormalizeFuncOptions().dim(0)));
+  queue_ = register_buffer(
+      "queue", torch::nn::functional::normalize(queue, torch::nn::functional::NormalizeFuncOptions().dim(0)));
   queue_ptr_ = register_buffer("queue_ptr", torch::zeros({1}, torch::kLong));
 }
 
@@ -65,7 +65,8 @@ torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
   // the model which key is the positive.
   const BatchShuffle plan(shared_permutation(im_k.size(0) * world, seed_, steps_), group_->rank(), world);
   const auto k = plan.unshuffle(encode(encoder_k, plan.shuffle(im_k, *group_)), *group_);
-  const int64_t row_bytes = (im_k.numel() / im_k.size(0)) * im_k.element_size() + (k.numel() / k.size(0)) * k.element_size();
+  const int64_t row_bytes =
+      (im_k.numel() / im_k.size(0)) * im_k.element_size() + (k.numel() / k.size(0)) * k.element_size();
   last_shuffle_bytes_ = plan.rows_sent_to_others() * row_bytes;
   return k;
 }

@@ -21,10 +21,10 @@ struct MocoOptions {
 };
 
 struct MocoOutput {
-  torch::Tensor loss;    // scalar, with a graph into the query encoder only
+  torch::Tensor loss;           // scalar, with a graph into the query encoder only
   torch::Tensor positive_rank;  // [n]: how many of the K negatives score above the positive
-  torch::Tensor q;       // [n, dim] normalised queries
-  torch::Tensor k;       // [n, dim] normalised keys, no graph
+  torch::Tensor q;              // [n, dim] normalised queries
+  torch::Tensor k;              // [n, dim] normalised keys, no graph
   // With MocoOptions::skip_nonfinite: the ranks whose queries held NaN or Inf. Then nothing else
   // was computed (loss, positive_rank, k undefined) and nothing changed: no momentum update, no enqueue,
   // the query encoder's BatchNorm buffers restored; the caller must not step either.
@@ -37,8 +37,8 @@ struct MocoOutput {
 // detached, normalised key-encoder outputs. Both are buffers/submodules so state_dict carries them.
 class MocoImpl : public torch::nn::Module {
  public:
-  MocoImpl(const ResNetOptions& encoder, const MocoOptions& options,
-           std::shared_ptr<dist::ProcessGroup> group, uint64_t seed);
+  MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std::shared_ptr<dist::ProcessGroup> group,
+           uint64_t seed);
 
   // One training forward: query forward (with graph); momentum update; key forward (no graph, train
   // mode BN); logits against the queue as it was; then the keys of all ranks enter the queue.

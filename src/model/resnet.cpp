@@ -10,8 +10,7 @@ namespace nn = torch::nn;
 namespace {
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
-  return nn::Conv2d(
-      nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
 // Named members rather than a Sequential so the names are conv1/bn1/... as in torchvision.

@@ -19,16 +19,16 @@ struct ResNetOptions {
   BlockType block = BlockType::kBasic;
   std::array<int64_t, 4> blocks{2, 2, 2, 2};  // blocks per stage (resnet18)
   int64_t in_channels = 3;
-  bool small_stem = false;  // 3x3 stride-1 conv and no max-pool, for 28-32 px images
+  bool small_stem = false;        // 3x3 stride-1 conv and no max-pool, for 28-32 px images
   int64_t small_stem_stride = 1;  // 2 halves every feature map of a small stem: ~4x fewer FLOPs
-  double width = 1.0;       // multiplies every stage's width (64, 128, 256, 512)
-  int64_t out_dim = 128;    // fc output
-  bool mlp_head = false;    // MoCo v2: fc = Linear(h,h) -> ReLU -> Linear(h,out_dim)
-  int64_t bn_splits = 1;    // >1: every BatchNorm normalises this many batch groups apart
+  double width = 1.0;             // multiplies every stage's width (64, 128, 256, 512)
+  int64_t out_dim = 128;          // fc output
+  bool mlp_head = false;          // MoCo v2: fc = Linear(h,h) -> ReLU -> Linear(h,out_dim)
+  int64_t bn_splits = 1;          // >1: every BatchNorm normalises this many batch groups apart
 };
 
-// resnet_tiny (BasicBlock [1,1,1,1], width 0.5, ~1.2M parameters, 1.3M with the MLP head), resnet18, resnet34, resnet50.
-// Throws std::invalid_argument listing the known names.
+// resnet_tiny (BasicBlock [1,1,1,1], width 0.5, ~1.2M parameters, 1.3M with the MLP head), resnet18, resnet34,
+// resnet50. Throws std::invalid_argument listing the known names.
 ResNetOptions resnet_options_for(const std::string& arch);
 
 // Parameter and buffer names equal torchvision's state_dict keys (conv1.weight,

@@ -41,7 +41,8 @@ torch::Tensor SplitBatchNorm2dImpl::forward(const torch::Tensor& input) {
   const auto wide = input.view({g, n / g, c, h, w}).transpose(0, 1).reshape({n / g, g * c, h, w});
   auto mean = running_mean.repeat({g});
   auto var = running_var.repeat({g});
-  const auto out = torch::batch_norm(wide, weight.repeat({g}), bias.repeat({g}), mean, var, true, momentum_, eps_, true);
+  const auto out =
+      torch::batch_norm(wide, weight.repeat({g}), bias.repeat({g}), mean, var, true, momentum_, eps_, true);
   {
     torch::NoGradGuard no_grad;
     running_mean.copy_(mean.view({g, c}).mean(0));

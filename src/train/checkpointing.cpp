@@ -29,22 +29,25 @@ std::vector<int64_t> agreed_steps(const std::string& root, dist::ProcessGroup& g
 Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group, Job job)
     : config_(config), group_(group), job_(job), root_((fs::path(config.train.output_dir) / "checkpoints").string()) {
   if (config.ckpt.async)
-    async_ = std::make_unique<ckpt::AsyncSaver>(group, [this](int64_t step) { apply_retention(step); },
-                                                std::chrono::seconds(static_cast<int64_t>(std::max(600.0, config.dist.timeout_s))));
+    async_ = std::make_unique<ckpt::AsyncSaver>(
+        group, [this](int64_t step) { apply_retention(step); },
+        std::chrono::seconds(static_cast<int64_t>(std::max(600.0, config.dist.timeout_s))));
   const auto steps = agreed_steps(root_, group);
   const std::string& resume = config.train.resume;
   if (resume == "never") {
     if (!steps.empty())
-      throw ConfigError(fmt::format("train.resume=never, but {} already holds a checkpoint ({}): choose another "
-                                    "train.output_dir, delete it, or resume with train.resume=auto",
-                                    root_, ckpt::step_dir(root_, steps.back())));
+      throw ConfigError(
+          fmt::format("train.resume=never, but {} already holds a checkpoint ({}): choose another "
+                      "train.output_dir, delete it, or resume with train.resume=auto",
+                      root_, ckpt::step_dir(root_, steps.back())));
     return;
   }
   if (resume == "auto") {
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) candidates_.push_back(ckpt::step_dir(root_, *it));
   } else {
     if (!fs::exists(fs::path(resume) / ckpt::kManifestFile))
-      throw ConfigError(fmt::format("train.resume: '{}' is not a committed checkpoint folder (no {} in it)", resume, ckpt::kManifestFile));
+      throw ConfigError(fmt::format("train.resume: '{}' is not a committed checkpoint folder (no {} in it)", resume,
+                                    ckpt::kManifestFile));
     candidates_.push_back(resume);
   }
   // The config check comes before any data is loaded; a candidate whose manifest cannot be read is
@@ -60,12 +63,14 @@ Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group, Jo
   }
 }
 
-void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::string& dir, bool log_allowed_changes) const {
+void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::string& dir,
+                                 bool log_allowed_changes) const {
   const Config saved = load_config_text(manifest.config_yaml, dir + "/" + ckpt::kManifestFile + " (the saved config)");
   if (global_batch(saved, job_) != global_batch(config_, job_))
-    throw ConfigError(fmt::format("{} was trained with a global batch of {} ({}), this run has {}: a resumed "
-                                  "run needs the same global batch (any number of ranks that divides it will do)",
-                                  dir, global_batch(saved, job_), global_batch_key(job_), global_batch(config_, job_)));
+    throw ConfigError(
+        fmt::format("{} was trained with a global batch of {} ({}), this run has {}: a resumed "
+                    "run needs the same global batch (any number of ranks that divides it will do)",
+                    dir, global_batch(saved, job_), global_batch_key(job_), global_batch(config_, job_)));
   std::string math;
   for (const auto& change : config_changes(saved, config_, job_)) {
     if (change.changes_math) {
@@ -75,8 +80,10 @@ void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::stri
     }
   }
   if (!math.empty())
-    throw ConfigError(fmt::format("{}: cannot resume, the config differs in keys that change the computation:{}\n"
-                                  "(restore them, or start a new run in another train.output_dir)", dir, math));
+    throw ConfigError(
+        fmt::format("{}: cannot resume, the config differs in keys that change the computation:{}\n"
+                    "(restore them, or start a new run in another train.output_dir)",
+                    dir, math));
 }
 
 std::optional<std::string> Checkpointing::resume(const std::vector<ckpt::StateEntry>& state) {
@@ -89,7 +96,8 @@ std::optional<std::string> Checkpointing::resume(const std::vector<ckpt::StateEn
                    manifest.world_size, manifest.total_bytes() / 1048576.0,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       if (manifest.world_size != group_.world_size())
-        spdlog::info("resume: the checkpoint was written by {} rank(s), this run has {}", manifest.world_size, group_.world_size());
+        spdlog::info("resume: the checkpoint was written by {} rank(s), this run has {}", manifest.world_size,
+                     group_.world_size());
       return dir;
     } catch (const ckpt::CheckpointError& e) {
       if (config_.train.resume != "auto") throw;
@@ -105,7 +113,8 @@ bool Checkpointing::due(int64_t step, double train_seconds) const {
   return config_.ckpt.every_minutes > 0 && train_seconds - last_saved_seconds_ >= config_.ckpt.every_minutes * 60;
 }
 
-SavedCheckpoint Checkpointing::save(const std::vector<ckpt::StateEntry>& state, int64_t step, double epoch, double train_seconds) {
+SavedCheckpoint Checkpointing::save(const std::vector<ckpt::StateEntry>& state, int64_t step, double epoch,
+                                    double train_seconds) {
   const auto start = std::chrono::steady_clock::now();
   ckpt::SaveInfo info;
   info.step = step;
@@ -119,7 +128,9 @@ SavedCheckpoint Checkpointing::save(const std::vector<ckpt::StateEntry>& state, 
     saved.path = ckpt::save_checkpoint(root_, state, info, group_);
     if (group_.rank() == 0) apply_retention(step);
   }
-  for (const auto& e : state) saved.bytes += e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size()) * (e.rank_local ? group_.world_size() : 1);
+  for (const auto& e : state)
+    saved.bytes +=
+        e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size()) * (e.rank_local ? group_.world_size() : 1);
   saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   last_saved_step_ = step;
   last_saved_seconds_ = train_seconds;
@@ -136,7 +147,8 @@ void Checkpointing::apply_retention(int64_t protect) const {
   ckpt::RetentionPolicy policy;
   policy.keep_last = config_.ckpt.keep_last;
   policy.keep_every_steps = config_.ckpt.keep_every_steps;
-  for (const auto& gone : ckpt::apply_retention(root_, policy, protect)) spdlog::info("checkpoint retention: deleted {}", gone);
+  for (const auto& gone : ckpt::apply_retention(root_, policy, protect))
+    spdlog::info("checkpoint retention: deleted {}", gone);
 }
 
 }  // namespace moco::train

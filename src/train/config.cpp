@@ -14,14 +14,36 @@
 namespace moco::train {
 namespace {
 
-template <typename T> const char* type_name();
-template <> const char* type_name<bool>() { return "bool"; }
-template <> const char* type_name<int>() { return "int"; }
-template <> const char* type_name<int64_t>() { return "int"; }
-template <> const char* type_name<uint64_t>() { return "unsigned int"; }
-template <> const char* type_name<double>() { return "float"; }
-template <> const char* type_name<std::string>() { return "string"; }
-template <> const char* type_name<std::vector<double>>() { return "list of float"; }
+template <typename T>
+const char* type_name();
+template <>
+const char* type_name<bool>() {
+  return "bool";
+}
+template <>
+const char* type_name<int>() {
+  return "int";
+}
+template <>
+const char* type_name<int64_t>() {
+  return "int";
+}
+template <>
+const char* type_name<uint64_t>() {
+  return "unsigned int";
+}
+template <>
+const char* type_name<double>() {
+  return "float";
+}
+template <>
+const char* type_name<std::string>() {
+  return "string";
+}
+template <>
+const char* type_name<std::vector<double>>() {
+  return "list of float";
+}
 
 // Thrown by a float field given .nan or .inf: no key means anything by them, and a config holding
 // one cannot be written back (to_yaml prints "nan", which YAML does not read as a float), so a
@@ -75,37 +97,65 @@ Field make_field(std::string key, std::string help, Access access) {
   return f;
 }
 
-#define MOCO_FIELD(path, help) \
-  make_field<std::decay_t<decltype(std::declval<Config>().path)>>(#path, help, [](Config& c) -> auto& { return c.path; })
+#define MOCO_FIELD(path, help)                                     \
+  make_field<std::decay_t<decltype(std::declval<Config>().path)>>( \
+      #path, help, [](Config & c) -> auto& { return c.path; })
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> all = {
       MOCO_FIELD(model.arch, "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50"),
       MOCO_FIELD(model.small_stem, "3x3 stride-1 first conv and no max-pool, for 28-32 px images"),
-      MOCO_FIELD(model.stem_stride, "stride of the small stem's conv: 2 halves every feature map (about 4x fewer FLOPs, for speed on CPUs)"),
+      MOCO_FIELD(
+          model.stem_stride,
+          "stride of the small stem's conv: 2 halves every feature map (about 4x fewer FLOPs, for speed on CPUs)"),
       MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own"),
       MOCO_FIELD(model.dim, "dimension of queries and keys"),
       MOCO_FIELD(model.mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear"),
-      MOCO_FIELD(model.pretrained, "the backbone moco_lincls and moco_dist --eval-only evaluate: a checkpoint folder, a checkpoints/ folder or a run's output_dir (its latest), a `moco_ckpt export` .h5 file, random (MoCo's initialisation from train.seed) or raw_pixels (the normalised pixels, no network); training ignores it"),
+      MOCO_FIELD(
+          model.pretrained,
+          "the backbone moco_lincls and moco_dist --eval-only evaluate: a checkpoint folder, a checkpoints/ folder or "
+          "a run's output_dir (its latest), a `moco_ckpt export` .h5 file, random (MoCo's initialisation from "
+          "train.seed) or raw_pixels (the normalised pixels, no network); training ignores it"),
       MOCO_FIELD(moco.queue_size, "K, negatives in the queue; need not be a multiple of the batch"),
       MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q"),
       MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)"),
-      MOCO_FIELD(moco.bn_splits, "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on one device"),
-      MOCO_FIELD(data.dataset, "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder (data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs data.augmentation v1 or v2), or hdf5 (an ImageFolder packed by moco_pack: data.root/<split>-SSSSS-of-NNNNN.h5, the same samples in the same order; as imagefolder otherwise)"),
+      MOCO_FIELD(moco.bn_splits,
+                 "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs "
+                 "bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on "
+                 "one device"),
+      MOCO_FIELD(data.dataset,
+                 "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder "
+                 "(data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs "
+                 "data.augmentation v1 or v2), or hdf5 (an ImageFolder packed by moco_pack: "
+                 "data.root/<split>-SSSSS-of-NNNNN.h5, the same samples in the same order; as imagefolder otherwise)"),
       MOCO_FIELD(data.root, "folder of the IDX files, or of the ImageFolder splits"),
-      MOCO_FIELD(data.train_dir, "imagefolder: the train split's folder under data.root; hdf5: its shards' prefix (data.root/<train_dir>-*.h5)"),
-      MOCO_FIELD(data.val_dir, "imagefolder: the val split's folder under data.root, hdf5: its shards' prefix (the kNN monitor's queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
-      MOCO_FIELD(data.dct_scaling, "imagefolder, hdf5: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still leaves each crop at least data.image_size px, before the antialiased resize (much faster on large photos; false: always decode at full size)"),
+      MOCO_FIELD(data.train_dir,
+                 "imagefolder: the train split's folder under data.root; hdf5: its shards' prefix "
+                 "(data.root/<train_dir>-*.h5)"),
+      MOCO_FIELD(data.val_dir,
+                 "imagefolder: the val split's folder under data.root, hdf5: its shards' prefix (the kNN monitor's "
+                 "queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
+      MOCO_FIELD(data.dct_scaling,
+                 "imagefolder, hdf5: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still "
+                 "leaves each crop at least data.image_size px, before the antialiased resize (much faster on large "
+                 "photos; false: always decode at full size)"),
       MOCO_FIELD(data.image_size, "side in pixels of the augmented crops"),
-      MOCO_FIELD(data.augmentation, "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 equal torchvision's ops on uint8 images"),
-      MOCO_FIELD(data.workers, "decode/augmentation threads per rank; 0: on CUDA the rank's cores but one (its share of the node's, or those it is bound to), on CPU 1"),
+      MOCO_FIELD(
+          data.augmentation,
+          "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, "
+          "grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, "
+          "grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 equal torchvision's ops on uint8 images"),
+      MOCO_FIELD(data.workers,
+                 "decode/augmentation threads per rank; 0: on CUDA the rank's cores but one (its share of the node's, "
+                 "or those it is bound to), on CPU 1"),
       MOCO_FIELD(data.prefetch, "batches prepared ahead of training"),
       MOCO_FIELD(data.synthetic_train_size, "images in the synthetic train split"),
       MOCO_FIELD(data.synthetic_test_size, "images in the synthetic test split"),
       MOCO_FIELD(data.synthetic_channels, "channels of synthetic images"),
       MOCO_FIELD(data.crop_scale_min, "smallest crop area of the random resized crop, as a fraction"),
       MOCO_FIELD(data.flip_prob, "probability of a horizontal flip"),
-      MOCO_FIELD(data.jitter_prob, "probability of the colour jitter (simple: brightness/contrast; v2: all four; v1 ignores it: always)"),
+      MOCO_FIELD(data.jitter_prob,
+                 "probability of the colour jitter (simple: brightness/contrast; v2: all four; v1 ignores it: always)"),
       MOCO_FIELD(data.brightness, "brightness factor range 1 +- this"),
       MOCO_FIELD(data.contrast, "contrast factor range 1 +- this"),
       MOCO_FIELD(data.saturation, "v1/v2: saturation factor range 1 +- this"),
@@ -123,50 +173,86 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma"),
       MOCO_FIELD(optim.gamma, "factor of the step schedule"),
       MOCO_FIELD(train.epochs, "length of training in epochs (may be fractional)"),
-      MOCO_FIELD(train.time_budget_s, "if > 0, training stops after this many seconds and the schedule runs over that time"),
+      MOCO_FIELD(train.time_budget_s,
+                 "if > 0, training stops after this many seconds and the schedule runs over that time"),
       MOCO_FIELD(train.seed, "seed of initialisation, data order and augmentation"),
       MOCO_FIELD(train.log_every, "steps between log lines"),
       MOCO_FIELD(train.output_dir, "folder for metrics.jsonl and config.yaml"),
       MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process"),
-      MOCO_FIELD(train.resume, "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); never: refuse to start if one exists; or the path of one checkpoint folder"),
-      MOCO_FIELD(train.stop_at_step, "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs (jobs sliced into time windows)"),
-      MOCO_FIELD(train.tensorboard, "also write the metrics (loss, lr, img/s, acc@1/5, data wait, kNN) as TensorBoard events in output_dir/tb"),
-      MOCO_FIELD(train.max_bad_steps, "a step whose queries hold NaN or Inf on any rank is skipped by every rank (parameters, optimizer, queue unchanged); this many in a row stop the run with an error; 0: stop at the first"),
-      MOCO_FIELD(train.precision, "fp32, or bf16: the encoders' forward and backward run under autocast in bfloat16 (on CUDA, and on CPUs LibTorch supports); the loss, the logits, the queue, the momentum update and the optimizer stay in fp32"),
-      MOCO_FIELD(train.channels_last, "keep images and convolution weights in channels-last (NHWC) memory order, faster for convolutions on tensor cores"),
-      MOCO_FIELD(train.cudnn_benchmark, "on CUDA: let cuDNN time its convolution algorithms on the first batches and keep the fastest (the shapes do not change during a run)"),
+      MOCO_FIELD(train.resume,
+                 "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); "
+                 "never: refuse to start if one exists; or the path of one checkpoint folder"),
+      MOCO_FIELD(train.stop_at_step,
+                 "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs "
+                 "(jobs sliced into time windows)"),
+      MOCO_FIELD(
+          train.tensorboard,
+          "also write the metrics (loss, lr, img/s, acc@1/5, data wait, kNN) as TensorBoard events in output_dir/tb"),
+      MOCO_FIELD(train.max_bad_steps,
+                 "a step whose queries hold NaN or Inf on any rank is skipped by every rank (parameters, optimizer, "
+                 "queue unchanged); this many in a row stop the run with an error; 0: stop at the first"),
+      MOCO_FIELD(
+          train.precision,
+          "fp32, or bf16: the encoders' forward and backward run under autocast in bfloat16 (on CUDA, and on CPUs "
+          "LibTorch supports); the loss, the logits, the queue, the momentum update and the optimizer stay in fp32"),
+      MOCO_FIELD(train.channels_last,
+                 "keep images and convolution weights in channels-last (NHWC) memory order, faster for convolutions on "
+                 "tensor cores"),
+      MOCO_FIELD(train.cudnn_benchmark,
+                 "on CUDA: let cuDNN time its convolution algorithms on the first batches and keep the fastest (the "
+                 "shapes do not change during a run)"),
       MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off"),
-      MOCO_FIELD(ckpt.every_minutes, "minutes of training between checkpoints; 0: off (a final checkpoint is always written)"),
+      MOCO_FIELD(ckpt.every_minutes,
+                 "minutes of training between checkpoints; 0: off (a final checkpoint is always written)"),
       MOCO_FIELD(ckpt.keep_last, "committed checkpoints kept, newest first (the one 'latest' names is never deleted)"),
       MOCO_FIELD(ckpt.keep_every_steps, "if > 0, checkpoints at multiples of this step are kept forever"),
-      MOCO_FIELD(ckpt.async, "write checkpoints in a background thread: training waits only for a copy of the state in host memory (at most one save in flight)"),
+      MOCO_FIELD(ckpt.async,
+                 "write checkpoints in a background thread: training waits only for a copy of the state in host memory "
+                 "(at most one save in flight)"),
       MOCO_FIELD(dist.bucket_mb, "MiB per gradient all-reduce bucket (several ranks)"),
       MOCO_FIELD(dist.first_bucket_mb, "MiB of the first bucket, small so that communication starts early in backward"),
-      MOCO_FIELD(dist.broadcast_buffers, "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),
-      MOCO_FIELD(dist.queue_check_every, "steps between checks that every rank holds the same queue and pointer (and, with dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never"),
-      MOCO_FIELD(dist.check_collectives, "before each collective, verify that all ranks pass the same shapes and dtypes"),
+      MOCO_FIELD(dist.broadcast_buffers,
+                 "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),
+      MOCO_FIELD(dist.queue_check_every,
+                 "steps between checks that every rank holds the same queue and pointer (and, with "
+                 "dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never"),
+      MOCO_FIELD(dist.check_collectives,
+                 "before each collective, verify that all ranks pass the same shapes and dtypes"),
       MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank"),
       MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
-      MOCO_FIELD(debug.anomaly_detection, "autograd anomaly detection: an op that makes NaN or Inf in backward is named (slow)"),
-      MOCO_FIELD(debug.check_invariants, "each step, check that the key encoder moved by exactly m*k + (1-m)*q and got no gradient, and that the queue holds unit keys and no graph (slow)"),
+      MOCO_FIELD(debug.anomaly_detection,
+                 "autograd anomaly detection: an op that makes NaN or Inf in backward is named (slow)"),
+      MOCO_FIELD(debug.check_invariants,
+                 "each step, check that the key encoder moved by exactly m*k + (1-m)*q and got no gradient, and that "
+                 "the queue holds unit keys and no graph (slow)"),
       MOCO_FIELD(knn.k, "neighbours of the kNN monitor"),
       MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)"),
       MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after"),
       MOCO_FIELD(knn.batch_size, "images per feature-extraction batch"),
       MOCO_FIELD(knn.memory_size, "train images in the memory bank; 0: the whole train split"),
       MOCO_FIELD(knn.query_size, "test images scored; 0: the whole test split"),
-      MOCO_FIELD(knn.raw_baseline, "also score the raw normalised pixels, once per run (encoder raw_pixels): auto (images up to 64 px), true, false"),
+      MOCO_FIELD(knn.raw_baseline,
+                 "also score the raw normalised pixels, once per run (encoder raw_pixels): auto (images up to 64 px), "
+                 "true, false"),
       MOCO_FIELD(lincls.epochs, "moco_lincls: epochs of the linear classifier"),
-      MOCO_FIELD(lincls.base_lr, "moco_lincls: SGD lr for a batch of 256, scaled linearly with lincls.batch_size (30: the official value, for raw features)"),
+      MOCO_FIELD(lincls.base_lr,
+                 "moco_lincls: SGD lr for a batch of 256, scaled linearly with lincls.batch_size (30: the official "
+                 "value, for raw features)"),
       MOCO_FIELD(lincls.batch_size, "moco_lincls: images per step (the global batch)"),
       MOCO_FIELD(lincls.momentum, "moco_lincls: SGD momentum"),
       MOCO_FIELD(lincls.weight_decay, "moco_lincls: SGD weight decay"),
       MOCO_FIELD(lincls.milestones, "moco_lincls: epochs at which the lr is multiplied by lincls.gamma"),
       MOCO_FIELD(lincls.gamma, "moco_lincls: factor of the step schedule"),
-      MOCO_FIELD(lincls.crop_scale_min, "moco_lincls: smallest crop area of the training view's random resized crop (then a flip)"),
-      MOCO_FIELD(lincls.cached_features, "moco_lincls: extract the features of the un-augmented train images once and train the classifier on them (fast; CPU, quick looks) instead of on a new augmented view of every image each epoch"),
-      MOCO_FIELD(lincls.standardize, "moco_lincls: shift and scale every feature dimension by its mean and std over the un-augmented train split before the classifier (one lr then suits any encoder)"),
-      MOCO_FIELD(lincls.save_every_epochs, "moco_lincls: epochs between checkpoints; 0: only at the end (and when stopped)"),
+      MOCO_FIELD(lincls.crop_scale_min,
+                 "moco_lincls: smallest crop area of the training view's random resized crop (then a flip)"),
+      MOCO_FIELD(lincls.cached_features,
+                 "moco_lincls: extract the features of the un-augmented train images once and train the classifier on "
+                 "them (fast; CPU, quick looks) instead of on a new augmented view of every image each epoch"),
+      MOCO_FIELD(lincls.standardize,
+                 "moco_lincls: shift and scale every feature dimension by its mean and std over the un-augmented train "
+                 "split before the classifier (one lr then suits any encoder)"),
+      MOCO_FIELD(lincls.save_every_epochs,
+                 "moco_lincls: epochs between checkpoints; 0: only at the end (and when stopped)"),
   };
   return all;
 }
@@ -221,7 +307,8 @@ void assign(Config& config, const Field& field, const YAML::Node& node, const st
     throw ConfigError(where + ": key '" + field.key + "' expects a finite " + field.type + ", got " +
                       (node.IsScalar() ? "'" + node.Scalar() + "'" : std::string("a list holding .nan or .inf")));
   } catch (const YAML::Exception&) {
-    std::string shown = node.IsScalar() ? "'" + node.Scalar() + "'" : "a " + std::string(node.IsMap() ? "mapping" : "list");
+    std::string shown =
+        node.IsScalar() ? "'" + node.Scalar() + "'" : "a " + std::string(node.IsMap() ? "mapping" : "list");
     throw ConfigError(where + ": key '" + field.key + "' expects " + field.type + ", got " + shown);
   }
 }
@@ -238,7 +325,8 @@ std::string line_of(const YAML::Node& node) {
 void apply_mapping(Config& config, const YAML::Node& map, const std::string& prefix, const std::string& where) {
   std::map<std::string, YAML::Node> seen;
   for (const auto& entry : map) {
-    if (!entry.first.IsScalar()) throw ConfigError(where + ": line " + line_of(entry.first) + ": a key must be a plain name");
+    if (!entry.first.IsScalar())
+      throw ConfigError(where + ": line " + line_of(entry.first) + ": a key must be a plain name");
     const std::string key = prefix + entry.first.as<std::string>();
     if (const auto before = seen.find(key); before != seen.end())
       throw ConfigError(where + ": key '" + key + "' is given twice (lines " + line_of(before->second) + " and " +
@@ -261,7 +349,9 @@ void require(bool ok, const std::string& where, const std::string& key, const st
 
 }  // namespace
 
-int64_t global_batch(const Config& c, Job job) { return job == Job::kLincls ? c.lincls.batch_size : c.optim.batch_size; }
+int64_t global_batch(const Config& c, Job job) {
+  return job == Job::kLincls ? c.lincls.batch_size : c.optim.batch_size;
+}
 const char* global_batch_key(Job job) { return job == Job::kLincls ? "lincls.batch_size" : "optim.batch_size"; }
 
 int64_t dataset_channels(const Config& c) {
@@ -273,48 +363,53 @@ bool is_encoded_dataset(const Config& c) { return c.data.dataset == "imagefolder
 
 void validate_for_world(const Config& c, int world_size, const std::string& where, Job job) {
   require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
-          fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share", global_batch(c, job),
-                      world_size));
+          fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share",
+                      global_batch(c, job), world_size));
 }
 
 namespace {
 
 void validate(const Config& c, const std::string& where) {
   const std::set<std::string> archs{"resnet_tiny", "resnet18", "resnet34", "resnet50"};
-  require(archs.count(c.model.arch) > 0, where, "model.arch", "must be one of resnet_tiny, resnet18, resnet34, resnet50, not '" + c.model.arch + "'");
+  require(archs.count(c.model.arch) > 0, where, "model.arch",
+          "must be one of resnet_tiny, resnet18, resnet34, resnet50, not '" + c.model.arch + "'");
   require(c.model.width >= 0, where, "model.width", "must be >= 0");
   require(c.model.dim > 0, where, "model.dim", "must be positive");
   require(c.model.stem_stride == 1 || c.model.stem_stride == 2, where, "model.stem_stride", "must be 1 or 2");
-  require(c.model.stem_stride == 1 || c.model.small_stem, where, "model.stem_stride", "applies to the small stem only (model.small_stem: true)");
+  require(c.model.stem_stride == 1 || c.model.small_stem, where, "model.stem_stride",
+          "applies to the small stem only (model.small_stem: true)");
   require(c.moco.queue_size > 0, where, "moco.queue_size", "must be positive");
-  require(c.moco.queue_size >= c.optim.batch_size, where, "moco.queue_size", "must be at least optim.batch_size (a step's keys must fit in the queue)");
+  require(c.moco.queue_size >= c.optim.batch_size, where, "moco.queue_size",
+          "must be at least optim.batch_size (a step's keys must fit in the queue)");
   require(c.moco.momentum >= 0 && c.moco.momentum <= 1, where, "moco.momentum", "must lie in [0, 1]");
   require(c.moco.temperature > 0, where, "moco.temperature", "must be positive");
   require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
           "must be >= 1 and divide optim.batch_size");
   const std::set<std::string> datasets{"fashion_mnist", "mnist", "synthetic", "imagefolder", "hdf5"};
-  require(datasets.count(c.data.dataset) > 0, where, "data.dataset", "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5, not '" + c.data.dataset + "'");
+  require(datasets.count(c.data.dataset) > 0, where, "data.dataset",
+          "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5, not '" + c.data.dataset + "'");
   require(!is_encoded_dataset(c) || c.data.augmentation != "simple", where, "data.augmentation",
           "must be v1 or v2 with data.dataset " + c.data.dataset + " (the simple recipe needs images of one size)");
   require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
   require(c.data.image_size > 0, where, "data.image_size", "must be positive");
   require(c.data.workers >= 0, where, "data.workers", "must be 0 (from the cores) or a thread count");
   require(c.data.prefetch >= 1, where, "data.prefetch", "must be at least 1");
-  require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size", "must be positive");
+  require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size",
+          "must be positive");
   require(c.data.synthetic_channels >= 1, where, "data.synthetic_channels", "must be at least 1");
   require(c.data.crop_scale_min > 0 && c.data.crop_scale_min <= 1, where, "data.crop_scale_min", "must lie in (0, 1]");
   require(c.data.flip_prob >= 0 && c.data.flip_prob <= 1, where, "data.flip_prob", "must lie in [0, 1]");
   require(c.data.jitter_prob >= 0 && c.data.jitter_prob <= 1, where, "data.jitter_prob", "must lie in [0, 1]");
   require(c.data.brightness >= 0 && c.data.brightness < 1, where, "data.brightness", "must lie in [0, 1)");
   require(c.data.contrast >= 0 && c.data.contrast < 1, where, "data.contrast", "must lie in [0, 1)");
-  require(c.data.augmentation == "simple" || c.data.augmentation == "v1" || c.data.augmentation == "v2", where, "data.augmentation",
-          "must be simple, v1 or v2, not '" + c.data.augmentation + "'");
+  require(c.data.augmentation == "simple" || c.data.augmentation == "v1" || c.data.augmentation == "v2", where,
+          "data.augmentation", "must be simple, v1 or v2, not '" + c.data.augmentation + "'");
   require(c.data.saturation >= 0 && c.data.saturation < 1, where, "data.saturation", "must lie in [0, 1)");
   require(c.data.hue >= 0 && c.data.hue <= 0.5, where, "data.hue", "must lie in [0, 0.5]");
   require(c.data.grayscale_prob >= 0 && c.data.grayscale_prob <= 1, where, "data.grayscale_prob", "must lie in [0, 1]");
   require(c.data.blur_prob >= 0 && c.data.blur_prob <= 1, where, "data.blur_prob", "must lie in [0, 1]");
-  require(c.data.blur_sigma.size() == 2 && c.data.blur_sigma[0] > 0 && c.data.blur_sigma[0] <= c.data.blur_sigma[1], where, "data.blur_sigma",
-          "must be [min, max] with 0 < min <= max");
+  require(c.data.blur_sigma.size() == 2 && c.data.blur_sigma[0] > 0 && c.data.blur_sigma[0] <= c.data.blur_sigma[1],
+          where, "data.blur_sigma", "must be [min, max] with 0 < min <= max");
   require(!c.data.mean.empty(), where, "data.mean", "must not be empty");
   require(c.data.std.size() == c.data.mean.size(), where, "data.std", "must have as many values as data.mean");
   // Decided from the config alone, before any file is read: the IDX sets are greyscale, ImageFolder RGB.
@@ -323,8 +418,8 @@ void validate(const Config& c, const std::string& where) {
                                     std::pair<const char*, const std::vector<double>*>{"data.std", &c.data.std}}) {
     const auto n = static_cast<int64_t>(values->size());
     require(n == 1 || n == channels, where, key,
-            fmt::format("has {} values but data.dataset {} has {} channel(s){}: give 1 value{}", n, c.data.dataset, channels,
-                        c.data.dataset == "synthetic" ? " (data.synthetic_channels)" : "",
+            fmt::format("has {} values but data.dataset {} has {} channel(s){}: give 1 value{}", n, c.data.dataset,
+                        channels, c.data.dataset == "synthetic" ? " (data.synthetic_channels)" : "",
                         channels > 1 ? fmt::format(" or {}", channels) : std::string()));
   }
   for (double s : c.data.std) require(s > 0, where, "data.std", "values must be positive");
@@ -332,9 +427,12 @@ void validate(const Config& c, const std::string& where) {
   require(c.optim.batch_size > 0, where, "optim.batch_size", "must be positive");
   require(c.optim.momentum >= 0 && c.optim.momentum < 1, where, "optim.momentum", "must lie in [0, 1)");
   require(c.optim.weight_decay >= 0, where, "optim.weight_decay", "must be >= 0");
-  require(c.optim.schedule == "step" || c.optim.schedule == "cosine", where, "optim.schedule", "must be step or cosine, not '" + c.optim.schedule + "'");
-  require(c.train.precision == "fp32" || c.train.precision == "bf16", where, "train.precision", "must be fp32 or bf16, not '" + c.train.precision + "'");
-  require(std::is_sorted(c.optim.milestones.begin(), c.optim.milestones.end()), where, "optim.milestones", "must be ascending");
+  require(c.optim.schedule == "step" || c.optim.schedule == "cosine", where, "optim.schedule",
+          "must be step or cosine, not '" + c.optim.schedule + "'");
+  require(c.train.precision == "fp32" || c.train.precision == "bf16", where, "train.precision",
+          "must be fp32 or bf16, not '" + c.train.precision + "'");
+  require(std::is_sorted(c.optim.milestones.begin(), c.optim.milestones.end()), where, "optim.milestones",
+          "must be ascending");
   require(c.optim.gamma > 0, where, "optim.gamma", "must be positive");
   require(c.train.epochs > 0, where, "train.epochs", "must be positive");
   require(c.train.time_budget_s >= 0, where, "train.time_budget_s", "must be >= 0");
@@ -348,7 +446,8 @@ void validate(const Config& c, const std::string& where) {
   require(c.ckpt.every_minutes >= 0, where, "ckpt.every_minutes", "must be >= 0");
   require(c.ckpt.keep_last >= 1, where, "ckpt.keep_last", "must be at least 1");
   require(c.ckpt.keep_every_steps >= 0, where, "ckpt.keep_every_steps", "must be >= 0");
-  require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb", "must be positive");
+  require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb",
+          "must be positive");
   require(c.dist.queue_check_every >= 0, where, "dist.queue_check_every", "must be >= 0");
   require(c.dist.timeout_s > 0, where, "dist.timeout_s", "must be positive");
   require(c.knn.k > 0, where, "knn.k", "must be positive");
@@ -356,16 +455,18 @@ void validate(const Config& c, const std::string& where) {
   require(c.knn.every_epochs >= 0, where, "knn.every_epochs", "must be >= 0");
   require(c.knn.batch_size > 0, where, "knn.batch_size", "must be positive");
   require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");
-  require(c.knn.raw_baseline == "auto" || c.knn.raw_baseline == "true" || c.knn.raw_baseline == "false", where, "knn.raw_baseline",
-          "must be auto, true or false, not '" + c.knn.raw_baseline + "'");
+  require(c.knn.raw_baseline == "auto" || c.knn.raw_baseline == "true" || c.knn.raw_baseline == "false", where,
+          "knn.raw_baseline", "must be auto, true or false, not '" + c.knn.raw_baseline + "'");
   require(c.lincls.epochs > 0, where, "lincls.epochs", "must be positive");
   require(c.lincls.base_lr > 0, where, "lincls.base_lr", "must be positive");
   require(c.lincls.batch_size > 0, where, "lincls.batch_size", "must be positive");
   require(c.lincls.momentum >= 0 && c.lincls.momentum < 1, where, "lincls.momentum", "must lie in [0, 1)");
   require(c.lincls.weight_decay >= 0, where, "lincls.weight_decay", "must be >= 0");
-  require(std::is_sorted(c.lincls.milestones.begin(), c.lincls.milestones.end()), where, "lincls.milestones", "must be ascending");
+  require(std::is_sorted(c.lincls.milestones.begin(), c.lincls.milestones.end()), where, "lincls.milestones",
+          "must be ascending");
   require(c.lincls.gamma > 0, where, "lincls.gamma", "must be positive");
-  require(c.lincls.crop_scale_min > 0 && c.lincls.crop_scale_min <= 1, where, "lincls.crop_scale_min", "must lie in (0, 1]");
+  require(c.lincls.crop_scale_min > 0 && c.lincls.crop_scale_min <= 1, where, "lincls.crop_scale_min",
+          "must lie in (0, 1]");
   require(c.lincls.save_every_epochs >= 0, where, "lincls.save_every_epochs", "must be >= 0");
 }
 
@@ -435,7 +536,8 @@ Config load_config_text(const std::string& yaml, const std::string& where) {
 namespace {
 
 bool changes_math(const std::string& key, Job job) {
-  static const std::set<std::string> free_in_math_sections{"data.workers", "data.prefetch", "lincls.epochs", "lincls.save_every_epochs"};
+  static const std::set<std::string> free_in_math_sections{"data.workers", "data.prefetch", "lincls.epochs",
+                                                           "lincls.save_every_epochs"};
   if (free_in_math_sections.count(key)) return false;
   const std::string section = key.substr(0, key.find('.'));
   if (key == "train.seed" || section == "data") return true;

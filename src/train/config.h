@@ -37,8 +37,8 @@ struct Config {
     std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | imagefolder | hdf5
     std::string root = "/usr/share/datasets/fashion-mnist";
     std::string train_dir = "train", val_dir = "val";  // imagefolder: the splits under root; hdf5: the shards' prefixes
-    bool dct_scaling = true;  // imagefolder, hdf5: JPEGs decoded at a DCT scale where the view allows
-    int64_t image_size = 28;  // side of the augmented crops
+    bool dct_scaling = true;              // imagefolder, hdf5: JPEGs decoded at a DCT scale where the view allows
+    int64_t image_size = 28;              // side of the augmented crops
     std::string augmentation = "simple";  // simple | v1 | v2 (data/augment.h)
     int workers = 0;
     int prefetch = 2;
@@ -47,10 +47,10 @@ struct Config {
     double flip_prob = 0.5;
     double jitter_prob = 0.8;
     double brightness = 0.4, contrast = 0.4;
-    double saturation = 0.4, hue = 0.1;  // v1, v2
-    double grayscale_prob = 0.2;         // v1, v2
-    double blur_prob = 0.5;              // v2
-    std::vector<double> blur_sigma{0.1, 2.0};  // v2: [min, max]
+    double saturation = 0.4, hue = 0.1;             // v1, v2
+    double grayscale_prob = 0.2;                    // v1, v2
+    double blur_prob = 0.5;                         // v2
+    std::vector<double> blur_sigma{0.1, 2.0};       // v2: [min, max]
     std::vector<double> mean{0.2860}, std{0.3530};  // Fashion-MNIST's pixel statistics
   } data;
   struct Optim {
@@ -58,40 +58,41 @@ struct Config {
     int64_t batch_size = 256;
     double momentum = 0.9;
     double weight_decay = 1e-4;
-    std::string schedule = "step";  // step | cosine
+    std::string schedule = "step";             // step | cosine
     std::vector<double> milestones{120, 160};  // epochs, for step
     double gamma = 0.1;
   } optim;
   struct Train {
-    double epochs = 200;            // may be fractional
-    double time_budget_s = 0;       // > 0: stop after this much training time, schedule follows it
+    double epochs = 200;       // may be fractional
+    double time_budget_s = 0;  // > 0: stop after this much training time, schedule follows it
     uint64_t seed = 0;
-    int64_t log_every = 50;         // steps
+    int64_t log_every = 50;  // steps
     std::string output_dir = "runs/default";
-    int threads = 0;                // intra-op threads; 0: the cores this process may use
-    std::string resume = "auto";    // auto | never | path to a checkpoint folder
-    int64_t stop_at_step = 0;       // > 0: end (with a checkpoint) after this step; the schedule still spans epochs
-    bool tensorboard = true;        // also write metrics as TensorBoard events in output_dir/tb
-    int64_t max_bad_steps = 5;      // consecutive steps with NaN/Inf queries skipped before the run stops; 0: stop at the first
-    std::string precision = "fp32"; // fp32 | bf16 (autocast around the encoders)
-    bool channels_last = false;     // NHWC images and convolution weights
-    bool cudnn_benchmark = true;    // on CUDA: cuDNN picks the fastest convolution algorithms for the shapes seen
+    int threads = 0;              // intra-op threads; 0: the cores this process may use
+    std::string resume = "auto";  // auto | never | path to a checkpoint folder
+    int64_t stop_at_step = 0;     // > 0: end (with a checkpoint) after this step; the schedule still spans epochs
+    bool tensorboard = true;      // also write metrics as TensorBoard events in output_dir/tb
+    int64_t max_bad_steps =
+        5;  // consecutive steps with NaN/Inf queries skipped before the run stops; 0: stop at the first
+    std::string precision = "fp32";  // fp32 | bf16 (autocast around the encoders)
+    bool channels_last = false;      // NHWC images and convolution weights
+    bool cudnn_benchmark = true;     // on CUDA: cuDNN picks the fastest convolution algorithms for the shapes seen
   } train;
   struct Ckpt {
-    int64_t every_steps = 0;        // 0: off
-    double every_minutes = 30;      // of training time; 0: off
+    int64_t every_steps = 0;    // 0: off
+    double every_minutes = 30;  // of training time; 0: off
     int64_t keep_last = 3;
-    int64_t keep_every_steps = 0;   // > 0: checkpoints at multiples of this are never deleted
-    bool async = true;              // write in the background; the loop waits only for a host copy
+    int64_t keep_every_steps = 0;  // > 0: checkpoints at multiples of this are never deleted
+    bool async = true;             // write in the background; the loop waits only for a host copy
   } ckpt;
   struct Dist {
-    double bucket_mb = 25;          // gradient all-reduce bucket size
-    double first_bucket_mb = 1;     // the first bucket, small so communication starts early
-    bool broadcast_buffers = true;  // each step, BN buffers of both encoders follow rank 0
+    double bucket_mb = 25;            // gradient all-reduce bucket size
+    double first_bucket_mb = 1;       // the first bucket, small so communication starts early
+    bool broadcast_buffers = true;    // each step, BN buffers of both encoders follow rank 0
     int64_t queue_check_every = 100;  // steps between cross-rank queue checksums; 0: never
-    bool check_collectives = true;  // verify shapes/dtypes agree across ranks before each collective
-    double timeout_s = 300;         // a collective not done by then is an error, not a hang
-    bool log_all_ranks = false;     // every rank logs to the console, not only rank 0
+    bool check_collectives = true;    // verify shapes/dtypes agree across ranks before each collective
+    double timeout_s = 300;           // a collective not done by then is an error, not a hang
+    bool log_all_ranks = false;       // every rank logs to the console, not only rank 0
   } dist;
   struct Debug {
     bool anomaly_detection = false;  // autograd anomaly mode: a NaN/Inf in backward names its op
@@ -100,16 +101,17 @@ struct Config {
   struct Knn {
     int64_t k = 200;
     double temperature = 0.1;
-    int64_t every_epochs = 0;   // 0: only before and after training
+    int64_t every_epochs = 0;  // 0: only before and after training
     int64_t batch_size = 512;
-    int64_t memory_size = 0;    // train samples in the memory bank; 0: the whole train split
-    int64_t query_size = 0;     // test samples scored; 0: the whole test split
-    std::string raw_baseline = "auto";  // also score the raw normalised pixels: auto (images up to 64 px) | true | false
+    int64_t memory_size = 0;  // train samples in the memory bank; 0: the whole train split
+    int64_t query_size = 0;   // test samples scored; 0: the whole test split
+    std::string raw_baseline =
+        "auto";  // also score the raw normalised pixels: auto (images up to 64 px) | true | false
   } knn;
   struct Lincls {  // the linear protocol (moco_lincls); defaults are the official main_lincls.py's
     int64_t epochs = 100;
-    double base_lr = 30;            // for a batch of 256, scaled linearly with lincls.batch_size
-    int64_t batch_size = 256;       // global
+    double base_lr = 30;       // for a batch of 256, scaled linearly with lincls.batch_size
+    int64_t batch_size = 256;  // global
     double momentum = 0.9;
     double weight_decay = 0;
     std::vector<double> milestones{60, 80};  // epochs at which the lr is multiplied by gamma

@@ -48,12 +48,12 @@ std::shared_ptr<dist::ProcessGroup> make_world_group(torch::Device device, const
   nccl_options.check_collectives = options.check_collectives;
   nccl_options.timeout = options.timeout;
   const auto raw = dist::raw_exchange(mpi);
-  auto nccl = std::make_shared<dist::NcclProcessGroup>(mpi->rank(), mpi->world_size(),
-                                                       dist::HostExchange{raw.broadcast, raw.all_gather}, device.index(),
-                                                       nccl_options);
+  auto nccl = std::make_shared<dist::NcclProcessGroup>(
+      mpi->rank(), mpi->world_size(), dist::HostExchange{raw.broadcast, raw.all_gather}, device.index(), nccl_options);
   return std::make_shared<dist::DeviceDispatchGroup>(mpi, nccl);
 #else
-  throw std::runtime_error("this moco_dist was built without NCCL (MOCO_WITH_NCCL=OFF): it cannot train several ranks on CUDA");
+  throw std::runtime_error(
+      "this moco_dist was built without NCCL (MOCO_WITH_NCCL=OFF): it cannot train several ranks on CUDA");
 #endif
 }
 

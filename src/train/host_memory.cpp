@@ -65,7 +65,8 @@ class HeapReusingCpuAllocator final : public c10::Allocator {
 
 bool keep_freed_host_memory() {
 #if defined(__GLIBC__)
-  for (const char* user_setting : {"GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"})
+  for (const char* user_setting :
+       {"GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"})
     if (std::getenv(user_setting) != nullptr) return false;
   // 32 MiB: the largest threshold glibc accepts on 64-bit; setting it also stops its dynamic adjustment.
   if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1) return false;

@@ -35,8 +35,9 @@ void InvariantChecker::after_forward(int64_t step) const {
     const auto expected = k_before_[i].mul(m).add(q_before_[i], 1.0 - m);
     if (!torch::equal(names[i].value(), expected)) {
       const double off = (names[i].value() - expected).abs().max().item<double>();
-      throw std::logic_error(fmt::format("step {}: key encoder parameter {} is not m*k + (1-m)*q of the step before (off by {:.3g})",
-                                         step, names[i].key(), off));
+      throw std::logic_error(
+          fmt::format("step {}: key encoder parameter {} is not m*k + (1-m)*q of the step before (off by {:.3g})", step,
+                      names[i].key(), off));
     }
   }
   check_no_gradient(moco_, step);
@@ -45,7 +46,8 @@ void InvariantChecker::after_forward(int64_t step) const {
     throw std::logic_error(fmt::format("step {}: the queue holds an autograd graph", step));
   const auto norms = queue.norm(2, 0);
   const double worst = (norms - 1).abs().max().item<double>();
-  if (worst > 1e-4) throw std::logic_error(fmt::format("step {}: a queue column has norm off 1 by {:.3g}", step, worst));
+  if (worst > 1e-4)
+    throw std::logic_error(fmt::format("step {}: a queue column has norm off 1 by {:.3g}", step, worst));
 }
 
 void InvariantChecker::after_step(int64_t step) const { check_no_gradient(moco_, step); }

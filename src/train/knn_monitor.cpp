@@ -15,16 +15,21 @@ double KnnMonitor::evaluate(model::ResNet& encoder, const std::string& label, in
   encoder->eval();
   const auto device = encoder->parameters().front().device();
   const double top1 = evaluate(
-      [&](const torch::Tensor& images) { return encoder->features(data::normalize_batch(images, normalisation_).to(device)); }, label,
-      step, epoch, record);
+      [&](const torch::Tensor& images) {
+        return encoder->features(data::normalize_batch(images, normalisation_).to(device));
+      },
+      label, step, epoch, record);
   encoder->train(was_training);
   return top1;
 }
 
-double KnnMonitor::evaluate(const eval::Featurizer& featurizer, const std::string& label, int64_t step, double epoch, bool record) {
+double KnnMonitor::evaluate(const eval::Featurizer& featurizer, const std::string& label, int64_t step, double epoch,
+                            bool record) {
   const auto start = std::chrono::steady_clock::now();
-  const auto [memory, memory_labels] = eval::extract_features(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_);
-  const auto [queries, query_labels] = eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size, config_.knn.query_size, &group_);
+  const auto [memory, memory_labels] =
+      eval::extract_features(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_);
+  const auto [queries, query_labels] =
+      eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size, config_.knn.query_size, &group_);
   eval::KnnOptions options;
   options.k = config_.knn.k;
   options.temperature = config_.knn.temperature;
@@ -37,8 +42,9 @@ double KnnMonitor::evaluate(const eval::Featurizer& featurizer, const std::strin
   r.query_size = queries.size(0);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (metrics_ && record) metrics_->write(r);
-  spdlog::info("kNN ({}, epoch {:.2f}): top-1 {:.2f}% ({} memory, {} queries, {} dims, k={}, {:.1f}s)", label == "raw_pixels" ? "raw pixels" : label + " encoder",
-               epoch, r.top1, r.memory_size, r.query_size, memory.size(1), options.k, r.seconds);
+  spdlog::info("kNN ({}, epoch {:.2f}): top-1 {:.2f}% ({} memory, {} queries, {} dims, k={}, {:.1f}s)",
+               label == "raw_pixels" ? "raw pixels" : label + " encoder", epoch, r.top1, r.memory_size, r.query_size,
+               memory.size(1), options.k, r.seconds);
   return r.top1;
 }
 

@@ -21,7 +21,8 @@ class KnnMonitor {
   // Top-1 (%) of the encoder's backbone features (eval mode; its mode is restored). Collective.
   double evaluate(model::ResNet& encoder, const std::string& label, int64_t step, double epoch, bool record = true);
   // The same for any featurizer; `record`: write the metrics row (the log line is always written).
-  double evaluate(const eval::Featurizer& featurizer, const std::string& label, int64_t step, double epoch, bool record = true);
+  double evaluate(const eval::Featurizer& featurizer, const std::string& label, int64_t step, double epoch,
+                  bool record = true);
   // knn.raw_baseline: true, false, or auto (on for images up to 64 px per side).
   bool raw_baseline_enabled() const;
   double evaluate_raw_pixels(int64_t step, double epoch, bool record = true);

@@ -56,10 +56,10 @@ struct PreemptRecord {
 
 // One epoch of the linear protocol (moco_lincls): the classifier's accuracy on the val split.
 struct LinclsRecord {
-  int64_t epoch = 0;       // epochs done
+  int64_t epoch = 0;  // epochs done
   int64_t step = 0;
   double top1 = 0, top5 = 0;  // on the val (test) split, %
-  double loss = 0;         // mean training loss of the epoch
+  double loss = 0;            // mean training loss of the epoch
   double lr = 0;
   double best_top1 = 0;
   int64_t best_epoch = 0;

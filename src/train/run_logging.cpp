@@ -54,7 +54,8 @@ void setup_logging(const std::string& output_dir, int rank, int world_size, bool
     try {
       sinks.push_back(std::make_shared<WrittenThroughFileSink>(file.string()));
     } catch (const spdlog::spdlog_ex& e) {
-      throw std::runtime_error("train.output_dir '" + output_dir + "': cannot write " + file.string() + " in it (" + e.what() + ")");
+      throw std::runtime_error("train.output_dir '" + output_dir + "': cannot write " + file.string() + " in it (" +
+                               e.what() + ")");
     }
   }
   if (rank == 0 || all_ranks_to_console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_color_sink_mt>());

@@ -32,7 +32,8 @@ std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const 
       source = std::make_shared<data::ImageShardSource>(c.data.root, dir);
     else
       source = std::make_shared<data::ImageFolderSource>(
-          data::scan_image_folder_cached((std::filesystem::path(c.data.root) / dir).string(), {c.train.output_dir}).folder);
+          data::scan_image_folder_cached((std::filesystem::path(c.data.root) / dir).string(), {c.train.output_dir})
+              .folder);
     return found.emplace(id, std::move(source)).first->second;
   } catch (const data::FolderError& e) {
     throw ConfigError(where + ": keys 'data.root' and '" + key + "': " + e.what());
@@ -48,22 +49,25 @@ void check_data(const Config& c, const std::string& where) {
   const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where);
   const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where);
   if (val->classes() != train->classes())
-    throw ConfigError(where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) +
-                      (c.data.dataset == "imagefolder" ? " class folders" : " classes") + ", not the " +
-                      std::to_string(train->classes().size()) + " of " + train->root() + " (the kNN monitor needs the same classes)");
+    throw ConfigError(
+        where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) +
+        (c.data.dataset == "imagefolder" ? " class folders" : " classes") + ", not the " +
+        std::to_string(train->classes().size()) + " of " + train->root() + " (the kNN monitor needs the same classes)");
 }
 
 Splits load_splits(const Config& c) {
   if (c.data.dataset == "synthetic") {
     const int64_t side = c.data.image_size;
     // One task: the test split holds the samples after the train split's, of the same classes.
-    return {std::make_shared<data::SyntheticDataset>(c.data.synthetic_train_size, c.data.synthetic_channels, side, side, 10, c.train.seed),
-            std::make_shared<data::SyntheticDataset>(c.data.synthetic_test_size, c.data.synthetic_channels, side, side, 10, c.train.seed,
-                                                     c.data.synthetic_train_size)};
+    return {std::make_shared<data::SyntheticDataset>(c.data.synthetic_train_size, c.data.synthetic_channels, side, side,
+                                                     10, c.train.seed),
+            std::make_shared<data::SyntheticDataset>(c.data.synthetic_test_size, c.data.synthetic_channels, side, side,
+                                                     10, c.train.seed, c.data.synthetic_train_size)};
   }
   if (is_encoded(c)) {
     auto split = [&](const std::string& dir, const char* key) {
-      return std::make_shared<data::EncodedImageDataset>(encoded_split(c, dir, key, "the config"), c.data.image_size, c.data.dct_scaling);
+      return std::make_shared<data::EncodedImageDataset>(encoded_split(c, dir, key, "the config"), c.data.image_size,
+                                                         c.data.dct_scaling);
     };
     return {split(c.data.train_dir, "data.train_dir"), split(c.data.val_dir, "data.val_dir")};
   }

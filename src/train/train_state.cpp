@@ -27,16 +27,19 @@ TrainState::TrainState(model::MocoImpl& moco, MomentumSgd& sgd, bool bn_buffers_
   for (auto* encoder : {&moco.encoder_q, &moco.encoder_k}) {
     const std::string module = encoder == &moco.encoder_q ? "encoder_q/" : "encoder_k/";
     for (const auto& item : (*encoder)->named_parameters()) entries_.push_back({module + item.key(), item.value()});
-    for (const auto& item : (*encoder)->named_buffers()) entries_.push_back({module + item.key(), item.value(), bn_buffers_rank_local});
+    for (const auto& item : (*encoder)->named_buffers())
+      entries_.push_back({module + item.key(), item.value(), bn_buffers_rank_local});
   }
   const auto queue = moco.queue_state();
   entries_.push_back({"moco/queue", queue[0]});
   entries_.push_back({"moco/queue_ptr", queue[1]});
   const auto names = moco.encoder_q->named_parameters();
   const auto& buffers = sgd.momentum_buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) entries_.push_back({"optimizer/momentum_buffer/" + names[i].key(), buffers[i]});
+  for (size_t i = 0; i < buffers.size(); ++i)
+    entries_.push_back({"optimizer/momentum_buffer/" + names[i].key(), buffers[i]});
   const char* counter_names[] = {"step", "epoch", "batch_in_epoch", "shuffle_steps"};
-  for (int64_t i = 0; i < 4; ++i) entries_.push_back({std::string("progress/") + counter_names[i], counters_.narrow(0, i, 1)});
+  for (int64_t i = 0; i < 4; ++i)
+    entries_.push_back({std::string("progress/") + counter_names[i], counters_.narrow(0, i, 1)});
   entries_.push_back({"progress/train_seconds", seconds_.narrow(0, 0, 1)});
   entries_.push_back({"progress/knn_random_init", seconds_.narrow(0, 1, 1)});
   entries_.push_back({"rng/torch_cpu", rng_, /*rank_local=*/true});

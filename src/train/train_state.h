@@ -12,11 +12,11 @@
 namespace moco::train {
 
 struct Progress {
-  int64_t step = 0;            // optimizer steps done
-  int64_t epoch = 0;           // the loader's position: the epoch and the global batch within it
-  int64_t batch_in_epoch = 0;  // that comes next
-  int64_t shuffle_steps = 0;   // the MoCo shuffle-permutation counter
-  double train_seconds = 0;    // training time so far (a time-budget run's lr follows it)
+  int64_t step = 0;                       // optimizer steps done
+  int64_t epoch = 0;                      // the loader's position: the epoch and the global batch within it
+  int64_t batch_in_epoch = 0;             // that comes next
+  int64_t shuffle_steps = 0;              // the MoCo shuffle-permutation counter
+  double train_seconds = 0;               // training time so far (a time-budget run's lr follows it)
   double knn_random_init = std::nan("");  // kNN top-1 of the encoder before training
 };
 

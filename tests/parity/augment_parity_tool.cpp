@@ -42,7 +42,8 @@ Image read_raw(const fs::path& path) {
 
 void write_raw(const fs::path& path, const Image& image) {
   std::ofstream out(path, std::ios::binary);
-  const int32_t dims[3] = {static_cast<int32_t>(image.channels), static_cast<int32_t>(image.height), static_cast<int32_t>(image.width)};
+  const int32_t dims[3] = {static_cast<int32_t>(image.channels), static_cast<int32_t>(image.height),
+                           static_cast<int32_t>(image.width)};
   out.write(reinterpret_cast<const char*>(dims), sizeof dims);
   out.write(reinterpret_cast<const char*>(image.pixels.data()), static_cast<std::streamsize>(image.pixels.size()));
   if (!out) throw std::runtime_error(path.string() + ": cannot write");
@@ -51,13 +52,15 @@ void write_raw(const fs::path& path, const Image& image) {
 // Cases 0 and 1 pin the extremes of every range; the rest are draws from the seed. The gates are
 // set by the case number so that every branch of both pipelines is exercised.
 ViewParams params_for(int which, const Image& image, const AugmentOptions& o) {
-  ViewParams p = draw_view_params(0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(which + 1) + image.pixels.size(), image.height, image.width, o);
+  ViewParams p = draw_view_params(0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(which + 1) + image.pixels.size(),
+                                  image.height, image.width, o);
   if (which == 0) {
     p.box = {0, 0, image.height, image.width};
     p.jitter_params = {{3, 2, 1, 0}, 0.6, 0.6, 0.6, -0.5};
     p.sigma = 2.0;
   } else if (which == 1) {
-    p.box = {image.height / 3, image.width / 4, std::max<int64_t>(1, image.height / 5), std::max<int64_t>(1, image.width / 7)};
+    p.box = {image.height / 3, image.width / 4, std::max<int64_t>(1, image.height / 5),
+             std::max<int64_t>(1, image.width / 7)};
     p.jitter_params = {{0, 1, 2, 3}, 1.4, 1.4, 1.4, 0.5};
     p.sigma = 0.1;
   }
@@ -88,7 +91,8 @@ int main(int argc, char** argv) {
       if (entry.path().extension() == ".jpg" || entry.path().extension() == ".png") {
         std::ifstream in(entry.path(), std::ios::binary);
         const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        write_raw(out_dir / (entry.path().filename().string() + ".decoded.u8"), decode_image(bytes.data(), bytes.size()).image);
+        write_raw(out_dir / (entry.path().filename().string() + ".decoded.u8"),
+                  decode_image(bytes.data(), bytes.size()).image);
         continue;
       }
       if (entry.path().extension() != ".u8") continue;
@@ -125,16 +129,27 @@ int main(int argc, char** argv) {
         std::vector<float> normalised(v2.pixels.size());
         normalize_into(v2, mean, std, normalised.data());
         std::ofstream(stem + "v2.f32", std::ios::binary)
-            .write(reinterpret_cast<const char*>(normalised.data()), static_cast<std::streamsize>(normalised.size() * sizeof(float)));
+            .write(reinterpret_cast<const char*>(normalised.data()),
+                   static_cast<std::streamsize>(normalised.size() * sizeof(float)));
         const auto& j = p.jitter_params;
-        nlohmann::json row = {{"image", name}, {"case", k}, {"size", size},
+        nlohmann::json row = {{"image", name},
+                              {"case", k},
+                              {"size", size},
                               {"box", {p.box.top, p.box.left, p.box.height, p.box.width}},
                               {"order", {j.order[0], j.order[1], j.order[2], j.order[3]}},
-                              {"brightness", j.brightness}, {"contrast", j.contrast}, {"saturation", j.saturation}, {"hue", j.hue},
-                              {"jitter", p.jitter}, {"grayscale", p.grayscale}, {"blur", p.blur}, {"sigma", p.sigma}, {"flip", p.flip},
+                              {"brightness", j.brightness},
+                              {"contrast", j.contrast},
+                              {"saturation", j.saturation},
+                              {"hue", j.hue},
+                              {"jitter", p.jitter},
+                              {"grayscale", p.grayscale},
+                              {"blur", p.blur},
+                              {"sigma", p.sigma},
+                              {"flip", p.flip},
                               {"kernel_image", blur_kernel_size(p.sigma, image.height, image.width)},
                               {"kernel_view", blur_kernel_size(p.sigma, size, size)},
-                              {"mean", mean}, {"std", std}};
+                              {"mean", mean},
+                              {"std", std}};
         params_out << row.dump() << "\n";
       }
     }
