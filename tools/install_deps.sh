@@ -38,3 +38,9 @@ if ! python3 -c "import tensorboard" 2>/dev/null; then
   echo "install_deps: pip install tensorboard (for the TensorBoard test)" >&2
   python3 -m pip install -q tensorboard 2>/dev/null || python3 -m pip install -q --break-system-packages tensorboard
 fi
+
+# The function-length check (ctest style.function_length) runs `lizard` (PyPI) through the same python3.
+if ! python3 -c "import lizard" 2>/dev/null; then
+  echo "install_deps: pip install lizard (for the function-length check)" >&2
+  python3 -m pip install -q lizard 2>/dev/null || python3 -m pip install -q --break-system-packages lizard
+fi

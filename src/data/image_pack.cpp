@@ -160,14 +160,10 @@ void write_shard(const Task& t, const std::atomic<bool>& stop) {
   fsync_file(t.tmp_path);
 }
 
-}  // namespace
-
-std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& splits, const std::string& out_dir,
-                                            const PackOptions& options) {
-  if (options.shards < 1 || options.shards > 99999)
-    throw FolderError("the number of shards must lie in [1, 99999], not " + std::to_string(options.shards));
+// The shards of these splits that out_dir holds already.
+std::vector<std::string> existing_shards(const std::vector<SplitToPack>& splits, const std::string& out_dir) {
   std::error_code ec;
-  std::vector<std::string> old_shards;  // of these splits, already in out_dir
+  std::vector<std::string> old_shards;
   if (fs::is_directory(out_dir, ec))
     for (const auto& entry : fs::directory_iterator(out_dir, ec))
       for (const auto& split : splits) {
@@ -175,36 +171,39 @@ std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& spli
         if (parse_shard_file_name(entry.path().filename().string(), split.name, s, n))
           old_shards.push_back(entry.path().string());
       }
-  if (!old_shards.empty() && !options.overwrite)
-    throw FolderError(old_shards.front() +
-                      ": shards of this split are there already (remove them, or pack with --overwrite)");
+  return old_shards;
+}
 
+// One task per shard of every split, and what each split will become.
+std::vector<Task> plan_shards(const std::vector<SplitToPack>& splits, const std::string& out_dir, int shards,
+                              std::vector<PackedSplit>& packed) {
   std::vector<Task> tasks;
-  std::vector<PackedSplit> packed;
   for (const auto& split : splits) {
     const auto n = static_cast<int64_t>(split.folder.files.size());
-    if (n < options.shards)
-      throw FolderError(split.folder.root + ": " + std::to_string(n) + " images cannot fill " +
-                        std::to_string(options.shards) + " shards");
+    if (n < shards)
+      throw FolderError(split.folder.root + ": " + std::to_string(n) + " images cannot fill " + std::to_string(shards) +
+                        " shards");
     PackedSplit p;
     p.name = split.name;
     p.images = n;
-    for (int s = 0; s < options.shards; ++s) {
-      Task t{&split, s, options.shards, n * s / options.shards, n * (s + 1) / options.shards, "", ""};
-      t.final_path = (fs::path(out_dir) / shard_file_name(split.name, s, options.shards)).string();
+    for (int s = 0; s < shards; ++s) {
+      Task t{&split, s, shards, n * s / shards, n * (s + 1) / shards, "", ""};
+      t.final_path = (fs::path(out_dir) / shard_file_name(split.name, s, shards)).string();
       t.tmp_path = t.final_path + ".tmp-" + std::to_string(::getpid());
       p.files.push_back(t.final_path);
       tasks.push_back(std::move(t));
     }
     packed.push_back(std::move(p));
   }
-  fs::create_directories(out_dir, ec);
-  if (ec) throw std::runtime_error(out_dir + ": cannot create the folder: " + ec.message());
+  return tasks;
+}
 
-  // One thread per shard at a time: the threads' parallel work is reading the source files (a
-  // million small files: the slow part); their HDF5 calls take turns (h5_util.h says why).
+// One thread per shard at a time: the threads' parallel work is reading the source files (a
+// million small files: the slow part); their HDF5 calls take turns (h5_util.h says why). The first
+// error stops the others and is rethrown.
+void write_shards(std::vector<Task>& tasks, int threads_asked) {
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = std::clamp(options.threads > 0 ? options.threads : hardware, 1, static_cast<int>(tasks.size()));
+  const int threads = std::clamp(threads_asked > 0 ? threads_asked : hardware, 1, static_cast<int>(tasks.size()));
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   std::mutex error_mu;
@@ -223,13 +222,33 @@ std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& spli
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) pool.emplace_back(work);
   for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& splits, const std::string& out_dir,
+                                            const PackOptions& options) {
+  if (options.shards < 1 || options.shards > 99999)
+    throw FolderError("the number of shards must lie in [1, 99999], not " + std::to_string(options.shards));
+  const auto old_shards = existing_shards(splits, out_dir);
+  if (!old_shards.empty() && !options.overwrite)
+    throw FolderError(old_shards.front() +
+                      ": shards of this split are there already (remove them, or pack with --overwrite)");
+  std::vector<PackedSplit> packed;
+  auto tasks = plan_shards(splits, out_dir, options.shards, packed);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw std::runtime_error(out_dir + ": cannot create the folder: " + ec.message());
 
   auto remove_tmps = [&] {
     for (const auto& t : tasks) fs::remove(t.tmp_path, ec);
   };
-  if (error) {
+  try {
+    write_shards(tasks, options.threads);
+  } catch (...) {
     remove_tmps();
-    std::rethrow_exception(error);
+    throw;
   }
   // Every shard is complete and synced: only now do final names appear.
   for (const auto& old : old_shards)
