@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 using moco::train::Config;
 using moco::train::ConfigError;
@@ -246,18 +245,4 @@ TEST(ScheduleTest, LinearScalingStepAndCosine) {
   EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 0), 0.06);
   EXPECT_NEAR(moco::train::learning_rate(c, 100), 0.03, 1e-12);
   EXPECT_NEAR(moco::train::learning_rate(c, 200), 0.0, 1e-12);
-}
-
-TEST(ConfigTest, ReadmeDocumentsEveryKey) {
-  std::ifstream in(std::string(MOCO_TEST_DATA_DIR) + "/../../README.md");
-  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream reference(moco::train::config_reference());
-  int keys = 0;
-  for (std::string line; std::getline(reference, line);) {
-    if (line.rfind("  ", 0) != 0 || line.rfind("      ", 0) == 0) continue;  // key lines only
-    const std::string key = line.substr(2, line.find(' ', 2) - 2);
-    EXPECT_TRUE(contains(readme, "| `" + key + "` |")) << key << " is missing from the README's config reference";
-    ++keys;
-  }
-  EXPECT_GT(keys, 30);
 }

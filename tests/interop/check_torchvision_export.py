@@ -13,7 +13,7 @@ import torchvision
 
 export_path, io_path, arch = sys.argv[1:4]
 
-# The README's snippet: an export is a flat HDF5 file of state_dict keys.
+# docs/checkpoints.md's snippet: an export is a flat HDF5 file of state_dict keys.
 with h5py.File(export_path, "r") as f:
     state_dict = {k: torch.as_tensor(f[k][()]) for k in f}
 
