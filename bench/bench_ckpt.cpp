@@ -13,7 +13,7 @@
 #include "dist/bootstrap.h"
 #include "dist/mpi_process_group.h"
 #include "model/moco.h"
-#include "train/host_memory.h"
+#include "sys/host_memory.h"
 #include "train/sgd.h"
 #include "train/train_state.h"
 
@@ -66,7 +66,7 @@ double dd_seconds(moco::dist::ProcessGroup& group, const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  moco::train::keep_freed_host_memory();  // host memory as moco_dist runs it
+  moco::sys::keep_freed_host_memory();  // host memory as moco_dist runs it
   CLI::App app{
       "bench_ckpt: ResNet-50 MoCo v2 checkpoint save/load against dd on the same disk; run plain or under mpirun"};
   std::string dir = "bench_ckpt_tmp", json_path = "bench_ckpt.json";

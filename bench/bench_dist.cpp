@@ -18,7 +18,7 @@
 #include "dist/reducer.h"
 #include "model/batch_shuffle.h"
 #include "model/moco.h"
-#include "train/host_memory.h"
+#include "sys/host_memory.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -204,7 +204,7 @@ nlohmann::json step_figures(const torch::Tensor& with, const torch::Tensor& with
 }  // namespace
 
 int main(int argc, char** argv) {
-  moco::train::keep_freed_host_memory();
+  moco::sys::keep_freed_host_memory();
   CLI::App app{"bench_dist: collective bandwidth, shuffle-BN cost and exposed communication; run under mpirun"};
   int iters = 10;
   std::string json_path = "bench_dist.json";

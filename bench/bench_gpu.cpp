@@ -4,7 +4,7 @@
 // (DDP-wrapped model, torch.autocast bf16); tools/gpu_check.sh runs both in one command.
 #include "model/moco.h"
 #include "train/device.h"
-#include "train/host_memory.h"
+#include "sys/host_memory.h"
 #include "train/sgd.h"
 
 #include <CLI/CLI.hpp>
@@ -17,7 +17,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
-  moco::train::keep_freed_host_memory();  // host memory as moco_dist runs it
+  moco::sys::keep_freed_host_memory();  // host memory as moco_dist runs it
   CLI::App app{"bench_gpu: MoCo v2 ResNet-50 training-step throughput on cuda:0 (synthetic data)"};
   int64_t batch = 256, queue = 65536;
   int warmup = 10, steps = 30;

@@ -7,7 +7,7 @@
 #include "data/loader.h"
 #include "data/synthetic.h"
 #include "model/moco.h"
-#include "train/host_memory.h"
+#include "sys/host_memory.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -128,7 +128,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
 }  // namespace
 
 int main(int argc, char** argv) {
-  moco::train::keep_freed_host_memory();
+  moco::sys::keep_freed_host_memory();
   CLI::App app{"bench_step: MoCo training-step throughput against the forward/backward floor"};
   int warmup = 2, steps = 20, threads = 0;
   int64_t queue_size = 16384;

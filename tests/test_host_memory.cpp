@@ -1,6 +1,9 @@
-// keep_freed_host_memory: large host tensors freed by the process stay in it for reuse, and the user's
-// own glibc malloc settings win.
-#include "train/host_memory.h"
+// keep_freed_host_memory: large host tensors freed by the process stay in it for reuse, the user's
+// own glibc malloc settings win, MOCO_KEEP_HOST_MEMORY=0 leaves everything as it was, and the log
+// line says which.
+#include "sys/host_memory.h"
+
+#include "scoped_env.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -14,10 +17,14 @@
 #include <optional>
 #include <string>
 #include <fcntl.h>
+#include <iterator>
 #include <unistd.h>
 #include <vector>
 
 namespace {
+
+using moco::sys::HostMemory;
+using moco::test::ScopedEnv;
 
 constexpr const char* kMallocVariables[] = {"GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
                                             "MALLOC_TOP_PAD_"};
@@ -34,33 +41,14 @@ long resident_mib() {
   return resident_pages * (sysconf(_SC_PAGESIZE) / 1024) / 1024;
 }
 
-// Sets one environment variable for the scope, restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
-
-// Every test starts with none of glibc's malloc variables set, and has them back afterwards.
+// Every test starts with none of glibc's malloc variables (nor MOCO_KEEP_HOST_MEMORY) set, and has them back
+// afterwards.
 class HostMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    unset_.reserve(std::size(kMallocVariables) + 1);
     for (const char* name : kMallocVariables) unset_.emplace_back(name, nullptr);
+    unset_.emplace_back("MOCO_KEEP_HOST_MEMORY", nullptr);
   }
 
  private:
@@ -75,7 +63,7 @@ class HostMemoryKeptTest : public HostMemoryTest {
     GTEST_SKIP() << "glibc's malloc is not the allocator here";
 #endif
     HostMemoryTest::SetUp();
-    ASSERT_TRUE(moco::train::keep_freed_host_memory());
+    ASSERT_EQ(moco::sys::keep_freed_host_memory(), HostMemory::kKept);
   }
 };
 
@@ -138,8 +126,49 @@ TEST_F(HostMemoryTest, StandsAsideWhenTheUserSetGlibcMallocVariables) {
   for (const char* name : kMallocVariables) {
     // Set and empty counts: `GLIBC_TUNABLES=` is how to run with glibc's defaults.
     ScopedEnv user(name, "");
-    EXPECT_FALSE(moco::train::keep_freed_host_memory()) << name << " was set";
+    EXPECT_EQ(moco::sys::keep_freed_host_memory(), HostMemory::kUserMallocSettings) << name << " was set";
+    EXPECT_NE(moco::sys::host_memory_line().find("the user's glibc malloc variables"), std::string::npos)
+        << moco::sys::host_memory_line();
   }
+}
+
+TEST_F(HostMemoryKeptTest, LogLineSaysWhatWasDoneAndHowToTurnItOff) {
+  EXPECT_EQ(moco::sys::host_memory_line(),
+            "host memory: freed blocks up to 32 MiB kept, LibTorch CPU allocator replaced "
+            "(MOCO_KEEP_HOST_MEMORY=0 turns this off)");
+}
+
+// MOCO_KEEP_HOST_MEMORY=0: LibTorch's allocator stays, and glibc's thresholds too -- in a fresh
+// process (ctest runs this test alone) a freed 24 MiB block goes back to the system at once, as with
+// glibc's defaults (mapped apart, or trimmed from the heap's top), where the settings would keep it.
+TEST_F(HostMemoryTest, SwitchedOffChangesNothing) {
+#if defined(__SANITIZE_ADDRESS__) || !defined(__GLIBC__)
+  GTEST_SKIP() << "glibc's malloc is not the allocator here";
+#endif
+  ScopedEnv off("MOCO_KEEP_HOST_MEMORY", "0");
+  auto* const allocator_before = c10::GetCPUAllocator();
+  EXPECT_EQ(moco::sys::keep_freed_host_memory(), HostMemory::kSwitchedOff);
+  EXPECT_EQ(c10::GetCPUAllocator(), allocator_before) << "LibTorch's CPU allocator was replaced";
+  constexpr size_t kBytes = size_t{24} << 20;
+  void* block = std::malloc(kBytes);
+  ASSERT_NE(block, nullptr);
+  std::memset(block, 1, kBytes);
+  asm volatile("" : : "r"(block) : "memory");
+  const long held = resident_mib();
+  std::free(block);
+  const long after_free = resident_mib();
+  EXPECT_GT(held - after_free, 16) << held << " MiB resident with a 24 MiB block, " << after_free
+                                   << " MiB after freeing it: glibc's thresholds were changed";
+  EXPECT_EQ(moco::sys::host_memory_line(), "host memory: glibc's and LibTorch's defaults (MOCO_KEEP_HOST_MEMORY=0)");
+}
+
+// Any other value keeps the settings: only 0 turns them off.
+TEST_F(HostMemoryTest, OnlyZeroSwitchesOff) {
+#if defined(__SANITIZE_ADDRESS__) || !defined(__GLIBC__)
+  GTEST_SKIP() << "glibc's malloc is not the allocator here";
+#endif
+  ScopedEnv on("MOCO_KEEP_HOST_MEMORY", "1");
+  EXPECT_EQ(moco::sys::keep_freed_host_memory(), HostMemory::kKept);
 }
 
 }  // namespace

@@ -63,16 +63,24 @@ lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->final
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
 frozen_time_counts|src/dist/running_deadline.h|      end_ += now - last_check_;|      (void)kFrozen;|^mpi\.np2$
 features_always_float32|src/model/moco.cpp|return features.element_size() < 4 ? features.to(torch::kFloat) : features;|return features.to(torch::kFloat);|^mpi\.np2$
-freed_host_memory_trimmed|src/train/host_memory.cpp|mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1|false|^HostMemory
-mmap_threshold_left_to_glibc|src/train/host_memory.cpp|mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1|false|^HostMemory
-libtorch_memalign_kept|src/train/host_memory.cpp|c10::SetCPUAllocator(&allocator, /*priority=*/1);|(void)allocator;|^HostMemory
-block_freed_at_wrong_address|src/train/host_memory.cpp|std::free(bytes - bytes[-1]);|std::free(bytes - 16);|^HostMemory
-user_malloc_settings_overridden|src/train/host_memory.cpp|if (std::getenv(user_setting) != nullptr) return false;|(void)user_setting;|^HostMemory
+freed_host_memory_trimmed|src/sys/host_memory.cpp|mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1|false|^HostMemory
+mmap_threshold_left_to_glibc|src/sys/host_memory.cpp|mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1|false|^HostMemory
+libtorch_memalign_kept|src/sys/host_memory.cpp|c10::SetCPUAllocator(&allocator, /*priority=*/1);|(void)allocator;|^HostMemory
+block_freed_at_wrong_address|src/sys/host_memory.cpp|std::free(bytes - bytes[-1]);|std::free(bytes - 16);|^HostMemory
+user_malloc_settings_overridden|src/sys/host_memory.cpp|if (std::getenv(user_setting) != nullptr) return HostMemory::kUserMallocSettings;|(void)user_setting;|^HostMemory
+host_memory_switch_ignored|src/sys/host_memory.cpp|if (keep != nullptr && std::strcmp(keep, "0") == 0) return HostMemory::kSwitchedOff;|(void)keep;|^HostMemoryTest\.SwitchedOff|^sys\.workarounds_off$
+host_memory_outcome_forgotten|src/sys/host_memory.cpp|return last_outcome() = settings_made_or_why_not();|return settings_made_or_why_not();|^HostMemoryKeptTest\.LogLine|^sys\.workarounds_logged$
+openblas_line_not_logged|src/sys/workarounds.cpp|  spdlog::info("{}", openblas_settings_line());|  (void)0;|^sys\.workarounds_logged$
+nan_hook_hits_every_rank|src/sys/fault_hooks.h|return step == at_step && rank == at_rank;|return step == at_step;|^FaultHooksTest\.|^faults\.nan_skip$
+nan_hook_malformed_accepted|src/sys/fault_hooks.cpp|if (std::sscanf(env, "%" SCNd64 ":%d", &n.step, &n.rank) < 1)|if (std::sscanf(env, "%" SCNd64 ":%d", &n.step, &n.rank) < 0)|^FaultHooksTest\.|^sys\.malformed_hooks$
+ckpt_fault_step_ignored|src/sys/fault_hooks.cpp|const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;|const bool hit = m[3].matched ? true : first_save;|^FaultHooksTest\.|^ckpt\.kill_in_shard$
 thrown_message_lost|tests/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$
 openblas_fallback_kept|src/sys/openblas_kernels.cpp|setenv("OPENBLAS_CORETYPE", kernels, 1);|setenv("OPENBLAS_CORETYPE", "Prescott", 1);|^cli\.openblas_kernels$
 openblas_spin_kept|src/sys/openblas_kernels.cpp|setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1);|setenv("OPENBLAS_THREAD_TIMEOUT", "28", 1);|^cli\.openblas_kernels$
+openblas_switch_ignored|src/sys/openblas_kernels.cpp|return value != nullptr && std::strcmp(value, "0") == 0;|return false;|^cli\.openblas_kernels$
+openblas_restart_note_lost|src/sys/openblas_kernels.cpp|done.set_timeout = std::strstr(note, "OPENBLAS_THREAD_TIMEOUT") != nullptr;|done.set_timeout = false;|^cli\.openblas_kernels$
 fused_loss_temperature_dropped|src/model/contrastive.cpp|const auto q_t = q * inv_t;|const auto q_t = q * 1.0;|^ContrastiveTest\.Fused|^MocoTest\.
 fused_loss_grad_no_onehot|src/model/contrastive.cpp|p.exp_().select(1, 0).sub_(1.0);|p.exp_();|^ContrastiveTest\.Fused
 fused_loss_log_of_softmax|src/model/contrastive.cpp|const auto loss = -p.select(1, 0).mean();|const auto loss = -p.select(1, 0).exp().log().mean();|^ContrastiveTest\.Fused

@@ -6,9 +6,10 @@
 #include "dist/process_group.h"
 #include "lincls/knn_eval.h"
 #include "preempt/preemption.h"
+#include "sys/host_memory.h"
+#include "sys/workarounds.h"
 #include "train/config.h"
 #include "train/device.h"
-#include "train/host_memory.h"
 #include "train/run_logging.h"
 #include "train/setup.h"
 #include "train/trainer.h"
@@ -19,7 +20,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
-  moco::train::keep_freed_host_memory();
+  moco::sys::keep_freed_host_memory();
   CLI::App app{
       "moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
       "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1.\n"
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
     moco::train::check_data(config, overrides.empty() ? config_path : config_path + " (with overrides)");
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
                                !dry_run && !eval_only);
+    moco::sys::log_workarounds();
     moco::train::RunContext context;
     context.dry_run = dry_run;
     context.device = moco::train::select_device(world.local_rank, world.local_size);

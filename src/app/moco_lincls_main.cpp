@@ -8,9 +8,10 @@
 #include "lincls/backbone.h"
 #include "lincls/lincls.h"
 #include "preempt/preemption.h"
+#include "sys/host_memory.h"
+#include "sys/workarounds.h"
 #include "train/config.h"
 #include "train/device.h"
-#include "train/host_memory.h"
 #include "train/run_logging.h"
 #include "train/setup.h"
 
@@ -20,7 +21,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
-  moco::train::keep_freed_host_memory();
+  moco::sys::keep_freed_host_memory();
   CLI::App app{
       "moco_lincls: linear classification on frozen features (the protocol of MoCo's main_lincls.py).\n"
       "Loads the backbone model.pretrained names, trains a linear classifier (lincls.*) on the train split, reports\n"
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
     // Before any folder is made: a backbone that does not fit the config is the config's fault.
     const auto backbone = moco::lincls::Backbone::load(config, context.device);
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
+    moco::sys::log_workarounds();
     if (world.world_size == 1) {
       context.group = std::make_shared<moco::dist::LocalProcessGroup>();
     } else {

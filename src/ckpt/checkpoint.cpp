@@ -2,6 +2,7 @@
 
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/save_phases.h"
+#include "sys/fault_hooks.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,14 +11,12 @@
 #include <chrono>
 #include <cstring>
 #include <set>
-#include <csignal>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <numeric>
-#include <regex>
 
 namespace moco::ckpt {
 namespace fs = std::filesystem;
@@ -35,38 +34,10 @@ std::string utc_now() {
   return buf;
 }
 
-struct Fault {
-  std::string what;
-  int rank = 0;
-};
-
-// The fault MOCO_CKPT_FAULT asks for at this save, if any (see checkpoint.h).
-Fault fault_for(int64_t step) {
-  static int saves = 0;
-  const bool first_save = saves++ == 0;
-  const char* env = std::getenv("MOCO_CKPT_FAULT");
-  if (!env || !*env) return {};
-  std::smatch m;
-  const std::string spec = env;
-  static const std::regex pattern(R"((kill_in_shard|kill_before_manifest)(?::(\d+))?(?:@(\d+))?)");
-  if (!std::regex_match(spec, m, pattern))
-    throw CheckpointError("MOCO_CKPT_FAULT='" + spec + "': expected kill_in_shard|kill_before_manifest[:RANK][@STEP]");
-  const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;
-  if (!hit) return {};
-  return {m[1].str(), m[2].matched ? std::stoi(m[2].str()) : 0};
-}
-
 // kill_before_manifest is decided when the shard is written and fires at the commit.
 bool& pending_fault_before_manifest() {
   static bool pending = false;
   return pending;
-}
-
-[[noreturn]] void die_for_test(const std::string& where) {
-  std::fprintf(stderr, "MOCO_CKPT_FAULT: SIGKILL %s\n", where.c_str());
-  std::fflush(stderr);
-  std::raise(SIGKILL);
-  std::abort();
 }
 
 void write_text_durably(const fs::path& path, const std::string& text) {
@@ -157,7 +128,7 @@ std::string prepare_save_dir(const std::string& root, int64_t step) {
 
 std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<StateEntry>& state,
                                  const std::vector<int>& writers, int rank, int world, int64_t step) {
-  const Fault fault = fault_for(step);
+  const sys::CheckpointFault fault = sys::hooks().checkpoint_fault(step);
   const auto n = static_cast<int64_t>(state.size());
   std::vector<int64_t> crc(static_cast<size_t>(n * world), 0);
   H5TensorWriter shard((fs::path(tmp_dir) / shard_file_name(rank, world)).string());
@@ -177,8 +148,9 @@ std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<S
   });
   try {
     for (size_t j = 0; j < mine.size(); ++j) {
-      if (fault.what == "kill_in_shard" && fault.rank == rank && j == mine.size() / 2)
-        die_for_test(fmt::format("rank {} after {} of {} tensors of its shard", rank, j, mine.size()));
+      if (fault.kind == sys::CheckpointFaultKind::kKillInShard && fault.rank == rank && j == mine.size() / 2)
+        sys::hooks().kill_for_checkpoint_fault(
+            fmt::format("rank {} after {} of {} tensors of its shard", rank, j, mine.size()));
       shard.write(state[static_cast<size_t>(mine[j])].name, host[j]);
     }
   } catch (...) {
@@ -188,13 +160,14 @@ std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<S
   const auto values = crcs.get();
   for (size_t j = 0; j < mine.size(); ++j) crc[static_cast<size_t>(mine[j] * world + rank)] = values[j];
   shard.close();
-  if (rank == 0 && fault.what == "kill_before_manifest") pending_fault_before_manifest() = true;
+  if (rank == 0 && fault.kind == sys::CheckpointFaultKind::kKillBeforeManifest) pending_fault_before_manifest() = true;
   return crc;
 }
 
 void commit(const std::string& root, const std::string& tmp, const std::vector<StateEntry>& state,
             const std::vector<int>& writers, const std::vector<int64_t>& crc, const SaveInfo& info, int world) {
-  if (pending_fault_before_manifest()) die_for_test("rank 0 with every shard written, before the manifest");
+  if (pending_fault_before_manifest())
+    sys::hooks().kill_for_checkpoint_fault("rank 0 with every shard written, before the manifest");
   const fs::path tmp_dir = tmp, final_dir = step_dir(root, info.step);
   Manifest m;
   m.step = info.step;

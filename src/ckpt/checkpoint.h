@@ -39,9 +39,9 @@ std::vector<int> assign_writers(const std::vector<StateEntry>& state, int world_
 // rank returns the committed folder or throws the same CheckpointError (naming the rank at fault);
 // a failure or a crash at any point leaves earlier checkpoints untouched. Collective.
 //
-// Fault injection for tests, MOCO_CKPT_FAULT=<what>[:<rank>][@<step>]: `kill_in_shard` SIGKILLs the
-// rank half-way through its shard; `kill_before_manifest` SIGKILLs rank 0 once every shard is
-// written. <rank> defaults to 0; without @<step> the first save is hit.
+// Fault injection for tests (sys/fault_hooks.h), MOCO_CKPT_FAULT=<what>[:<rank>][@<step>]:
+// `kill_in_shard` SIGKILLs the rank half-way through its shard; `kill_before_manifest` SIGKILLs rank
+// 0 once every shard is written. <rank> defaults to 0; without @<step> the first save is hit.
 std::string save_checkpoint(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info,
                             dist::ProcessGroup& group);
 

@@ -1,8 +1,10 @@
-// Linked into every executable (an OBJECT library in link_libraries, CMakeLists.txt): no header, no
-// call; it acts before main(). OpenBLAS reads its settings while the library is loaded, before any
-// code of ours runs, so where one of the two below must change, the process restarts itself (same
-// pid, arguments and environment, before MPI or any thread starts) with the variable set. A value the
+// Linked into every executable (an OBJECT library in link_libraries, CMakeLists.txt): no call; it
+// acts before main(). OpenBLAS reads its settings while the library is loaded, before any code of
+// ours runs, so where one of the two below must change, the process restarts itself (same pid,
+// arguments and environment, before MPI or any thread starts) with the variable set. A value the
 // user set is never overridden, and another BLAS (the PyPI LibTorch carries MKL) is left alone.
+// MOCO_OPENBLAS_SETTINGS=0 turns it off: no restart, nothing set. It cannot log (logging is not
+// set up yet): openblas_settings_line() (the header) says afterwards what it did.
 //
 // Kernels. OpenBLAS picks them from the CPU's model number. A CPU it does not know -- the usual case
 // on virtual machines, whose CPUID says "Intel(R) Xeon(R) Processor" -- gets the generic "Prescott"
@@ -18,7 +20,10 @@
 // of its floor (bench_step --only tiny28, 5 runs) with OpenBLAS's default, and at 0.88-0.95 (5 runs)
 // with OPENBLAS_THREAD_TIMEOUT=16: 2^16 cycles, tens of microseconds, still no sleep between
 // back-to-back GEMMs.
+#include "sys/openblas_kernels.h"
+
 #include <dlfcn.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -61,15 +66,48 @@ bool openblas_spins_in_own_threads() {
   return parallel != nullptr && threads != nullptr && parallel() == 1 && threads() > 1;
 }
 
-const char* kernels_to_set() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return nullptr;  // the user's choice, or ours after the restart
+// The kernels OpenBLAS runs, or nullptr where the BLAS is not OpenBLAS.
+const char* openblas_core_name() {
   using CoreName = char* (*)();
   const auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-  if (core_name == nullptr || std::strcmp(core_name(), "Prescott") != 0) return nullptr;
+  return core_name != nullptr ? core_name() : nullptr;
+}
+
+const char* kernels_to_set() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return nullptr;  // the user's choice
+  const char* core = openblas_core_name();
+  if (core == nullptr || std::strcmp(core, "Prescott") != 0) return nullptr;
   return kernels_for_this_cpu();
 }
 
+// What the constructor below did, for openblas_settings_line(). Plain flags, constant-initialised:
+// they are written before main, maybe before this file's other statics are constructed.
+struct Done {
+  bool switched_off = false;
+  bool set_kernels = false;
+  bool set_timeout = false;
+};
+Done done;
+
+// Tells the restarted process what its first run set; read and cleared there, so no child inherits it.
+constexpr const char* kRestartNote = "MOCO_OPENBLAS_RESTARTED_WITH";
+
+bool settings_switched_off() {
+  const char* value = std::getenv("MOCO_OPENBLAS_SETTINGS");
+  return value != nullptr && std::strcmp(value, "0") == 0;
+}
+
 __attribute__((constructor)) void restart_with_openblas_settings_for_this_machine() {
+  if (settings_switched_off()) {
+    done.switched_off = true;
+    return;
+  }
+  if (const char* note = std::getenv(kRestartNote)) {  // the restarted process: OpenBLAS has its settings now
+    done.set_kernels = std::strstr(note, "OPENBLAS_CORETYPE") != nullptr;
+    done.set_timeout = std::strstr(note, "OPENBLAS_THREAD_TIMEOUT") != nullptr;
+    unsetenv(kRestartNote);
+    return;
+  }
   const char* kernels = kernels_to_set();
   const bool set_timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr && openblas_spins_in_own_threads();
   if (kernels == nullptr && !set_timeout) return;
@@ -80,10 +118,43 @@ __attribute__((constructor)) void restart_with_openblas_settings_for_this_machin
   argv.push_back(nullptr);
   if (kernels != nullptr) setenv("OPENBLAS_CORETYPE", kernels, 1);
   if (set_timeout) setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1);
+  setenv(kRestartNote,
+         kernels != nullptr ? (set_timeout ? "OPENBLAS_CORETYPE OPENBLAS_THREAD_TIMEOUT" : "OPENBLAS_CORETYPE")
+                            : "OPENBLAS_THREAD_TIMEOUT",
+         1);
   execv("/proc/self/exe", argv.data());
   // The restart failed: carry on as loaded.
   if (kernels != nullptr) unsetenv("OPENBLAS_CORETYPE");
   if (set_timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  unsetenv(kRestartNote);
+}
+
+std::string kernels_part(const char* core) {
+  const std::string name = std::string("kernels ") + core;
+  if (done.set_kernels)
+    return name + " set by " + program_invocation_short_name + " (OpenBLAS took this CPU for an unknown one)";
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return name + " as OPENBLAS_CORETYPE asks";
+  return name + " as detected";
+}
+
+std::string timeout_part() {
+  if (done.set_timeout) return std::string("thread timeout 2^16 cycles set by ") + program_invocation_short_name;
+  if (const char* user = std::getenv("OPENBLAS_THREAD_TIMEOUT"))
+    return std::string("thread timeout ") + user + " as OPENBLAS_THREAD_TIMEOUT asks";
+  if (openblas_spins_in_own_threads()) return "thread timeout OpenBLAS's default (2^28 cycles)";
+  return "no thread timeout needed (no spinning threads of its own)";
 }
 
 }  // namespace
+
+namespace moco::sys {
+
+std::string openblas_settings_line() {
+  const char* core = openblas_core_name();
+  if (core == nullptr) return "OpenBLAS: not the BLAS here, nothing set";
+  const std::string settings = "OpenBLAS: " + kernels_part(core) + ", " + timeout_part();
+  if (done.switched_off) return settings + ", nothing set (MOCO_OPENBLAS_SETTINGS=0)";
+  return settings + " (MOCO_OPENBLAS_SETTINGS=0 turns this off)";
+}
+
+}  // namespace moco::sys

@@ -5,6 +5,7 @@
 #include "eval/knn.h"
 #include "model/moco.h"
 #include "preempt/preemption.h"
+#include "sys/fault_hooks.h"
 #include "train/checkpointing.h"
 #include "train/device.h"
 #include "train/invariants.h"
@@ -122,21 +123,6 @@ std::string with_step(const std::string& message, int64_t step) {
   if (message.rfind("rank ", 0) == 0 && colon != std::string::npos)
     return message.substr(0, colon + 2) + label + message.substr(colon + 2);
   return label + message;
-}
-
-// MOCO_INJECT_NAN=STEP[:RANK], a test hook: that rank's query batch of that step is NaN.
-struct NanInjection {
-  int64_t step = -1;
-  int rank = 0;
-};
-NanInjection nan_injection_from_env() {
-  NanInjection n;
-  if (const char* env = std::getenv("MOCO_INJECT_NAN")) {
-    if (std::sscanf(env, "%" SCNd64 ":%d", &n.step, &n.rank) < 1)
-      throw std::invalid_argument(fmt::format("MOCO_INJECT_NAN='{}': expected STEP[:RANK]", env));
-    spdlog::warn("MOCO_INJECT_NAN: rank {}'s queries of step {} will be NaN", n.rank, n.step);
-  }
-  return n;
 }
 
 // The output folder can be created and written, checked without creating it.
@@ -317,7 +303,7 @@ TrainResult train(const Config& config, const RunContext& context) {
                                                                                  : "autograd anomaly detection on")
                                                 : "");
 
-  const auto nan_injection = nan_injection_from_env();
+  const auto nan_injection = sys::hooks().nan_injection();
   int64_t step = at.step, interval_steps = 0, loss_steps = 0, shuffle_bytes = 0, bad_steps = 0, bad_in_a_row = 0,
           epoch_steps = 0;
   double loss_sum = 0, interval_seconds = 0, acc1_sum = 0, acc5_sum = 0, interval_wait = 0, epoch_loss = 0,
@@ -343,7 +329,7 @@ TrainResult train(const Config& config, const RunContext& context) {
         const uint64_t bn_hash = check_step && config.dist.broadcast_buffers ? fnv1a(bn_buffers) : 0;
         if (invariants) invariants->before_forward();
         auto query = to_device(batch->query, device, config.train.channels_last);
-        if (nan_injection.step == step + 1 && nan_injection.rank == rank) query.fill_(std::nan(""));
+        if (nan_injection.hits(step + 1, rank)) query.fill_(std::nan(""));
         const auto out = moco->forward(query, to_device(batch->key, device, config.train.channels_last));
         if (out.skipped()) {
           ++bad_steps;

@@ -1,4 +1,4 @@
-#include "train/host_memory.h"
+#include "sys/host_memory.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -13,7 +13,7 @@
 #include <malloc.h>
 #endif
 
-namespace moco::train {
+namespace moco::sys {
 namespace {
 
 #if defined(__GLIBC__)
@@ -61,22 +61,52 @@ class HeapReusingCpuAllocator final : public c10::Allocator {
 };
 #endif
 
-}  // namespace
+HostMemory& last_outcome() {
+  static HostMemory outcome = HostMemory::kNotAsked;
+  return outcome;
+}
 
-bool keep_freed_host_memory() {
+HostMemory settings_made_or_why_not() {
+  const char* keep = std::getenv("MOCO_KEEP_HOST_MEMORY");
+  if (keep != nullptr && std::strcmp(keep, "0") == 0) return HostMemory::kSwitchedOff;
 #if defined(__GLIBC__)
   for (const char* user_setting :
        {"GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"})
-    if (std::getenv(user_setting) != nullptr) return false;
+    if (std::getenv(user_setting) != nullptr) return HostMemory::kUserMallocSettings;
   // 32 MiB: the largest threshold glibc accepts on 64-bit; setting it also stops its dynamic adjustment.
-  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1) return false;
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1)
+    return HostMemory::kRefusedByGlibc;
   static HeapReusingCpuAllocator allocator;
   // Priority above the default allocator's (0), so a later default registration does not undo it.
   c10::SetCPUAllocator(&allocator, /*priority=*/1);
-  return true;
+  return HostMemory::kKept;
 #else
-  return false;
+  return HostMemory::kNotGlibc;
 #endif
 }
 
-}  // namespace moco::train
+}  // namespace
+
+HostMemory keep_freed_host_memory() { return last_outcome() = settings_made_or_why_not(); }
+
+std::string host_memory_line() {
+  switch (last_outcome()) {
+    case HostMemory::kKept:
+      return "host memory: freed blocks up to 32 MiB kept, LibTorch CPU allocator replaced "
+             "(MOCO_KEEP_HOST_MEMORY=0 turns this off)";
+    case HostMemory::kSwitchedOff:
+      return "host memory: glibc's and LibTorch's defaults (MOCO_KEEP_HOST_MEMORY=0)";
+    case HostMemory::kUserMallocSettings:
+      return "host memory: the user's glibc malloc variables (GLIBC_TUNABLES or MALLOC_*_) obeyed, LibTorch CPU "
+             "allocator kept";
+    case HostMemory::kRefusedByGlibc:
+      return "host memory: glibc refused the malloc thresholds, LibTorch CPU allocator kept";
+    case HostMemory::kNotGlibc:
+      return "host memory: not glibc's malloc, defaults kept";
+    case HostMemory::kNotAsked:
+      break;
+  }
+  return "host memory: defaults (keep_freed_host_memory not called)";
+}
+
+}  // namespace moco::sys

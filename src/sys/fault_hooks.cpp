@@ -1,0 +1,54 @@
+#include "sys/fault_hooks.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <stdexcept>
+
+namespace moco::sys {
+
+NanInjection FaultHooks::nan_injection() const {
+  NanInjection n;
+  if (const char* env = std::getenv("MOCO_INJECT_NAN")) {
+    if (std::sscanf(env, "%" SCNd64 ":%d", &n.step, &n.rank) < 1)
+      throw std::invalid_argument(fmt::format("MOCO_INJECT_NAN='{}': expected STEP[:RANK]", env));
+    spdlog::warn("MOCO_INJECT_NAN: rank {}'s queries of step {} will be NaN", n.rank, n.step);
+  }
+  return n;
+}
+
+CheckpointFault FaultHooks::checkpoint_fault(int64_t step) {
+  const bool first_save = saves_++ == 0;
+  const char* env = std::getenv("MOCO_CKPT_FAULT");
+  if (!env || !*env) return {};
+  std::smatch m;
+  const std::string spec = env;
+  static const std::regex pattern(R"((kill_in_shard|kill_before_manifest)(?::(\d+))?(?:@(\d+))?)");
+  if (!std::regex_match(spec, m, pattern))
+    throw std::invalid_argument("MOCO_CKPT_FAULT='" + spec +
+                                "': expected kill_in_shard|kill_before_manifest[:RANK][@STEP]");
+  const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;
+  if (!hit) return {};
+  const auto kind =
+      m[1].str() == "kill_in_shard" ? CheckpointFaultKind::kKillInShard : CheckpointFaultKind::kKillBeforeManifest;
+  return {kind, m[2].matched ? std::stoi(m[2].str()) : 0};
+}
+
+void FaultHooks::kill_for_checkpoint_fault(const std::string& where) const {
+  std::fprintf(stderr, "MOCO_CKPT_FAULT: SIGKILL %s\n", where.c_str());
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+  std::abort();
+}
+
+FaultHooks& hooks() {
+  static FaultHooks the_hooks;
+  return the_hooks;
+}
+
+}  // namespace moco::sys

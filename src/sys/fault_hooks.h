@@ -1,0 +1,46 @@
+// defines: FaultHooks, hooks() -- the test hooks that break a run on purpose (MOCO_INJECT_NAN,
+// MOCO_CKPT_FAULT), read from the environment in this room only. Unset, each costs a getenv where
+// it is asked (once per run, once per checkpoint save) and one comparison per step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace moco::sys {
+
+// MOCO_INJECT_NAN=STEP[:RANK] (RANK 0 by default): that rank's query batch of that step is NaN.
+struct NanInjection {
+  int64_t step = -1;  // -1: none
+  int rank = 0;
+  // Whether `rank`'s queries of `step` (the step being made, counted from 1) are to be NaN.
+  bool hits(int64_t at_step, int at_rank) const { return step == at_step && rank == at_rank; }
+};
+
+// MOCO_CKPT_FAULT=kill_in_shard|kill_before_manifest[:RANK][@STEP]: `kill_in_shard` SIGKILLs RANK
+// half-way through its shard; `kill_before_manifest` SIGKILLs rank 0 once every shard is written.
+enum class CheckpointFaultKind { kNone, kKillInShard, kKillBeforeManifest };
+struct CheckpointFault {
+  CheckpointFaultKind kind = CheckpointFaultKind::kNone;
+  int rank = 0;  // RANK, 0 by default
+};
+
+class FaultHooks {
+ public:
+  // MOCO_INJECT_NAN as set now; a warning is logged when it is set. Throws std::invalid_argument
+  // ("MOCO_INJECT_NAN='x': expected STEP[:RANK]") on a malformed value.
+  NanInjection nan_injection() const;
+  // The fault MOCO_CKPT_FAULT asks for at the save of `step`: with @STEP the save of that step,
+  // without it the process's first save. Call once per save (saves are counted). Throws
+  // std::invalid_argument naming the expected form on a malformed value.
+  CheckpointFault checkpoint_fault(int64_t step);
+  // Prints "MOCO_CKPT_FAULT: SIGKILL <where>" to stderr and kills the process with SIGKILL.
+  [[noreturn]] void kill_for_checkpoint_fault(const std::string& where) const;
+
+ private:
+  int saves_ = 0;
+};
+
+// The process's hooks.
+FaultHooks& hooks();
+
+}  // namespace moco::sys

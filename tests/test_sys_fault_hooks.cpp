@@ -1,0 +1,78 @@
+// The test hooks (sys/fault_hooks.h) parse what the end-to-end tests set (faults.nan_*, ckpt.kill_*),
+// hit only the step, rank and save asked for, and refuse a malformed value naming the expected form.
+#include "sys/fault_hooks.h"
+
+#include "scoped_env.h"
+#include "thrown_message.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using moco::sys::CheckpointFaultKind;
+using moco::sys::FaultHooks;
+using moco::test::ScopedEnv;
+
+TEST(FaultHooksTest, NoNanInjectionWithoutTheVariable) {
+  ScopedEnv unset("MOCO_INJECT_NAN", nullptr);
+  const auto n = FaultHooks().nan_injection();
+  for (int64_t step = 0; step < 5; ++step) EXPECT_FALSE(n.hits(step, 0)) << step;
+}
+
+TEST(FaultHooksTest, NanInjectionHitsItsStepAndRankOnly) {
+  ScopedEnv set("MOCO_INJECT_NAN", "3:1");
+  const auto n = FaultHooks().nan_injection();
+  EXPECT_TRUE(n.hits(3, 1));
+  EXPECT_FALSE(n.hits(3, 0));
+  EXPECT_FALSE(n.hits(2, 1));
+  EXPECT_FALSE(n.hits(4, 1));
+}
+
+TEST(FaultHooksTest, NanInjectionRankDefaultsToZero) {
+  ScopedEnv set("MOCO_INJECT_NAN", "7");
+  const auto n = FaultHooks().nan_injection();
+  EXPECT_TRUE(n.hits(7, 0));
+  EXPECT_FALSE(n.hits(7, 1));
+}
+
+TEST(FaultHooksTest, MalformedNanInjectionIsRefused) {
+  ScopedEnv set("MOCO_INJECT_NAN", "soon");
+  EXPECT_EQ(moco::test::error_of([] { FaultHooks().nan_injection(); }), "MOCO_INJECT_NAN='soon': expected STEP[:RANK]");
+}
+
+TEST(FaultHooksTest, NoCheckpointFaultWithoutTheVariable) {
+  ScopedEnv unset("MOCO_CKPT_FAULT", nullptr);
+  FaultHooks hooks;
+  EXPECT_EQ(hooks.checkpoint_fault(2).kind, CheckpointFaultKind::kNone);
+  ScopedEnv empty("MOCO_CKPT_FAULT", "");
+  EXPECT_EQ(hooks.checkpoint_fault(4).kind, CheckpointFaultKind::kNone);
+}
+
+TEST(FaultHooksTest, CheckpointFaultWithoutStepHitsTheFirstSaveOnly) {
+  ScopedEnv set("MOCO_CKPT_FAULT", "kill_before_manifest");
+  FaultHooks hooks;
+  const auto first = hooks.checkpoint_fault(2);
+  EXPECT_EQ(first.kind, CheckpointFaultKind::kKillBeforeManifest);
+  EXPECT_EQ(first.rank, 0);
+  EXPECT_EQ(hooks.checkpoint_fault(4).kind, CheckpointFaultKind::kNone);
+}
+
+TEST(FaultHooksTest, CheckpointFaultWithStepHitsThatSave) {
+  ScopedEnv set("MOCO_CKPT_FAULT", "kill_in_shard:1@4");
+  FaultHooks hooks;
+  EXPECT_EQ(hooks.checkpoint_fault(2).kind, CheckpointFaultKind::kNone);
+  const auto at_4 = hooks.checkpoint_fault(4);
+  EXPECT_EQ(at_4.kind, CheckpointFaultKind::kKillInShard);
+  EXPECT_EQ(at_4.rank, 1);
+  EXPECT_EQ(hooks.checkpoint_fault(6).kind, CheckpointFaultKind::kNone);
+}
+
+TEST(FaultHooksTest, MalformedCheckpointFaultIsRefused) {
+  for (const char* bad : {"kill_somewhere", "kill_in_shard:x", "kill_in_shard@", "kill_in_shard:1@4 "}) {
+    ScopedEnv set("MOCO_CKPT_FAULT", bad);
+    EXPECT_EQ(moco::test::error_of([] { FaultHooks().checkpoint_fault(2); }),
+              std::string("MOCO_CKPT_FAULT='") + bad + "': expected kill_in_shard|kill_before_manifest[:RANK][@STEP]");
+  }
+}
+
+}  // namespace
