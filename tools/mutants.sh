@@ -29,8 +29,8 @@ q_not_normalised|src/model/moco.cpp|out.q = F::normalize(encode(encoder_q, im_q)
 temperature_on_negatives_only|src/model/contrastive.cpp|return torch::cat({l_pos, l_neg}, 1) / temperature;|return torch::cat({l_pos, l_neg / temperature}, 1);|^ContrastiveTest\.|^MocoTest\.
 momentum_swapped|src/model/moco.cpp|k_params[i].mul_(m).add_(q_params[i], 1.0 - m);|k_params[i].mul_(1.0 - m).add_(q_params[i], m);|^MocoTest\.
 gradients_summed|src/dist/reducer.cpp|torch::div_out(slot.view, grad, torch::scalar_tensor(static_cast<double>(group_->world_size()), torch::kDouble));|slot.view.copy_(grad);|^Reducer|^mpi\.np2$
-bn_buffers_not_broadcast|src/train/trainer.cpp|        if (world > 1 && config.dist.broadcast_buffers) dist::broadcast_parameters(bn_buffers, group);
-        const bool check_step|        const bool check_step|^cli\.train\.bn_buffers_np2$
+bn_buffers_not_broadcast|src/train/replicas.cpp|  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
+  bn_hash_ =|  bn_hash_ =|^cli\.train\.bn_buffers_np2$
 crop_at_corner|src/data/view_params.cpp|return {top, left, h, w};|return {0, 0, h, w};|^AugmentTest\.|^LoaderTest\.|^ViewParamsTest\.
 crop_centred|src/data/view_params.cpp|return {top, left, h, w};|return {(height - h) / 2, (width - w) / 2, h, w};|^AugmentTest\.|^LoaderTest\.|^ViewParamsTest\.
 resize_not_antialiased|src/data/resize.cpp|const float support = scale >= 1.0f ? scale : 1.0f;|const float support = 1.0f;|^data\.augment_parity_torchvision$|^ImageOpsTest\.
@@ -44,11 +44,11 @@ knn_memory_not_normalised|src/eval/knn.cpp|const auto memory = F::normalize(memo
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
 loader_window_ignored|src/data/loader.cpp|next_to_claim < next_to_deliver + window;|true;|^LoaderTest\.
 queue_wrap_drops_keys|src/model/contrastive.cpp|if (head < n) queue.narrow|if (false) queue.narrow|^MocoTest\.|^ContrastiveTest\.
-time_budget_ignored|src/train/trainer.cpp|if (config.train.time_budget_s > 0) p = std::max(p, result.train_seconds / config.train.time_budget_s);|(void)0;|^cli\.train\.time_budget$
-knn_every_epochs_ignored|src/train/trainer.cpp|if (!done && config.knn.every_epochs > 0 &&|if (false &&|^cli\.train\.knn_every_epochs$
+time_budget_ignored|src/train/run_control.cpp|if (config_.train.time_budget_s > 0) p = std::max(p, train_seconds / config_.train.time_budget_s);|(void)0;|^cli\.train\.time_budget$
+knn_every_epochs_ignored|src/train/run_control.cpp|return config_.knn.every_epochs > 0 &&|return false &&|^cli\.train\.knn_every_epochs$
 shuffle_counter_not_restored|src/train/train_state.cpp|moco_.set_shuffle_steps(p.shuffle_steps);|(void)p.shuffle_steps;|^ckpt\.resume_bitwise_np1$
 loader_not_resumed_mid_epoch|src/train/trainer.cpp|first_batch = at.batch_in_epoch;|first_batch = 0;|^ckpt\.resume_bitwise_np1$
-stop_signal_ignored|src/train/trainer.cpp|preempt::signal_code(preempt::preemption_signal()), acc1|0.0, acc1|^launch\.plain_sigterm$
+stop_signal_ignored|src/train/trainer.cpp|mine.stop_signal = preempt::preemption_signal();|mine.stop_signal = 0;|^launch\.plain_sigterm$
 nan_skip_keeps_query_bn_stats|src/model/moco.cpp|for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved_buffers[i]);|(void)saved_buffers;|^faults\.nan_skip$
 h5_attribute_read_one_short|src/ckpt/h5_tensor_file.cpp|std::string value(H5Tget_size(type.get()) + 1, '\0');|std::string value(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
 roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[static_cast<size_t>(awaited[i])] < 0) silent.push_back(awaited[i]);|(void)arrived;|^faults\.stuck_peer$
@@ -58,7 +58,7 @@ roll_call_answered_at_once|src/dist/mpi_process_group.cpp|!deadline.ran_for(roll
 log_file_not_written_through|src/train/run_logging.cpp|    if (msg.level >= spdlog::level::info) file_.flush();|    (void)msg.level;|^RunLoggingTest\.
 thaw_forgotten|src/dist/running_deadline.h|      thawed_at_ = now;|      (void)0;|^RunningDeadline\.
 lincls_backbone_in_train_mode|src/lincls/backbone.cpp|return net->features(normalised_images.to(device));|net->train(); return net->features(normalised_images.to(device));|^lincls\.full_np2$|^LinclsTest\.
-lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|loader->start_epoch(epoch, at.batch_in_epoch());|loader->start_epoch(epoch, 0);|^lincls\.resume_bitwise$
+lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|run.loader->start_epoch(epoch, at.batch_in_epoch());|run.loader->start_epoch(epoch, 0);|^lincls\.resume_bitwise$
 lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->finalize();|  (void)0;|^mpi\.np2$|^lincls\.cached_np1_np2$
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
 frozen_time_counts|src/dist/running_deadline.h|      end_ += now - last_check_;|      (void)kFrozen;|^mpi\.np2$

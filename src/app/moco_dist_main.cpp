@@ -18,24 +18,28 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
-int main(int argc, char** argv) {
-  moco::sys::keep_freed_host_memory();
-  CLI::App app{
-      "moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
-      "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1.\n"
-      "One process per device: run it under mpirun or srun for several ranks, plain for one."};
+namespace {
+
+struct Options {
   std::string config_path;
   std::vector<std::string> overrides;
   bool print_config = false, dry_run = false, eval_only = false;
-  app.add_option("-c,--config", config_path, "YAML config file (see configs/)")->required();
-  app.add_option("overrides", overrides, "key=value settings applied over the file, e.g. optim.base_lr=0.06");
-  app.add_flag("--print-config", print_config, "print the effective configuration as YAML and exit");
+  std::string source() const { return overrides.empty() ? config_path : config_path + " (with overrides)"; }
+};
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("-c,--config", o.config_path, "YAML config file (see configs/)")->required();
+  app.add_option("overrides", o.overrides, "key=value settings applied over the file, e.g. optim.base_lr=0.06");
+  app.add_flag("--print-config", o.print_config, "print the effective configuration as YAML and exit");
   app.add_flag(
-      "--dry-run", dry_run,
+      "--dry-run", o.dry_run,
       "check the config, the data, train.output_dir and what would be resumed; print the effective config and the "
       "plan (world, device, steps, checkpoints); exit 0 without training or writing anything");
-  app.add_flag("--eval-only", eval_only,
+  app.add_flag("--eval-only", o.eval_only,
                "no training: the kNN monitor (knn.*, as during training) on model.pretrained (a checkpoint, a run's "
                "output_dir, an "
                "export, random or raw_pixels; unset: the newest checkpoint of train.output_dir), beside the raw-pixel "
@@ -47,12 +51,14 @@ int main(int argc, char** argv) {
       "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
       "command resumes); a second SIGTERM ends the process at once.\n"
       "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config.");
-  if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
+}
 
-  moco::train::Config config;
+// The config file with the overrides applied, or the exit code: 2 for a bad config, 0 once printed
+// (--print-config).
+std::optional<int> read_config(const Options& o, moco::train::Config& config) {
   try {
-    config = moco::train::load_config(config_path, overrides);
-    if (print_config) {
+    config = moco::train::load_config(o.config_path, o.overrides);
+    if (o.print_config) {
       std::cout << moco::train::to_yaml(config);
       return 0;
     }
@@ -60,13 +66,47 @@ int main(int argc, char** argv) {
     spdlog::error("{}", e.what());
     return 2;
   } catch (const std::exception& e) {
-    spdlog::error("{}: {}", config_path, e.what());
+    spdlog::error("{}: {}", o.config_path, e.what());
     return 2;
   } catch (...) {
-    spdlog::error("{}: unexpected error while reading the config", config_path);
+    spdlog::error("{}: unexpected error while reading the config", o.config_path);
     return 2;
   }
-  if (dry_run) std::cout << moco::train::to_yaml(config);
+  return std::nullopt;
+}
+
+moco::train::RunContext make_context(const moco::train::Config& config, const moco::dist::WorldInfo& world,
+                                     bool dry_run) {
+  moco::train::RunContext context;
+  context.dry_run = dry_run;
+  context.device = moco::train::select_device(world.local_rank, world.local_size);
+  context.local_size = world.local_size;
+  if (world.world_size == 1) {
+    context.group = std::make_shared<moco::dist::LocalProcessGroup>();
+  } else {
+    moco::dist::MpiOptions options;
+    options.check_collectives = config.dist.check_collectives;
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
+    context.group = moco::train::make_world_group(context.device, options);
+  }
+  return context;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  moco::sys::keep_freed_host_memory();
+  CLI::App app{
+      "moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
+      "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1.\n"
+      "One process per device: run it under mpirun or srun for several ranks, plain for one."};
+  Options o;
+  add_options(app, o);
+  if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
+
+  moco::train::Config config;
+  if (const auto code = read_config(o, config)) return *code;
+  if (o.dry_run) std::cout << moco::train::to_yaml(config);
 
   moco::dist::WorldInfo world;
   // Nothing may reach std::terminate: every failure ends as exit 1 or 2 with a message, and with
@@ -82,25 +122,13 @@ int main(int argc, char** argv) {
     moco::preempt::install_preemption_handlers();
     // The world size is known now: a batch that does not split over the ranks is the config's fault,
     // reported before any folder is made or data read.
-    moco::train::validate_for_world(config, world.world_size,
-                                    overrides.empty() ? config_path : config_path + " (with overrides)");
-    moco::train::check_data(config, overrides.empty() ? config_path : config_path + " (with overrides)");
+    moco::train::validate_for_world(config, world.world_size, o.source());
+    moco::train::check_data(config, o.source());
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
-                               !dry_run && !eval_only);
+                               !o.dry_run && !o.eval_only);
     moco::sys::log_workarounds();
-    moco::train::RunContext context;
-    context.dry_run = dry_run;
-    context.device = moco::train::select_device(world.local_rank, world.local_size);
-    context.local_size = world.local_size;
-    if (world.world_size == 1) {
-      context.group = std::make_shared<moco::dist::LocalProcessGroup>();
-    } else {
-      moco::dist::MpiOptions options;
-      options.check_collectives = config.dist.check_collectives;
-      options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
-      context.group = moco::train::make_world_group(context.device, options);
-    }
-    if (eval_only) {
+    const auto context = make_context(config, world, o.dry_run);
+    if (o.eval_only) {
       moco::lincls::knn_eval_only(config, context);
     } else {
       moco::train::train(config, context);

@@ -6,9 +6,10 @@
 #include "lincls/views.h"
 #include "preempt/preemption.h"
 #include "train/checkpointing.h"
+#include "train/clock.h"
 #include "train/device.h"
 #include "train/metrics.h"
-#include "train/run_logging.h"
+#include "train/run_output.h"
 #include "train/setup.h"
 
 #include <fmt/format.h>
@@ -16,20 +17,18 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <optional>
+#include <tuple>
 
 namespace moco::lincls {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using train::Clock;
 using train::Config;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using train::seconds_since;
 
 // main_lincls.py's adjust_learning_rate: x gamma at each milestone reached (epochs counted from 0).
 double learning_rate(const Config& c, int64_t epoch) {
@@ -78,213 +77,238 @@ void check_own_output_dir(const Config& c, const Backbone& backbone) {
                     c.train.output_dir, backbone.source()));
 }
 
-}  // namespace
-
-LinclsResult run_lincls(const Config& config, const train::RunContext& context, const Backbone& backbone) {
-  dist::ProcessGroup& group = *context.group;
-  const int rank = group.rank(), world = group.world_size();
-  torch::set_num_threads(config.train.threads > 0 ? config.train.threads : train::available_cores());
-  train::validate_for_world(config, world, "config", train::Job::kLincls);
-  check_own_output_dir(config, backbone);
-  train::Checkpointing checkpointing(config, group, train::Job::kLincls);  // before any data is read
-
-  const fs::path out_dir(config.train.output_dir);
-  train::make_output_dir(out_dir.string());
-  std::optional<train::MetricsLog> metrics;
-  if (rank == 0) {
-    std::ofstream config_out(out_dir / "config.yaml");
-    config_out << train::to_yaml(config);
-    config_out.flush();
-    if (!config_out)
-      throw std::runtime_error("train.output_dir '" + out_dir.string() + "': cannot write config.yaml in it");
-    metrics.emplace((out_dir / "metrics.jsonl").string(), /*append=*/checkpointing.will_try_resume(),
-                    config.train.tensorboard ? (out_dir / "tb").string() : std::string());
-  }
-
+void log_lincls_plan(const Config& config, const Backbone& backbone, const train::Splits& splits,
+                     const train::RunContext& context) {
   const auto& lc = config.lincls;
-  const bool cached = lc.cached_features;
-  const train::Splits splits = train::load_splits(config);
-  const int64_t per_rank = lc.batch_size / world;
   spdlog::info(
       "lincls: {} ({}-dim features), {} classes, {}; lr {} (batch {}), x{} at epochs [{}], momentum {}, weight decay "
       "{}, {} epochs; "
       "{} rank(s) on {}",
       backbone.description(), backbone.feature_dim(), splits.train->num_classes(),
-      cached ? "cached features of the un-augmented images" : "a new augmented view every step",
+      lc.cached_features ? "cached features of the un-augmented images" : "a new augmented view every step",
       learning_rate(config, 0), lc.batch_size, lc.gamma, fmt::join(lc.milestones, ", "), lc.momentum, lc.weight_decay,
-      lc.epochs, world, context.device.str());
+      lc.epochs, context.group->world_size(), context.device.str());
+}
 
-  // The backbone is frozen and in eval mode, so the val features are the same every epoch: extracted
-  // once. The train split's are needed for cached training and for the standardisation statistics.
+// The frozen backbone's features of the un-augmented (center-view) images.
+struct ProbeFeatures {
+  torch::Tensor val, val_labels;
+  torch::Tensor train, train_labels;  // only for cached training or the standardisation statistics
+};
+
+// The backbone is frozen and in eval mode, so the val features are the same every epoch: extracted
+// once. The train split's are needed for cached training and for the standardisation statistics.
+ProbeFeatures extract_center_features(const Config& config, const Backbone& backbone, const train::Splits& splits,
+                                      dist::ProcessGroup& group) {
+  const int64_t per_rank = config.lincls.batch_size / group.world_size();
   const auto extract_start = Clock::now();
   const auto eval_view = train::augment_options(config);
   const eval::Featurizer center_features = [&](const torch::Tensor& images) {
     return backbone.features(center_view(images, eval_view));
   };
-  const auto [val_features, val_labels] = eval::extract_features(center_features, *splits.test, per_rank, 0, &group);
-  torch::Tensor train_features, train_labels;
-  if (cached || lc.standardize)
-    std::tie(train_features, train_labels) =
-        eval::extract_features(center_features, *splits.train, per_rank, 0, &group);
-  spdlog::info("features of {} val{} images extracted in {:.1f}s", val_features.size(0),
-               train_features.defined() ? fmt::format(" and {} train", train_features.size(0)) : "",
-               seconds_since(extract_start));
+  ProbeFeatures f;
+  std::tie(f.val, f.val_labels) = eval::extract_features(center_features, *splits.test, per_rank, 0, &group);
+  if (config.lincls.cached_features || config.lincls.standardize)
+    std::tie(f.train, f.train_labels) = eval::extract_features(center_features, *splits.train, per_rank, 0, &group);
+  spdlog::info("features of {} val{} images extracted in {:.1f}s", f.val.size(0),
+               f.train.defined() ? fmt::format(" and {} train", f.train.size(0)) : "", seconds_since(extract_start));
+  return f;
+}
 
-  LinearClassifier classifier(backbone.feature_dim(), splits.train->num_classes(), lc.momentum, lc.weight_decay,
-                              context.group, config.train.seed, context.device);
-  if (lc.standardize) {
-    const auto f = train_features.to(torch::kDouble);
-    const auto mean = f.mean(0);
-    auto std = (f - mean).square().mean(0).sqrt();
-    std = torch::where(std > 1e-6, std, torch::ones_like(std));  // a constant dimension carries nothing: left unscaled
-    auto stats = std::vector<torch::Tensor>{mean.to(torch::kFloat).contiguous(), std.to(torch::kFloat).contiguous()};
-    if (world > 1) dist::broadcast_parameters(stats, group);  // bitwise rank 0's, whatever each rank's reduction order
-    classifier.set_standardization(stats[0], stats[1]);
-  }
+// lincls.standardize: the features' mean and std over the train split, rank 0's on every rank.
+void standardize_features(LinearClassifier& classifier, const torch::Tensor& train_features,
+                          dist::ProcessGroup& group) {
+  const auto f = train_features.to(torch::kDouble);
+  const auto mean = f.mean(0);
+  auto std = (f - mean).square().mean(0).sqrt();
+  std = torch::where(std > 1e-6, std, torch::ones_like(std));  // a constant dimension carries nothing: left unscaled
+  auto stats = std::vector<torch::Tensor>{mean.to(torch::kFloat).contiguous(), std.to(torch::kFloat).contiguous()};
+  if (group.world_size() > 1)
+    dist::broadcast_parameters(stats, group);  // bitwise rank 0's, whatever each rank's reduction order
+  classifier.set_standardization(stats[0], stats[1]);
+}
 
-  // On cached features a step is a [batch, d] x [d, classes] product: too small to share between
-  // threads, and intra-op threads that spin for work only slow it (ten times on a busy 2-core machine).
-  if (cached && context.device.is_cpu()) torch::set_num_threads(1);
+data::LoaderOptions lincls_loader_options(const Config& config, const train::RunContext& context) {
+  data::LoaderOptions options;
+  options.batch_size = config.lincls.batch_size / context.group->world_size();
+  options.workers = train::data_workers(config.data.workers, context.device, context.local_size);
+  options.prefetch = config.data.prefetch;
+  options.seed = config.train.seed;
+  options.rank = context.group->rank();
+  options.world_size = context.group->world_size();
+  options.key_view = false;
+  return options;
+}
 
-  Progress at;
-  auto entries = classifier.state_entries();
-  at.add_entries(entries);
-  LinclsResult result;
-  if (const auto dir = checkpointing.resume(entries)) {
-    checkpointing.mark_saved(at.step(), at.train_seconds());
-    result.checkpoint = *dir;
-    if (metrics) metrics->write(train::CheckpointRecord{"resume", at.step(), *dir, 0, 0});
-    spdlog::info("lincls: continuing at epoch {} batch {} (step {})", at.epoch(), at.batch_in_epoch(), at.step());
-  }
-
-  data::LoaderOptions loader_options;
-  loader_options.batch_size = per_rank;
-  loader_options.workers = train::data_workers(config.data.workers, context.device, context.local_size);
-  loader_options.prefetch = config.data.prefetch;
-  loader_options.seed = config.train.seed;
-  loader_options.rank = rank;
-  loader_options.world_size = world;
-  loader_options.key_view = false;
-  std::optional<data::TwoViewLoader> loader;
-  if (!cached) loader.emplace(splits.train, train_view(config), loader_options);
-  const int64_t batches = cached ? train_features.size(0) / lc.batch_size : loader->batches_per_epoch();
-  if (batches < 1)
-    throw std::invalid_argument(
-        fmt::format("the train split has {} images, fewer than one global batch of {} (lincls.batch_size)",
-                    splits.train->size(), lc.batch_size));
-
-  auto save = [&] {
-    const double epoch =
-        static_cast<double>(at.epoch()) + static_cast<double>(at.batch_in_epoch()) / static_cast<double>(batches);
-    const auto saved = checkpointing.save(entries, at.step(), epoch, at.train_seconds());
-    result.checkpoint = saved.path;
-    if (metrics)
-      metrics->write(train::CheckpointRecord{"checkpoint", at.step(), saved.path, saved.seconds, saved.bytes});
-  };
-
+// What the ranks agree on after a step: one small all-reduce of the mean loss, rank 0's clock, and a
+// stop signal seen by any rank.
+struct LinclsStepAgreement {
+  double loss = 0;          // mean over ranks
+  double step_seconds = 0;  // rank 0's
   int stop_signal = 0;
-  bool stopped = false;
-  for (int64_t epoch = at.epoch(); epoch < lc.epochs && !stopped; ++epoch) {
-    const double lr = learning_rate(config, epoch);
-    std::vector<int64_t> order;
-    if (cached) {
-      order = data::epoch_order(train_features.size(0), loader_options, epoch);
-    } else {
-      loader->start_epoch(epoch, at.batch_in_epoch());
-    }
-    for (int64_t b = at.batch_in_epoch(); b < batches; ++b) {
-      const auto step_start = Clock::now();
-      torch::Tensor features, labels;
-      if (cached) {
-        const auto indices = torch::tensor(
-            std::vector<int64_t>(order.begin() + b * per_rank, order.begin() + (b + 1) * per_rank), torch::kLong);
-        features = train_features.index_select(0, indices);
-        labels = train_labels.index_select(0, indices);
-      } else {
-        auto batch = loader->next();
-        features = backbone.features(batch->query);
-        labels = batch->labels;
-      }
-      const double loss = classifier.step(features, labels, lr);
-      // One small all-reduce per step: the mean loss, rank 0's clock, and a stop signal seen by any rank.
-      auto shared = torch::tensor(
-          {loss, rank == 0 ? seconds_since(step_start) : 0.0, preempt::signal_code(preempt::preemption_signal())},
-          torch::kDouble);
-      if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
-      at.epoch_loss_sum() += shared[0].item<double>() / world;
-      at.train_seconds() += shared[1].item<double>();
-      at.batch_in_epoch() = b + 1;
-      ++at.step();
-      stop_signal = preempt::signal_from_code(shared[2].item<double>());
-      if (stop_signal != 0 || (config.train.stop_at_step > 0 && at.step() >= config.train.stop_at_step)) {
-        stopped = true;
-        break;
-      }
-    }
-    if (at.batch_in_epoch() < batches) break;  // stopped mid-epoch
+};
 
-    train::LinclsRecord r;
-    r.epoch = epoch + 1;
-    r.step = at.step();
-    r.loss = at.epoch_loss_sum() / static_cast<double>(batches);
-    r.lr = lr;
-    at.epoch() = epoch + 1;
-    at.batch_in_epoch() = 0;
-    at.epoch_loss_sum() = 0;
-    const TopK val = evaluate_classifier(classifier, val_features, val_labels, group, 1024);
-    if (val.top1() > at.best_top1()) {
-      at.best_top1() = val.top1();
-      at.best_top5() = val.top5();
-      at.best_epoch() = epoch + 1;
+LinclsStepAgreement agree_on_lincls_step(double loss, double rank0_seconds, dist::ProcessGroup& group) {
+  const int world = group.world_size();
+  auto shared =
+      torch::tensor({loss, rank0_seconds, preempt::signal_code(preempt::preemption_signal())}, torch::kDouble);
+  if (world > 1) group.all_reduce(shared, dist::ReduceOp::kSum);
+  return {shared[0].item<double>() / world, shared[1].item<double>(),
+          preempt::signal_from_code(shared[2].item<double>())};
+}
+
+// Everything a linear-probe run is made of, built in the order that fixes every random draw and
+// collective.
+struct LinclsRun {
+  LinclsRun(const Config& c, const train::RunContext& ctx, const Backbone& b)
+      : config(c),
+        context(ctx),
+        backbone(b),
+        group(*ctx.group),
+        checkpointing(c, group, train::Job::kLincls),  // before any data is read
+        metrics(train::open_run_output(c, group.rank(), /*append=*/checkpointing.will_try_resume())),
+        splits(train::load_splits(c)) {
+    log_lincls_plan(c, b, splits, ctx);
+    features = extract_center_features(c, b, splits, group);
+    classifier.emplace(b.feature_dim(), splits.train->num_classes(), c.lincls.momentum, c.lincls.weight_decay,
+                       ctx.group, c.train.seed, ctx.device);
+    if (c.lincls.standardize) standardize_features(*classifier, features.train, group);
+    // On cached features a step is a [batch, d] x [d, classes] product: too small to share between
+    // threads, and intra-op threads that spin for work only slow it (ten times on a busy 2-core machine).
+    if (c.lincls.cached_features && ctx.device.is_cpu()) torch::set_num_threads(1);
+  }
+  // The loader (after the resume, as the reference run makes it) and the number of batches per epoch.
+  void make_loader() {
+    if (!config.lincls.cached_features) loader.emplace(splits.train, train_view(config), loader_options);
+    batches =
+        config.lincls.cached_features ? features.train.size(0) / config.lincls.batch_size : loader->batches_per_epoch();
+    if (batches < 1)
+      throw std::invalid_argument(
+          fmt::format("the train split has {} images, fewer than one global batch of {} (lincls.batch_size)",
+                      splits.train->size(), config.lincls.batch_size));
+  }
+
+  const Config& config;
+  const train::RunContext& context;
+  const Backbone& backbone;
+  dist::ProcessGroup& group;
+  train::Checkpointing checkpointing;
+  std::optional<train::MetricsLog> metrics;  // rank 0's
+  const train::Splits splits;
+  ProbeFeatures features;
+  std::optional<LinearClassifier> classifier;
+  data::LoaderOptions loader_options;
+  std::optional<data::TwoViewLoader> loader;  // none with cached features
+  int64_t batches = 0;
+};
+
+// This rank's features and labels of batch `b` of the epoch (`order`: the cached features' epoch order).
+std::pair<torch::Tensor, torch::Tensor> batch_features(LinclsRun& run, const std::vector<int64_t>& order, int64_t b) {
+  if (!run.config.lincls.cached_features) {
+    auto batch = run.loader->next();
+    return {run.backbone.features(batch->query), batch->labels};
+  }
+  const int64_t per_rank = run.loader_options.batch_size;
+  const auto indices = torch::tensor(
+      std::vector<int64_t>(order.begin() + b * per_rank, order.begin() + (b + 1) * per_rank), torch::kLong);
+  return {run.features.train.index_select(0, indices), run.features.train_labels.index_select(0, indices)};
+}
+
+// The batches of `epoch` from where the run stands; returns the stop signal, or 0. Stops (with
+// `stopped`) at a signal or train.stop_at_step.
+int train_epoch(LinclsRun& run, Progress& at, int64_t epoch, double lr, bool& stopped) {
+  std::vector<int64_t> order;
+  if (run.config.lincls.cached_features) {
+    order = data::epoch_order(run.features.train.size(0), run.loader_options, epoch);
+  } else {
+    run.loader->start_epoch(epoch, at.batch_in_epoch());
+  }
+  for (int64_t b = at.batch_in_epoch(); b < run.batches; ++b) {
+    const auto step_start = Clock::now();
+    const auto [features, labels] = batch_features(run, order, b);
+    const double loss = run.classifier->step(features, labels, lr);
+    const auto agreed = agree_on_lincls_step(loss, run.group.rank() == 0 ? seconds_since(step_start) : 0.0, run.group);
+    at.epoch_loss_sum() += agreed.loss;
+    at.train_seconds() += agreed.step_seconds;
+    at.batch_in_epoch() = b + 1;
+    ++at.step();
+    if (agreed.stop_signal != 0 || (run.config.train.stop_at_step > 0 && at.step() >= run.config.train.stop_at_step)) {
+      stopped = true;
+      return agreed.stop_signal;
     }
-    r.top1 = val.top1();
-    r.top5 = val.top5();
-    r.best_top1 = at.best_top1();
-    r.best_epoch = at.best_epoch();
-    r.train_seconds = at.train_seconds();
-    if (metrics) metrics->write(r);
+  }
+  return 0;
+}
+
+// After the epoch's last batch: its row and line, with the val accuracy and the best so far.
+void end_epoch(LinclsRun& run, Progress& at, int64_t epoch, double lr) {
+  train::LinclsRecord r;
+  r.epoch = epoch + 1;
+  r.step = at.step();
+  r.loss = at.epoch_loss_sum() / static_cast<double>(run.batches);
+  r.lr = lr;
+  at.epoch() = epoch + 1;
+  at.batch_in_epoch() = 0;
+  at.epoch_loss_sum() = 0;
+  const TopK val = evaluate_classifier(*run.classifier, run.features.val, run.features.val_labels, run.group, 1024);
+  if (val.top1() > at.best_top1()) {
+    at.best_top1() = val.top1();
+    at.best_top5() = val.top5();
+    at.best_epoch() = epoch + 1;
+  }
+  r.top1 = val.top1();
+  r.top5 = val.top5();
+  r.best_top1 = at.best_top1();
+  r.best_epoch = at.best_epoch();
+  r.train_seconds = at.train_seconds();
+  if (run.metrics) run.metrics->write(r);
+  spdlog::info(
+      "lincls epoch {}/{}: loss {:.4f} lr {:.4g} | val top-1 {:.2f}% top-5 {:.2f}% (best top-1 {:.2f}% at epoch {}) "
+      "| {:.1f}s of training",
+      epoch + 1, run.config.lincls.epochs, r.loss, lr, r.top1, r.top5, r.best_top1, r.best_epoch, r.train_seconds);
+}
+
+void save_lincls_checkpoint(LinclsRun& run, Progress& at, const std::vector<ckpt::StateEntry>& entries,
+                            LinclsResult& result) {
+  const double epoch =
+      static_cast<double>(at.epoch()) + static_cast<double>(at.batch_in_epoch()) / static_cast<double>(run.batches);
+  const auto saved = run.checkpointing.save(entries, at.step(), epoch, at.train_seconds());
+  result.checkpoint = saved.path;
+  if (run.metrics)
+    run.metrics->write(train::CheckpointRecord{"checkpoint", at.step(), saved.path, saved.seconds, saved.bytes});
+}
+
+void log_stopped_early(LinclsRun& run, int stop_signal, int64_t step, const std::string& checkpoint) {
+  if (stop_signal != 0) {
+    const std::string signal = stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+    if (run.metrics) run.metrics->write(train::PreemptRecord{step, signal, checkpoint});
+    spdlog::info("lincls: stopped by {} after step {}: checkpoint {}; the same command continues from it", signal, step,
+                 checkpoint);
+  } else {
     spdlog::info(
-        "lincls epoch {}/{}: loss {:.4f} lr {:.4g} | val top-1 {:.2f}% top-5 {:.2f}% (best top-1 {:.2f}% at epoch {}) "
-        "| {:.1f}s of training",
-        epoch + 1, lc.epochs, r.loss, lr, r.top1, r.top5, r.best_top1, r.best_epoch, r.train_seconds);
-    if (lc.save_every_epochs > 0 && at.epoch() % lc.save_every_epochs == 0 && at.epoch() < lc.epochs && !stopped)
-      save();
+        "lincls: stopped after step {} (train.stop_at_step); the same command with train.stop_at_step=0 continues "
+        "from {}",
+        step, checkpoint);
   }
-  if (!checkpointing.saved_at(at.step())) save();
-  checkpointing.finish();
-  result.steps = at.step();
-  result.epochs = at.epoch();
-  result.train_seconds = at.train_seconds();
-  if (at.epoch() < lc.epochs) {
-    if (stop_signal != 0) {
-      const std::string signal = stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-      if (metrics) metrics->write(train::PreemptRecord{at.step(), signal, result.checkpoint});
-      spdlog::info("lincls: stopped by {} after step {}: checkpoint {}; the same command continues from it", signal,
-                   at.step(), result.checkpoint);
-    } else {
-      spdlog::info(
-          "lincls: stopped after step {} (train.stop_at_step); the same command with train.stop_at_step=0 continues "
-          "from {}",
-          at.step(), result.checkpoint);
-    }
-    return result;
-  }
+}
 
-  const TopK last = evaluate_classifier(classifier, val_features, val_labels, group, 1024);
+// After all epochs: the last val accuracy, the backbone's sanity check, the result row and line.
+void finish_lincls(LinclsRun& run, Progress& at, LinclsResult& result) {
+  const TopK last = evaluate_classifier(*run.classifier, run.features.val, run.features.val_labels, run.group, 1024);
   result.last_top1 = last.top1();
   result.last_top5 = last.top5();
   result.best_top1 = at.best_top1();
   result.best_top5 = at.best_top5();
   result.best_epoch = at.best_epoch();
-  result.sanity_tensors = backbone.check_unchanged(config);
-  if (backbone.kind() != Backbone::Kind::kRawPixels)
+  result.sanity_tensors = run.backbone.check_unchanged(run.config);
+  if (run.backbone.kind() != Backbone::Kind::kRawPixels)
     spdlog::info("sanity check passed: all {} backbone tensors are bitwise those of {}", result.sanity_tensors,
-                 backbone.description());
+                 run.backbone.description());
   result.finished = true;
-  if (metrics) {
+  if (run.metrics) {
     train::LinclsResultRecord r;
-    r.encoder = backbone.label();
-    r.pretrained = backbone.description();
+    r.encoder = run.backbone.label();
+    r.pretrained = run.backbone.description();
     r.best_top1 = result.best_top1;
     r.best_top5 = result.best_top5;
     r.best_epoch = result.best_epoch;
@@ -294,13 +318,57 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     r.steps = result.steps;
     r.train_seconds = result.train_seconds;
     r.sanity_tensors = result.sanity_tensors;
-    metrics->write(r);
+    run.metrics->write(r);
   }
   spdlog::info(
       "linear probe top-1 ({}: {}): {:.2f}% (best {:.2f}% at epoch {}), top-5 {:.2f}%, after {} epochs ({} steps, "
       "{:.0f}s of training)",
-      backbone.label(), backbone.description(), result.last_top1, result.best_top1, result.best_epoch, result.last_top5,
-      result.epochs, result.steps, result.train_seconds);
+      run.backbone.label(), run.backbone.description(), result.last_top1, result.best_top1, result.best_epoch,
+      result.last_top5, result.epochs, result.steps, result.train_seconds);
+}
+
+}  // namespace
+
+LinclsResult run_lincls(const Config& config, const train::RunContext& context, const Backbone& backbone) {
+  torch::set_num_threads(config.train.threads > 0 ? config.train.threads : train::available_cores());
+  train::validate_for_world(config, context.group->world_size(), "config", train::Job::kLincls);
+  check_own_output_dir(config, backbone);
+  LinclsRun run(config, context, backbone);
+  const auto& lc = config.lincls;
+
+  Progress at;
+  auto entries = run.classifier->state_entries();
+  at.add_entries(entries);
+  LinclsResult result;
+  if (const auto dir = run.checkpointing.resume(entries)) {
+    run.checkpointing.mark_saved(at.step(), at.train_seconds());
+    result.checkpoint = *dir;
+    if (run.metrics) run.metrics->write(train::CheckpointRecord{"resume", at.step(), *dir, 0, 0});
+    spdlog::info("lincls: continuing at epoch {} batch {} (step {})", at.epoch(), at.batch_in_epoch(), at.step());
+  }
+  run.loader_options = lincls_loader_options(config, context);
+  run.make_loader();
+
+  int stop_signal = 0;
+  bool stopped = false;
+  for (int64_t epoch = at.epoch(); epoch < lc.epochs && !stopped; ++epoch) {
+    const double lr = learning_rate(config, epoch);
+    stop_signal = train_epoch(run, at, epoch, lr, stopped);
+    if (at.batch_in_epoch() < run.batches) break;  // stopped mid-epoch
+    end_epoch(run, at, epoch, lr);
+    if (lc.save_every_epochs > 0 && at.epoch() % lc.save_every_epochs == 0 && at.epoch() < lc.epochs && !stopped)
+      save_lincls_checkpoint(run, at, entries, result);
+  }
+  if (!run.checkpointing.saved_at(at.step())) save_lincls_checkpoint(run, at, entries, result);
+  run.checkpointing.finish();
+  result.steps = at.step();
+  result.epochs = at.epoch();
+  result.train_seconds = at.train_seconds();
+  if (at.epoch() < lc.epochs) {
+    log_stopped_early(run, stop_signal, at.step(), result.checkpoint);
+    return result;
+  }
+  finish_lincls(run, at, result);
   return result;
 }
 

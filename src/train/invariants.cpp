@@ -1,6 +1,8 @@
 #include "train/invariants.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/torch.h>
 
 #include <stdexcept>
@@ -51,5 +53,15 @@ void InvariantChecker::after_forward(int64_t step) const {
 }
 
 void InvariantChecker::after_step(int64_t step) const { check_no_gradient(moco_, step); }
+
+DebugChecks::DebugChecks(const Config::Debug& debug, model::MocoImpl& moco) {
+  if (debug.check_invariants) invariants_.emplace(moco);
+  torch::autograd::AnomalyMode::set_enabled(debug.anomaly_detection);
+  if (debug.check_invariants || debug.anomaly_detection)
+    spdlog::info("debug: {}{}", debug.check_invariants ? "invariants checked every step" : "",
+                 debug.anomaly_detection
+                     ? (debug.check_invariants ? ", autograd anomaly detection on" : "autograd anomaly detection on")
+                     : "");
+}
 
 }  // namespace moco::train

@@ -1,10 +1,12 @@
 // defines: InvariantChecker, the debug mode's per-step proof that MoCo's state is what it must be:
 // the key encoder moved by exactly k = m*k + (1-m)*q and received no gradient; the queue holds unit
-// keys and no autograd graph
+// keys and no autograd graph; DebugChecks (the debug.* switches as the training step's hooks)
 #pragma once
 
 #include "model/moco.h"
+#include "train/config.h"
 
+#include <optional>
 #include <vector>
 
 namespace moco::train {
@@ -23,6 +25,25 @@ class InvariantChecker {
  private:
   model::MocoImpl& moco_;
   std::vector<torch::Tensor> q_before_, k_before_;
+};
+
+// debug.check_invariants (an InvariantChecker around every step) and debug.anomaly_detection
+// (autograd's, switched on here); both logged in one line. Each hook is a no-op when its switch is off.
+class DebugChecks {
+ public:
+  DebugChecks(const Config::Debug& debug, model::MocoImpl& moco);
+  void before_forward() {
+    if (invariants_) invariants_->before_forward();
+  }
+  void after_forward(int64_t step) const {
+    if (invariants_) invariants_->after_forward(step);
+  }
+  void after_step(int64_t step) const {
+    if (invariants_) invariants_->after_step(step);
+  }
+
+ private:
+  std::optional<InvariantChecker> invariants_;
 };
 
 }  // namespace moco::train

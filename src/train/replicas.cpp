@@ -1,0 +1,94 @@
+#include "train/replicas.h"
+
+#include "dist/reducer.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace moco::train {
+namespace {
+
+std::vector<torch::Tensor> joined_tensors(std::vector<torch::Tensor> a, const std::vector<torch::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+uint64_t fnv1a_hash(const torch::Tensor& tensor, uint64_t hash = 1469598103934665603ULL) {
+  const auto t = tensor.to(torch::kCPU).contiguous();
+  const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
+  for (size_t i = 0; i < t.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;  // any flipped bit changes it
+  return hash;
+}
+
+uint64_t fnv1a_hash(const std::vector<torch::Tensor>& tensors) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (const auto& t : tensors) hash = fnv1a_hash(t, hash);
+  return hash;
+}
+
+// Stops the run, naming the ranks whose queue or pointer differ from rank 0's, or whose BN buffers
+// differed from rank 0's at the step's start (bn_hash, taken right after the step's broadcast; 0
+// when the buffers are rank-local). The queue is never broadcast: it stays identical only because
+// every rank enqueues the same all-gathered keys.
+void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup& group, int64_t step) {
+  const auto mine = torch::tensor({static_cast<int64_t>(fnv1a_hash(moco.queue())), moco.queue_pointer(),
+                                   static_cast<int64_t>(bn_hash)},
+                                  torch::kLong)
+                        .view({1, 3});
+  const auto all = group.all_gather(mine);
+  std::string queue_differs, bn_differs;
+  for (int64_t r = 1; r < all.size(0); ++r) {
+    if (!torch::equal(all[r].narrow(0, 0, 2), all[0].narrow(0, 0, 2)))
+      queue_differs += (queue_differs.empty() ? "" : ", ") + std::to_string(r);
+    if (!torch::equal(all[r][2], all[0][2])) bn_differs += (bn_differs.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!queue_differs.empty())
+    throw std::runtime_error(
+        fmt::format("step {}: the queue or its pointer on rank(s) {} differs from rank 0's", step, queue_differs));
+  if (!bn_differs.empty())
+    throw std::runtime_error(
+        fmt::format("step {}: the BatchNorm buffers on rank(s) {} differed from rank 0's at the step's start, "
+                    "after their broadcast (dist.broadcast_buffers)",
+                    step, bn_differs));
+}
+
+}  // namespace
+
+ReplicaSync::ReplicaSync(const Config& config, model::MocoImpl& moco, dist::ProcessGroup& group)
+    : moco_(moco),
+      group_(group),
+      world_(group.world_size()),
+      broadcast_buffers_(config.dist.broadcast_buffers),
+      check_every_(config.dist.queue_check_every),
+      bn_buffers_(joined_tensors(moco.encoder_q->buffers(), moco.encoder_k->buffers())) {}
+
+void ReplicaSync::broadcast_start() {
+  if (world_ <= 1) return;
+  dist::broadcast_parameters(
+      joined_tensors(joined_tensors(moco_.encoder_q->parameters(), moco_.encoder_q->buffers()), moco_.queue_state()),
+      group_);
+  moco_.copy_query_to_key();
+}
+
+bool ReplicaSync::check_step(int64_t step) const { return world_ > 1 && check_every_ > 0 && step % check_every_ == 0; }
+
+void ReplicaSync::before_step(int64_t step) {
+  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
+  bn_hash_ = check_step(step) && broadcast_buffers_ ? fnv1a_hash(bn_buffers_) : 0;
+}
+
+void ReplicaSync::check_after_step(int64_t step) {
+  if (check_step(step)) check_replicas(moco_, bn_hash_, group_, step);
+}
+
+void ReplicaSync::broadcast_bn_for_save() {
+  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
+}
+
+void ReplicaSync::broadcast_bn_for_eval() {
+  if (world_ > 1) dist::broadcast_parameters(bn_buffers_, group_);
+}
+
+}  // namespace moco::train

@@ -1,0 +1,46 @@
+// defines: ReplicaSync (keeps the ranks' MoCo replicas equal: rank 0's start broadcast, rank 0's
+// BatchNorm buffers broadcast each step (dist.broadcast_buffers), and every dist.queue_check_every
+// steps a check that the queue, its pointer and the BN buffers agree, naming the ranks that differ)
+#pragma once
+
+#include "dist/process_group.h"
+#include "model/moco.h"
+#include "train/config.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace moco::train {
+
+class ReplicaSync {
+ public:
+  ReplicaSync(const Config& config, model::MocoImpl& moco, dist::ProcessGroup& group);
+
+  // Rank 0's query encoder, its BN buffers and the queue everywhere; the key encoder copies it.
+  void broadcast_start();
+  // Before step `step` (counted from 1): rank 0's BN buffers (dist.broadcast_buffers), and on a
+  // check step their hash, taken right after the broadcast.
+  void before_step(int64_t step);
+  // After step `step`, on a check step only: collective, throws naming the ranks that differ.
+  void check_after_step(int64_t step);
+  // Rank 0's BN buffers everywhere: before a save, when the buffers are replicated (they follow
+  // rank 0 from the next step on anyway).
+  void broadcast_bn_for_save();
+  // Rank 0's BN buffers everywhere, whatever the config: the statistics evaluation uses are rank
+  // 0's, as in the reference.
+  void broadcast_bn_for_eval();
+  // Without the per-step broadcast each rank keeps its own BN statistics.
+  bool bn_rank_local() const { return world_ > 1 && !broadcast_buffers_; }
+
+ private:
+  bool check_step(int64_t step) const;
+  model::MocoImpl& moco_;
+  dist::ProcessGroup& group_;
+  const int world_;
+  const bool broadcast_buffers_;
+  const int64_t check_every_;
+  std::vector<torch::Tensor> bn_buffers_;  // both encoders'
+  uint64_t bn_hash_ = 0;                   // of this step's start; 0 when the buffers are rank-local
+};
+
+}  // namespace moco::train

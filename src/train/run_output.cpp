@@ -1,0 +1,49 @@
+#include "train/run_output.h"
+
+#include "train/run_logging.h"
+
+#include <unistd.h>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace moco::train {
+namespace {
+
+// The output folder can be created and written, checked without creating it.
+void check_output_dir_writable(const std::filesystem::path& dir) {
+  auto existing = std::filesystem::absolute(dir);
+  while (!std::filesystem::exists(existing) && existing.has_parent_path() && existing != existing.parent_path())
+    existing = existing.parent_path();
+  if (!std::filesystem::is_directory(existing) || access(existing.c_str(), W_OK) != 0)
+    throw std::runtime_error(
+        fmt::format("train.output_dir {}: cannot be created or written ({} is not a writable folder)", dir.string(),
+                    existing.string()));
+}
+
+void write_config_yaml(const Config& config, const std::filesystem::path& out_dir) {
+  std::ofstream config_out(out_dir / "config.yaml");
+  config_out << to_yaml(config);
+  config_out.flush();
+  if (!config_out)
+    throw std::runtime_error("train.output_dir '" + out_dir.string() + "': cannot write config.yaml in it");
+}
+
+}  // namespace
+
+std::optional<MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run) {
+  const std::filesystem::path out_dir(config.train.output_dir);
+  if (dry_run) {
+    check_output_dir_writable(out_dir);
+    return std::nullopt;
+  }
+  make_output_dir(out_dir.string());
+  if (rank != 0) return std::nullopt;
+  write_config_yaml(config, out_dir);
+  return std::optional<MetricsLog>(std::in_place, (out_dir / "metrics.jsonl").string(), append,
+                                   config.train.tensorboard ? (out_dir / "tb").string() : std::string());
+}
+
+}  // namespace moco::train
