@@ -212,7 +212,7 @@ TrainResult train(const Config& config, const RunContext& context) {
   const Splits splits = load_splits(config);
   model::MocoOptions moco_options{config.moco.queue_size, config.moco.momentum, config.moco.temperature,
                                   /*skip_nonfinite=*/true,
-                                  /*bf16=*/config.train.precision == "bf16"};
+                                  /*bf16=*/config.train.precision == Precision::kBf16};
   model::Moco moco(encoder_options(config, splits.train->channels(), world), moco_options, context.group,
                    config.train.seed);
   moco->to(device);
