@@ -39,11 +39,11 @@ lincls::TopK plain_topk(const torch::Tensor& logits, const torch::Tensor& labels
 
 train::Config tiny_config(const std::string& pretrained) {
   train::Config c;
-  c.model.arch = "resnet_tiny";
+  c.model.arch = train::Arch::kResnetTiny;
   c.model.width = 0.25;
   c.model.mlp = true;
-  c.data.dataset = "synthetic";
-  c.data.image_size = 16;
+  c.data.dataset = train::Dataset::kSynthetic;
+  c.data.augment.out_size = 16;
   c.train.seed = 7;
   c.model.pretrained = pretrained;
   return c;
@@ -145,7 +145,7 @@ TEST(LinclsTest, StandardizationIsAppliedBeforeTheLayer) {
 
 TEST(LinclsTest, RandomInitIsTheEncoderMocoTrainingStartsFrom) {
   const auto c = tiny_config("random");
-  auto options = model::resnet_options_for(c.model.arch);
+  auto options = model::resnet_options_for(train::to_string(c.model.arch));
   options.in_channels = 1;
   options.small_stem = c.model.small_stem;
   options.width = c.model.width;
@@ -226,7 +226,7 @@ TEST(LinclsTest, PretrainedOfAnotherArchitectureIsRefusedNamingTheTensor) {
   wider.model.width = 0.5;  // resnet_tiny at width 0.5: conv1 has 32 filters, not 16
   expect_refusal(wider, "tensor 'conv1.weight' is 16x1x3x3 there, 32x1x3x3 here");
   auto deeper = tiny_config(path);
-  deeper.model.arch = "resnet18";
+  deeper.model.arch = train::Arch::kResnet18;
   deeper.model.width = 0.25;
   expect_refusal(deeper, "it has no tensor 'layer1.1.conv1.weight'");
   auto big_stem = tiny_config(path);

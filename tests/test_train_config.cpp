@@ -1,6 +1,7 @@
 #include "train/config.h"
 #include "train/schedule.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -41,24 +42,24 @@ TEST(ConfigTest, ShippedConfigsLoad) {
     EXPECT_NO_THROW(load_config(kConfigs + name)) << name;
   }
   const auto v1 = load_config(kConfigs + "moco_v1_r50_imagenet.yaml");
-  EXPECT_EQ(v1.model.arch, "resnet50");
+  EXPECT_EQ(v1.model.arch, moco::train::Arch::kResnet50);
   EXPECT_DOUBLE_EQ(v1.moco.temperature, 0.07);
   EXPECT_EQ(v1.optim.milestones, (std::vector<double>{120, 160}));
   const auto v2 = load_config(kConfigs + "moco_v2_r50_imagenet.yaml");
   EXPECT_TRUE(v2.model.mlp);
   EXPECT_DOUBLE_EQ(v2.moco.temperature, 0.2);
-  EXPECT_EQ(v2.optim.schedule, "cosine");
+  EXPECT_EQ(v2.optim.schedule, moco::train::Schedule::kCosine);
   // The papers' augmentations: v1 jitter 0.4 everywhere (hue too), always; v2 aug+ with hue 0.1 and blur.
-  EXPECT_EQ(v1.data.dataset, "imagefolder");
-  EXPECT_EQ(v1.data.augmentation, "v1");
-  EXPECT_DOUBLE_EQ(v1.data.hue, 0.4);
-  EXPECT_EQ(v2.data.augmentation, "v2");
-  EXPECT_DOUBLE_EQ(v2.data.hue, 0.1);
-  EXPECT_DOUBLE_EQ(v2.data.jitter_prob, 0.8);
-  EXPECT_DOUBLE_EQ(v2.data.blur_prob, 0.5);
-  EXPECT_EQ(v2.data.blur_sigma, (std::vector<double>{0.1, 2.0}));
+  EXPECT_EQ(v1.data.dataset, moco::train::Dataset::kImageFolder);
+  EXPECT_EQ(v1.data.augment.recipe, moco::data::Recipe::kV1);
+  EXPECT_DOUBLE_EQ(v1.data.augment.hue, 0.4);
+  EXPECT_EQ(v2.data.augment.recipe, moco::data::Recipe::kV2);
+  EXPECT_DOUBLE_EQ(v2.data.augment.hue, 0.1);
+  EXPECT_DOUBLE_EQ(v2.data.augment.jitter_prob, 0.8);
+  EXPECT_DOUBLE_EQ(v2.data.augment.blur_prob, 0.5);
+  EXPECT_EQ(v2.data.augment.blur_sigma, (std::vector<double>{0.1, 2.0}));
   // What configs from before the new keys get: the batched recipe of the small sets.
-  EXPECT_EQ(load_config(kConfigs + "fashion_mnist_quick.yaml").data.augmentation, "simple");
+  EXPECT_EQ(load_config(kConfigs + "fashion_mnist_quick.yaml").data.augment.recipe, moco::data::Recipe::kSimple);
 }
 
 TEST(ConfigTest, AugmentationKeysAreChecked) {
@@ -81,9 +82,74 @@ TEST(ConfigTest, AugmentationKeysAreChecked) {
                        "has 2 values but data.dataset hdf5 has 3 channel(s)"));
   EXPECT_EQ(
       load_config(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5]\n  std: [0.5]\n")).data.dataset,
-      "hdf5");
+      moco::train::Dataset::kHdf5);
   EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf6\n")),
                        "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"));
+}
+
+// The enum-valued keys: read as names, printed as names, and a name they do not know is reported
+// when the config is validated, naming the key and the allowed values, so an override can still fix it.
+TEST(ConfigTest, EnumKeysReadAndPrintTheirNames) {
+  const auto c = load_config(write_temp("{}\n"), {"model.arch=resnet34", "data.dataset=synthetic",
+                                                  "optim.schedule=cosine", "train.precision=bf16"});
+  EXPECT_EQ(c.model.arch, moco::train::Arch::kResnet34);
+  EXPECT_EQ(c.data.dataset, moco::train::Dataset::kSynthetic);
+  EXPECT_EQ(c.optim.schedule, moco::train::Schedule::kCosine);
+  EXPECT_EQ(c.train.precision, moco::train::Precision::kBf16);
+  EXPECT_EQ(fmt::format("{} {} {} {}", c.model.arch, c.data.dataset, c.optim.schedule, c.train.precision),
+            "resnet34 synthetic cosine bf16");
+  const std::string yaml = moco::train::to_yaml(c);
+  EXPECT_TRUE(contains(yaml, "  arch: resnet34\n") && contains(yaml, "  precision: bf16\n")) << yaml;
+  EXPECT_TRUE(contains(moco::train::config_reference(), "  model.arch (string, default resnet_tiny)\n"));
+
+  const auto bad = write_temp("model:\n  arch: resnet99\n");
+  EXPECT_EQ(config_error_of(bad, {"train.seed=1"}),
+            bad +
+                " (with overrides): key 'model.arch' must be one of resnet_tiny, resnet18, resnet34, resnet50, "
+                "not 'resnet99'");
+  EXPECT_EQ(load_config(bad, {"model.arch=resnet18"}).model.arch, moco::train::Arch::kResnet18);  // the last wins
+  EXPECT_TRUE(contains(config_error_of(bad, {"model.arch=resnet18", "model.arch=resnet7"}), "not 'resnet7'"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("optim:\n  schedule: linear\n")),
+                       "key 'optim.schedule' must be step or cosine, not 'linear'"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("train:\n  precision: fp16\n")),
+                       "key 'train.precision' must be fp32 or bf16, not 'fp16'"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v3\n")),
+                       "key 'data.augmentation' must be simple, v1 or v2, not 'v3'"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("model:\n  arch: [resnet18]\n")),
+                       "key 'model.arch' expects string, got a list"));
+}
+
+// Each key's range is checked from its row, with the message validate always gave.
+TEST(ConfigTest, RangesAreCheckedFromTheRows) {
+  const auto path = write_temp("{}\n");
+  EXPECT_TRUE(contains(config_error_of(path, {"data.flip_prob=1.5"}), "key 'data.flip_prob' must lie in [0, 1]"));
+  EXPECT_TRUE(
+      contains(config_error_of(path, {"data.crop_scale_min=0"}), "key 'data.crop_scale_min' must lie in (0, 1]"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.brightness=1"}), "key 'data.brightness' must lie in [0, 1)"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.hue=0.6"}), "key 'data.hue' must lie in [0, 0.5]"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.image_size=0"}), "key 'data.image_size' must be positive"));
+  EXPECT_TRUE(contains(config_error_of(path, {"ckpt.keep_last=0"}), "key 'ckpt.keep_last' must be at least 1"));
+  EXPECT_TRUE(contains(config_error_of(path, {"train.threads=-1"}), "key 'train.threads' must be >= 0"));
+  EXPECT_TRUE(contains(config_error_of(path, {"knn.raw_baseline=maybe"}),
+                       "key 'knn.raw_baseline' must be auto, true or false, not 'maybe'"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.blur_sigma=[0.1]"}),
+                       "key 'data.blur_sigma' must be [min, max] with 0 < min <= max"));
+  EXPECT_NO_THROW(load_config(
+      path, {"data.flip_prob=1", "data.crop_scale_min=1", "data.hue=0.5", "data.brightness=0"}));  // edges inside
+}
+
+// The data.* augmentation keys feed the options the loader uses, member for member.
+TEST(ConfigTest, AugmentationKeysBindTheAugmentOptions) {
+  const auto c =
+      load_config(write_temp("{}\n"), {"data.augmentation=v2", "data.image_size=20", "data.crop_scale_min=0.3",
+                                       "data.blur_sigma=[0.2, 1.5]", "data.dct_scaling=false"});
+  const moco::data::AugmentOptions& a = c.data.augment;
+  EXPECT_EQ(a.recipe, moco::data::Recipe::kV2);
+  EXPECT_EQ(a.out_size, 20);
+  EXPECT_DOUBLE_EQ(a.scale_min, 0.3);
+  EXPECT_EQ(a.blur_sigma, (std::vector<double>{0.2, 1.5}));
+  EXPECT_FALSE(a.dct_scaling);
+  EXPECT_EQ(Config().data.augment.mean, (std::vector<double>{0.2860}));  // Fashion-MNIST's statistics by default
 }
 
 TEST(ConfigTest, UnknownKeyNamesTheKeyAndTheFile) {
@@ -199,7 +265,7 @@ TEST(ConfigTest, EffectiveConfigRoundTrips) {
                                                   "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
   const auto again = load_config(write_temp(moco::train::to_yaml(c)));
   EXPECT_EQ(again.train.seed, 7u);
-  EXPECT_EQ(again.data.mean, (std::vector<double>{0.1, 0.2, 0.3}));
+  EXPECT_EQ(again.data.augment.mean, (std::vector<double>{0.1, 0.2, 0.3}));
   EXPECT_EQ(moco::train::to_yaml(again), moco::train::to_yaml(c));
   EXPECT_TRUE(contains(moco::train::config_reference(), "moco.queue_size (int, default 65536)"));
 }
@@ -241,7 +307,7 @@ TEST(ScheduleTest, LinearScalingStepAndCosine) {
   EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 119.9), 0.06);
   EXPECT_NEAR(moco::train::learning_rate(c, 120), 0.006, 1e-12);
   EXPECT_NEAR(moco::train::learning_rate(c, 199), 0.0006, 1e-12);
-  c.optim.schedule = "cosine";
+  c.optim.schedule = moco::train::Schedule::kCosine;
   EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 0), 0.06);
   EXPECT_NEAR(moco::train::learning_rate(c, 100), 0.03, 1e-12);
   EXPECT_NEAR(moco::train::learning_rate(c, 200), 0.0, 1e-12);

@@ -41,6 +41,10 @@ keys_not_unshuffled|src/model/moco.cpp|const auto k = plan.unshuffle(encode(enco
 unshuffle_skipped_in_plan|src/model/batch_shuffle.cpp|  local.index_copy_(0, as_index(send_rows_).to(shuffled.device()), back);
   return local;|  return back;|^BatchShuffleTest\.|^mpi\.np2$
 knn_memory_not_normalised|src/eval/knn.cpp|const auto memory = F::normalize(memory_features, unit);|const auto memory = memory_features;|^KnnTest\.
+config_bad_choice_accepted|src/train/config.cpp|reading.bad_choices[field.key] = bad.what;|(void)bad;|^ConfigTest\.
+config_bad_choice_not_overridable|src/train/config.cpp|reading.bad_choices.erase(field.key);|(void)0;|^ConfigTest\.
+config_row_rules_skipped|src/train/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
+config_range_edge_open|src/train/config.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
 loader_window_ignored|src/data/loader.cpp|next_to_claim < next_to_deliver + window;|true;|^LoaderTest\.
 queue_wrap_drops_keys|src/model/contrastive.cpp|if (head < n) queue.narrow|if (false) queue.narrow|^MocoTest\.|^ContrastiveTest\.

@@ -45,7 +45,8 @@ void check_options(const AugmentOptions& o) {
   require(o.hue >= 0 && o.hue <= 0.5, "hue must lie in [0, 0.5]");
   require(o.grayscale_prob >= 0 && o.grayscale_prob <= 1, "grayscale_prob must lie in [0, 1]");
   require(o.blur_prob >= 0 && o.blur_prob <= 1, "blur_prob must lie in [0, 1]");
-  require(o.blur_sigma_min > 0 && o.blur_sigma_min <= o.blur_sigma_max, "need 0 < blur_sigma_min <= blur_sigma_max");
+  require(o.blur_sigma.size() == 2 && o.blur_sigma[0] > 0 && o.blur_sigma[0] <= o.blur_sigma[1],
+          "need blur_sigma = [min, max] with 0 < min <= max");
 }
 
 SampleParams draw_params(uint64_t seed, int64_t height, int64_t width, const AugmentOptions& o) {

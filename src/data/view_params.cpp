@@ -65,7 +65,7 @@ ViewParams draw_view_params(uint64_t seed, int64_t height, int64_t width, const 
   p.grayscale = detail::uniform01(rng) < o.grayscale_prob;
   const bool blur_gate = detail::uniform01(rng) < o.blur_prob;
   p.blur = o.recipe == Recipe::kV2 && blur_gate;
-  p.sigma = detail::uniform(rng, o.blur_sigma_min, o.blur_sigma_max);
+  p.sigma = detail::uniform(rng, o.blur_sigma[0], o.blur_sigma[1]);
   p.flip = detail::uniform01(rng) < o.flip_prob;
   return p;
 }

@@ -148,7 +148,7 @@ Backbone Backbone::load(const train::Config& c, torch::Device device) {
   if (what == "raw_pixels") {
     b.kind_ = Kind::kRawPixels;
     b.description_ = "raw pixels";
-    b.feature_dim_ = train::dataset_channels(c) * c.data.image_size * c.data.image_size;
+    b.feature_dim_ = train::dataset_channels(c) * c.data.augment.out_size * c.data.augment.out_size;
     return b;
   }
   b.net_ = random_init(c);

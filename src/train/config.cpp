@@ -10,39 +10,73 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 namespace moco::train {
 namespace {
 
+// The names an enum-valued key takes, and how its error lists them ("step or cosine").
+template <typename E>
+struct Choices {
+  std::vector<std::pair<E, const char*>> names;
+  const char* allowed;
+};
+
+const Choices<Arch>& choices(Arch) {
+  static const Choices<Arch> c{{{Arch::kResnetTiny, "resnet_tiny"},
+                                {Arch::kResnet18, "resnet18"},
+                                {Arch::kResnet34, "resnet34"},
+                                {Arch::kResnet50, "resnet50"}},
+                               "one of resnet_tiny, resnet18, resnet34, resnet50"};
+  return c;
+}
+const Choices<Dataset>& choices(Dataset) {
+  static const Choices<Dataset> c{{{Dataset::kFashionMnist, "fashion_mnist"},
+                                   {Dataset::kMnist, "mnist"},
+                                   {Dataset::kSynthetic, "synthetic"},
+                                   {Dataset::kImageFolder, "imagefolder"},
+                                   {Dataset::kHdf5, "hdf5"}},
+                                  "one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"};
+  return c;
+}
+const Choices<data::Recipe>& choices(data::Recipe) {
+  using data::Recipe;
+  static const Choices<Recipe> c{{{Recipe::kSimple, data::recipe_name(Recipe::kSimple)},
+                                  {Recipe::kV1, data::recipe_name(Recipe::kV1)},
+                                  {Recipe::kV2, data::recipe_name(Recipe::kV2)}},
+                                 "simple, v1 or v2"};
+  return c;
+}
+const Choices<Schedule>& choices(Schedule) {
+  static const Choices<Schedule> c{{{Schedule::kStep, "step"}, {Schedule::kCosine, "cosine"}}, "step or cosine"};
+  return c;
+}
+const Choices<Precision>& choices(Precision) {
+  static const Choices<Precision> c{{{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}}, "fp32 or bf16"};
+  return c;
+}
+
+template <typename E>
+const char* name_of(E value) {
+  for (const auto& [e, name] : choices(value).names)
+    if (e == value) return name;
+  return "?";  // not reached: every enumerator has a name
+}
+
 template <typename T>
-const char* type_name();
-template <>
-const char* type_name<bool>() {
-  return "bool";
-}
-template <>
-const char* type_name<int>() {
-  return "int";
-}
-template <>
-const char* type_name<int64_t>() {
-  return "int";
-}
-template <>
-const char* type_name<uint64_t>() {
-  return "unsigned int";
-}
-template <>
-const char* type_name<double>() {
-  return "float";
-}
-template <>
-const char* type_name<std::string>() {
-  return "string";
-}
-template <>
-const char* type_name<std::vector<double>>() {
-  return "list of float";
+const char* type_name() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "bool";
+  else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>)
+    return "int";
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return "unsigned int";
+  else if constexpr (std::is_same_v<T, double>)
+    return "float";
+  else if constexpr (std::is_same_v<T, std::string> || std::is_enum_v<T>)
+    return "string";  // an enum is read and written as its name
+  else
+    return "list of float";
 }
 
 // Thrown by a float field given .nan or .inf: no key means anything by them, and a config holding
@@ -50,17 +84,27 @@ const char* type_name<std::vector<double>>() {
 // checkpoint of the run could not be resumed.
 struct NotFinite {};
 
-// One configurable value: its dotted key, how to read it from YAML and how to write it back.
+// Thrown by an enum-valued field given a name it does not know. The loader holds it back until the
+// config is validated (a later override may still fix it), then reports it as validate always did.
+struct BadChoice {
+  std::string what;
+};
+
+// One configurable value: its dotted key, how to read it from YAML, write it back and check its range.
 struct Field {
   std::string key, type, help;
   std::function<void(Config&, const YAML::Node&)> set;  // throws YAML::Exception on a bad value
   std::function<YAML::Node(const Config&)> get;
+  std::function<std::string(const Config&)> check;  // "must be positive" when out of range, "" when fine; may be empty
 };
 
 // Floats are written in their shortest exact form (0.07, not yaml-cpp's 0.070000000000000007).
 template <typename T>
 YAML::Node to_node(const T& value) {
-  return YAML::Node(value);
+  if constexpr (std::is_enum_v<T>)
+    return YAML::Node(std::string(name_of(value)));
+  else
+    return YAML::Node(value);
 }
 template <>
 YAML::Node to_node(const double& value) {
@@ -73,56 +117,124 @@ YAML::Node to_node(const std::vector<double>& values) {
   return list;
 }
 
-template <typename T, typename Access>
-Field make_field(std::string key, std::string help, Access access) {
-  Field f;
-  f.key = std::move(key);
-  f.type = type_name<T>();
-  f.help = std::move(help);
-  f.set = [access](Config& c, const YAML::Node& node) {
-    T value;
-    if constexpr (std::is_same_v<T, std::vector<double>>) {
-      value = node.IsScalar() ? T{node.as<double>()} : node.as<T>();  // "mean: 0.5" is a one-element list
-      for (double v : value)
-        if (!std::isfinite(v)) throw NotFinite{};
+template <typename T>
+T read_value(const YAML::Node& node) {
+  if constexpr (std::is_same_v<T, std::vector<double>>) {
+    T value = node.IsScalar() ? T{node.as<double>()} : node.as<T>();  // "mean: 0.5" is a one-element list
+    for (double v : value)
+      if (!std::isfinite(v)) throw NotFinite{};
+    return value;
+  } else {
+    if (!node.IsScalar()) throw YAML::Exception(node.Mark(), "not a scalar");
+    if constexpr (std::is_enum_v<T>) {
+      const auto name = node.as<std::string>();
+      for (const auto& [e, known] : choices(T{}).names)
+        if (name == known) return e;
+      throw BadChoice{fmt::format("must be {}, not '{}'", choices(T{}).allowed, name)};
     } else {
-      if (!node.IsScalar()) throw YAML::Exception(node.Mark(), "not a scalar");
-      value = node.as<T>();
+      const T value = node.as<T>();
       if constexpr (std::is_same_v<T, double>)
         if (!std::isfinite(value)) throw NotFinite{};
+      return value;
     }
-    access(c) = std::move(value);
-  };
-  f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
-  return f;
+  }
 }
 
-#define MOCO_FIELD(path, help)                                     \
-  make_field<std::decay_t<decltype(std::declval<Config>().path)>>( \
-      #path, help, [](Config & c) -> auto& { return c.path; })
+// A key's own range: what is wrong with a value ("must be positive"), or "" when it is allowed.
+template <typename T>
+using Rule = std::function<std::string(const T&)>;
 
-const std::vector<Field>& fields() {
-  static const std::vector<Field> all = {
+// A row of the key table, typed: the key, its help, the member it binds, and its range rule if any.
+template <typename T>
+struct FieldOf {
+  std::string key, help;
+  T& (*member)(Config&);
+  Rule<T> rule;
+
+  FieldOf must(Rule<T> r) && {
+    rule = std::move(r);
+    return std::move(*this);
+  }
+
+  operator Field() const {  // NOLINT(google-explicit-constructor): rows are written as a list of fields
+    Field f{key, type_name<T>(), help, nullptr, nullptr, nullptr};
+    auto access = member;
+    f.set = [access](Config& c, const YAML::Node& node) { access(c) = read_value<T>(node); };
+    f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
+    if (rule) f.check = [access, r = rule](const Config& c) { return r(access(const_cast<Config&>(c))); };
+    return f;
+  }
+};
+
+// The rules the rows use; each message is the one validate gave before the rows checked themselves.
+const auto positive = [](const auto& v) -> std::string { return v > 0 ? "" : "must be positive"; };
+const auto non_negative = [](const auto& v) -> std::string { return v >= 0 ? "" : "must be >= 0"; };
+const auto at_least_one = [](const auto& v) -> std::string { return v >= 1 ? "" : "must be at least 1"; };
+const auto one_or_two = [](const int64_t& v) -> std::string { return v == 1 || v == 2 ? "" : "must be 1 or 2"; };
+const auto thread_count = [](const int& v) -> std::string {
+  return v >= 0 ? "" : "must be 0 (from the cores) or a thread count";
+};
+const auto not_empty = [](const std::string& v) -> std::string { return v.empty() ? "must not be empty" : ""; };
+const auto resume_target = [](const std::string& v) -> std::string {
+  return v.empty() ? "must be auto, never or the path of a checkpoint folder" : "";
+};
+const auto auto_true_false = [](const std::string& v) -> std::string {
+  return v == "auto" || v == "true" || v == "false" ? "" : "must be auto, true or false, not '" + v + "'";
+};
+const auto ascending = [](const std::vector<double>& v) -> std::string {
+  return std::is_sorted(v.begin(), v.end()) ? "" : "must be ascending";
+};
+const auto sigma_range = [](const std::vector<double>& s) -> std::string {
+  return s.size() == 2 && s[0] > 0 && s[0] <= s[1] ? "" : "must be [min, max] with 0 < min <= max";
+};
+Rule<double> lies_in(double lo, double hi, bool lo_open, bool hi_open) {
+  const std::string what = fmt::format("must lie in {}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+  return [=](const double& v) -> std::string {
+    const bool above = lo_open ? v > lo : v >= lo, below = hi_open ? v < hi : v <= hi;
+    return above && below ? "" : what;
+  };
+}
+Rule<double> in_closed(double lo, double hi) { return lies_in(lo, hi, false, false); }
+Rule<double> in_open_closed(double lo, double hi) { return lies_in(lo, hi, true, false); }
+Rule<double> in_closed_open(double lo, double hi) { return lies_in(lo, hi, false, true); }
+
+// MOCO_FIELD(model.dim, help): the key is the member's path. MOCO_BOUND("data.hue", data.augment.hue,
+// help): a key bound to a member of another name (the augmentation's options).
+#define MOCO_BOUND(key, path, help)                              \
+  FieldOf<std::decay_t<decltype(std::declval<Config>().path)>> { \
+    key, help, [](Config & c) -> auto& { return c.path; }        \
+    , {}                                                         \
+  }
+#define MOCO_FIELD(path, help) MOCO_BOUND(#path, path, help)
+
+std::vector<Field> model_moco_fields() {
+  return {
       MOCO_FIELD(model.arch, "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50"),
       MOCO_FIELD(model.small_stem, "3x3 stride-1 first conv and no max-pool, for 28-32 px images"),
       MOCO_FIELD(
           model.stem_stride,
-          "stride of the small stem's conv: 2 halves every feature map (about 4x fewer FLOPs, for speed on CPUs)"),
-      MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own"),
-      MOCO_FIELD(model.dim, "dimension of queries and keys"),
+          "stride of the small stem's conv: 2 halves every feature map (about 4x fewer FLOPs, for speed on CPUs)")
+          .must(one_or_two),
+      MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own").must(non_negative),
+      MOCO_FIELD(model.dim, "dimension of queries and keys").must(positive),
       MOCO_FIELD(model.mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear"),
       MOCO_FIELD(
           model.pretrained,
           "the backbone moco_lincls and moco_dist --eval-only evaluate: a checkpoint folder, a checkpoints/ folder or "
           "a run's output_dir (its latest), a `moco_ckpt export` .h5 file, random (MoCo's initialisation from "
           "train.seed) or raw_pixels (the normalised pixels, no network); training ignores it"),
-      MOCO_FIELD(moco.queue_size, "K, negatives in the queue; need not be a multiple of the batch"),
-      MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q"),
-      MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)"),
+      MOCO_FIELD(moco.queue_size, "K, negatives in the queue; need not be a multiple of the batch").must(positive),
+      MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q").must(in_closed(0, 1)),
+      MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)").must(positive),
       MOCO_FIELD(moco.bn_splits,
                  "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs "
                  "bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on "
                  "one device"),
+  };
+}
+
+std::vector<Field> data_fields() {
+  return {
       MOCO_FIELD(data.dataset,
                  "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder "
                  "(data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs "
@@ -135,62 +247,83 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(data.val_dir,
                  "imagefolder: the val split's folder under data.root, hdf5: its shards' prefix (the kNN monitor's "
                  "queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
-      MOCO_FIELD(data.dct_scaling,
+      MOCO_BOUND("data.dct_scaling", data.augment.dct_scaling,
                  "imagefolder, hdf5: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still "
                  "leaves each crop at least data.image_size px, before the antialiased resize (much faster on large "
                  "photos; false: always decode at full size)"),
-      MOCO_FIELD(data.image_size, "side in pixels of the augmented crops"),
-      MOCO_FIELD(
-          data.augmentation,
+      MOCO_BOUND("data.image_size", data.augment.out_size, "side in pixels of the augmented crops").must(positive),
+      MOCO_BOUND(
+          "data.augmentation", data.augment.recipe,
           "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, "
           "grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, "
           "grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 equal torchvision's ops on uint8 images"),
       MOCO_FIELD(data.workers,
                  "decode/augmentation threads per rank; 0: on CUDA the rank's cores but one (its share of the node's, "
-                 "or those it is bound to), on CPU 1"),
-      MOCO_FIELD(data.prefetch, "batches prepared ahead of training"),
+                 "or those it is bound to), on CPU 1")
+          .must(thread_count),
+      MOCO_FIELD(data.prefetch, "batches prepared ahead of training").must(at_least_one),
       MOCO_FIELD(data.synthetic_train_size, "images in the synthetic train split"),
       MOCO_FIELD(data.synthetic_test_size, "images in the synthetic test split"),
-      MOCO_FIELD(data.synthetic_channels, "channels of synthetic images"),
-      MOCO_FIELD(data.crop_scale_min, "smallest crop area of the random resized crop, as a fraction"),
-      MOCO_FIELD(data.flip_prob, "probability of a horizontal flip"),
-      MOCO_FIELD(data.jitter_prob,
-                 "probability of the colour jitter (simple: brightness/contrast; v2: all four; v1 ignores it: always)"),
-      MOCO_FIELD(data.brightness, "brightness factor range 1 +- this"),
-      MOCO_FIELD(data.contrast, "contrast factor range 1 +- this"),
-      MOCO_FIELD(data.saturation, "v1/v2: saturation factor range 1 +- this"),
-      MOCO_FIELD(data.hue, "v1/v2: hue shift range +- this (at most 0.5; 0.4 in v1, 0.1 in v2)"),
-      MOCO_FIELD(data.grayscale_prob, "v1/v2: probability of converting the view to greyscale"),
-      MOCO_FIELD(data.blur_prob, "v2: probability of the Gaussian blur"),
-      MOCO_FIELD(data.blur_sigma, "v2: [min, max] of the blur's sigma in pixels (kernel 2*ceil(3 sigma)+1)"),
-      MOCO_FIELD(data.mean, "per-channel mean subtracted after scaling to [0,1]"),
-      MOCO_FIELD(data.std, "per-channel std divided by after scaling to [0,1]"),
-      MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch"),
-      MOCO_FIELD(optim.batch_size, "images per step (the global batch)"),
-      MOCO_FIELD(optim.momentum, "SGD momentum"),
-      MOCO_FIELD(optim.weight_decay, "SGD weight decay"),
+      MOCO_FIELD(data.synthetic_channels, "channels of synthetic images").must(at_least_one),
+      MOCO_BOUND("data.crop_scale_min", data.augment.scale_min,
+                 "smallest crop area of the random resized crop, as a fraction")
+          .must(in_open_closed(0, 1)),
+      MOCO_BOUND("data.flip_prob", data.augment.flip_prob, "probability of a horizontal flip").must(in_closed(0, 1)),
+      MOCO_BOUND("data.jitter_prob", data.augment.jitter_prob,
+                 "probability of the colour jitter (simple: brightness/contrast; v2: all four; v1 ignores it: always)")
+          .must(in_closed(0, 1)),
+      MOCO_BOUND("data.brightness", data.augment.brightness, "brightness factor range 1 +- this")
+          .must(in_closed_open(0, 1)),
+      MOCO_BOUND("data.contrast", data.augment.contrast, "contrast factor range 1 +- this").must(in_closed_open(0, 1)),
+      MOCO_BOUND("data.saturation", data.augment.saturation, "v1/v2: saturation factor range 1 +- this")
+          .must(in_closed_open(0, 1)),
+      MOCO_BOUND("data.hue", data.augment.hue, "v1/v2: hue shift range +- this (at most 0.5; 0.4 in v1, 0.1 in v2)")
+          .must(in_closed(0, 0.5)),
+      MOCO_BOUND("data.grayscale_prob", data.augment.grayscale_prob,
+                 "v1/v2: probability of converting the view to greyscale")
+          .must(in_closed(0, 1)),
+      MOCO_BOUND("data.blur_prob", data.augment.blur_prob, "v2: probability of the Gaussian blur")
+          .must(in_closed(0, 1)),
+      MOCO_BOUND("data.blur_sigma", data.augment.blur_sigma,
+                 "v2: [min, max] of the blur's sigma in pixels (kernel 2*ceil(3 sigma)+1)")
+          .must(sigma_range),
+      MOCO_BOUND("data.mean", data.augment.mean, "per-channel mean subtracted after scaling to [0,1]"),
+      MOCO_BOUND("data.std", data.augment.std, "per-channel std divided by after scaling to [0,1]"),
+  };
+}
+
+std::vector<Field> optim_train_fields() {
+  return {
+      MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch").must(positive),
+      MOCO_FIELD(optim.batch_size, "images per step (the global batch)").must(positive),
+      MOCO_FIELD(optim.momentum, "SGD momentum").must(in_closed_open(0, 1)),
+      MOCO_FIELD(optim.weight_decay, "SGD weight decay").must(non_negative),
       MOCO_FIELD(optim.schedule, "step (x gamma at each milestone) or cosine"),
-      MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma"),
-      MOCO_FIELD(optim.gamma, "factor of the step schedule"),
-      MOCO_FIELD(train.epochs, "length of training in epochs (may be fractional)"),
+      MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma").must(ascending),
+      MOCO_FIELD(optim.gamma, "factor of the step schedule").must(positive),
+      MOCO_FIELD(train.epochs, "length of training in epochs (may be fractional)").must(positive),
       MOCO_FIELD(train.time_budget_s,
-                 "if > 0, training stops after this many seconds and the schedule runs over that time"),
+                 "if > 0, training stops after this many seconds and the schedule runs over that time")
+          .must(non_negative),
       MOCO_FIELD(train.seed, "seed of initialisation, data order and augmentation"),
-      MOCO_FIELD(train.log_every, "steps between log lines"),
-      MOCO_FIELD(train.output_dir, "folder for metrics.jsonl and config.yaml"),
-      MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process"),
+      MOCO_FIELD(train.log_every, "steps between log lines").must(positive),
+      MOCO_FIELD(train.output_dir, "folder for metrics.jsonl and config.yaml").must(not_empty),
+      MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process").must(non_negative),
       MOCO_FIELD(train.resume,
                  "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); "
-                 "never: refuse to start if one exists; or the path of one checkpoint folder"),
+                 "never: refuse to start if one exists; or the path of one checkpoint folder")
+          .must(resume_target),
       MOCO_FIELD(train.stop_at_step,
                  "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs "
-                 "(jobs sliced into time windows)"),
+                 "(jobs sliced into time windows)")
+          .must(non_negative),
       MOCO_FIELD(
           train.tensorboard,
           "also write the metrics (loss, lr, img/s, acc@1/5, data wait, kNN) as TensorBoard events in output_dir/tb"),
       MOCO_FIELD(train.max_bad_steps,
                  "a step whose queries hold NaN or Inf on any rank is skipped by every rank (parameters, optimizer, "
-                 "queue unchanged); this many in a row stop the run with an error; 0: stop at the first"),
+                 "queue unchanged); this many in a row stop the run with an error; 0: stop at the first")
+          .must(non_negative),
       MOCO_FIELD(
           train.precision,
           "fp32, or bf16: the encoders' forward and backward run under autocast in bfloat16 (on CUDA, and on CPUs "
@@ -201,11 +334,19 @@ const std::vector<Field>& fields() {
       MOCO_FIELD(train.cudnn_benchmark,
                  "on CUDA: let cuDNN time its convolution algorithms on the first batches and keep the fastest (the "
                  "shapes do not change during a run)"),
-      MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off"),
+  };
+}
+
+std::vector<Field> ckpt_dist_debug_fields() {
+  return {
+      MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off").must(non_negative),
       MOCO_FIELD(ckpt.every_minutes,
-                 "minutes of training between checkpoints; 0: off (a final checkpoint is always written)"),
-      MOCO_FIELD(ckpt.keep_last, "committed checkpoints kept, newest first (the one 'latest' names is never deleted)"),
-      MOCO_FIELD(ckpt.keep_every_steps, "if > 0, checkpoints at multiples of this step are kept forever"),
+                 "minutes of training between checkpoints; 0: off (a final checkpoint is always written)")
+          .must(non_negative),
+      MOCO_FIELD(ckpt.keep_last, "committed checkpoints kept, newest first (the one 'latest' names is never deleted)")
+          .must(at_least_one),
+      MOCO_FIELD(ckpt.keep_every_steps, "if > 0, checkpoints at multiples of this step are kept forever")
+          .must(non_negative),
       MOCO_FIELD(ckpt.async,
                  "write checkpoints in a background thread: training waits only for a copy of the state in host memory "
                  "(at most one save in flight)"),
@@ -215,36 +356,47 @@ const std::vector<Field>& fields() {
                  "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),
       MOCO_FIELD(dist.queue_check_every,
                  "steps between checks that every rank holds the same queue and pointer (and, with "
-                 "dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never"),
+                 "dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never")
+          .must(non_negative),
       MOCO_FIELD(dist.check_collectives,
                  "before each collective, verify that all ranks pass the same shapes and dtypes"),
-      MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank"),
+      MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank")
+          .must(positive),
       MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
       MOCO_FIELD(debug.anomaly_detection,
                  "autograd anomaly detection: an op that makes NaN or Inf in backward is named (slow)"),
       MOCO_FIELD(debug.check_invariants,
                  "each step, check that the key encoder moved by exactly m*k + (1-m)*q and got no gradient, and that "
                  "the queue holds unit keys and no graph (slow)"),
-      MOCO_FIELD(knn.k, "neighbours of the kNN monitor"),
-      MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)"),
-      MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after"),
-      MOCO_FIELD(knn.batch_size, "images per feature-extraction batch"),
+  };
+}
+
+std::vector<Field> knn_lincls_fields() {
+  return {
+      MOCO_FIELD(knn.k, "neighbours of the kNN monitor").must(positive),
+      MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)").must(positive),
+      MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after").must(non_negative),
+      MOCO_FIELD(knn.batch_size, "images per feature-extraction batch").must(positive),
       MOCO_FIELD(knn.memory_size, "train images in the memory bank; 0: the whole train split"),
       MOCO_FIELD(knn.query_size, "test images scored; 0: the whole test split"),
       MOCO_FIELD(knn.raw_baseline,
                  "also score the raw normalised pixels, once per run (encoder raw_pixels): auto (images up to 64 px), "
-                 "true, false"),
-      MOCO_FIELD(lincls.epochs, "moco_lincls: epochs of the linear classifier"),
+                 "true, false")
+          .must(auto_true_false),
+      MOCO_FIELD(lincls.epochs, "moco_lincls: epochs of the linear classifier").must(positive),
       MOCO_FIELD(lincls.base_lr,
                  "moco_lincls: SGD lr for a batch of 256, scaled linearly with lincls.batch_size (30: the official "
-                 "value, for raw features)"),
-      MOCO_FIELD(lincls.batch_size, "moco_lincls: images per step (the global batch)"),
-      MOCO_FIELD(lincls.momentum, "moco_lincls: SGD momentum"),
-      MOCO_FIELD(lincls.weight_decay, "moco_lincls: SGD weight decay"),
-      MOCO_FIELD(lincls.milestones, "moco_lincls: epochs at which the lr is multiplied by lincls.gamma"),
-      MOCO_FIELD(lincls.gamma, "moco_lincls: factor of the step schedule"),
+                 "value, for raw features)")
+          .must(positive),
+      MOCO_FIELD(lincls.batch_size, "moco_lincls: images per step (the global batch)").must(positive),
+      MOCO_FIELD(lincls.momentum, "moco_lincls: SGD momentum").must(in_closed_open(0, 1)),
+      MOCO_FIELD(lincls.weight_decay, "moco_lincls: SGD weight decay").must(non_negative),
+      MOCO_FIELD(lincls.milestones, "moco_lincls: epochs at which the lr is multiplied by lincls.gamma")
+          .must(ascending),
+      MOCO_FIELD(lincls.gamma, "moco_lincls: factor of the step schedule").must(positive),
       MOCO_FIELD(lincls.crop_scale_min,
-                 "moco_lincls: smallest crop area of the training view's random resized crop (then a flip)"),
+                 "moco_lincls: smallest crop area of the training view's random resized crop (then a flip)")
+          .must(in_open_closed(0, 1)),
       MOCO_FIELD(lincls.cached_features,
                  "moco_lincls: extract the features of the un-augmented train images once and train the classifier on "
                  "them (fast; CPU, quick looks) instead of on a new augmented view of every image each epoch"),
@@ -252,11 +404,24 @@ const std::vector<Field>& fields() {
                  "moco_lincls: shift and scale every feature dimension by its mean and std over the un-augmented train "
                  "split before the classifier (one lr then suits any encoder)"),
       MOCO_FIELD(lincls.save_every_epochs,
-                 "moco_lincls: epochs between checkpoints; 0: only at the end (and when stopped)"),
+                 "moco_lincls: epochs between checkpoints; 0: only at the end (and when stopped)")
+          .must(non_negative),
   };
+}
+
+// Every key, in the order to_yaml writes them and --help lists them.
+const std::vector<Field>& fields() {
+  static const std::vector<Field> all = [] {
+    std::vector<Field> list;
+    for (auto section :
+         {&model_moco_fields, &data_fields, &optim_train_fields, &ckpt_dist_debug_fields, &knn_lincls_fields})
+      for (auto& f : section()) list.push_back(std::move(f));
+    return list;
+  }();
   return all;
 }
 #undef MOCO_FIELD
+#undef MOCO_BOUND
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -297,12 +462,22 @@ bool is_section(const std::string& key) {
   return false;
 }
 
-void assign(Config& config, const Field& field, const YAML::Node& node, const std::string& where) {
+// A config being read, and the enum values it was given that name nothing (key -> what validate
+// reports), held back so that a later override can still replace them.
+struct Reading {
+  Config config;
+  std::map<std::string, std::string> bad_choices;
+};
+
+void assign(Reading& reading, const Field& field, const YAML::Node& node, const std::string& where) {
   // "arch:" in a file, "model.arch=" on the command line: YAML reads nothing as null, not as "".
   if (!node.IsDefined() || node.IsNull())
     throw ConfigError(where + ": key '" + field.key + "' has no value (expects " + field.type + ")");
   try {
-    field.set(config, node);
+    field.set(reading.config, node);
+    reading.bad_choices.erase(field.key);
+  } catch (const BadChoice& bad) {
+    reading.bad_choices[field.key] = bad.what;
   } catch (const NotFinite&) {
     throw ConfigError(where + ": key '" + field.key + "' expects a finite " + field.type + ", got " +
                       (node.IsScalar() ? "'" + node.Scalar() + "'" : std::string("a list holding .nan or .inf")));
@@ -322,7 +497,7 @@ std::string line_of(const YAML::Node& node) {
 // Walks a mapping, assigning each leaf to its field; every key must be known and appear once.
 // yaml-cpp keeps both entries of a repeated key (a lookup finds the first, a walk sees both), so the
 // repetition is caught here; unnoticed, the last one would win.
-void apply_mapping(Config& config, const YAML::Node& map, const std::string& prefix, const std::string& where) {
+void apply_mapping(Reading& reading, const YAML::Node& map, const std::string& prefix, const std::string& where) {
   std::map<std::string, YAML::Node> seen;
   for (const auto& entry : map) {
     if (!entry.first.IsScalar())
@@ -333,10 +508,10 @@ void apply_mapping(Config& config, const YAML::Node& map, const std::string& pre
                         line_of(entry.first) + ")");
     seen.emplace(key, entry.first);
     if (const Field* field = find_field(key)) {
-      assign(config, *field, entry.second, where);
+      assign(reading, *field, entry.second, where);
     } else if (is_section(key)) {
       if (!entry.second.IsMap()) throw ConfigError(where + ": key '" + key + "' is a section and expects a mapping");
-      apply_mapping(config, entry.second, key + ".", where);
+      apply_mapping(reading, entry.second, key + ".", where);
     } else {
       throw ConfigError(unknown_key_message(where, key));
     }
@@ -354,12 +529,26 @@ int64_t global_batch(const Config& c, Job job) {
 }
 const char* global_batch_key(Job job) { return job == Job::kLincls ? "lincls.batch_size" : "optim.batch_size"; }
 
+const char* to_string(Arch arch) { return name_of(arch); }
+const char* to_string(Dataset dataset) { return name_of(dataset); }
+const char* to_string(Schedule schedule) { return name_of(schedule); }
+const char* to_string(Precision precision) { return name_of(precision); }
+
+data::AugmentOptions default_augment_options() {
+  data::AugmentOptions o;
+  o.mean = {0.2860};  // Fashion-MNIST's pixel statistics
+  o.std = {0.3530};
+  return o;
+}
+
 int64_t dataset_channels(const Config& c) {
-  if (c.data.dataset == "synthetic") return c.data.synthetic_channels;
+  if (c.data.dataset == Dataset::kSynthetic) return c.data.synthetic_channels;
   return is_encoded_dataset(c) ? 3 : 1;  // ImageFolder images are decoded to RGB, as torchvision's loader does
 }
 
-bool is_encoded_dataset(const Config& c) { return c.data.dataset == "imagefolder" || c.data.dataset == "hdf5"; }
+bool is_encoded_dataset(const Config& c) {
+  return c.data.dataset == Dataset::kImageFolder || c.data.dataset == Dataset::kHdf5;
+}
 
 void validate_for_world(const Config& c, int world_size, const std::string& where, Job job) {
   require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
@@ -369,118 +558,70 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
 
 namespace {
 
-void validate(const Config& c, const std::string& where) {
-  const std::set<std::string> archs{"resnet_tiny", "resnet18", "resnet34", "resnet50"};
-  require(archs.count(c.model.arch) > 0, where, "model.arch",
-          "must be one of resnet_tiny, resnet18, resnet34, resnet50, not '" + c.model.arch + "'");
-  require(c.model.width >= 0, where, "model.width", "must be >= 0");
-  require(c.model.dim > 0, where, "model.dim", "must be positive");
-  require(c.model.stem_stride == 1 || c.model.stem_stride == 2, where, "model.stem_stride", "must be 1 or 2");
-  require(c.model.stem_stride == 1 || c.model.small_stem, where, "model.stem_stride",
-          "applies to the small stem only (model.small_stem: true)");
-  require(c.moco.queue_size > 0, where, "moco.queue_size", "must be positive");
-  require(c.moco.queue_size >= c.optim.batch_size, where, "moco.queue_size",
-          "must be at least optim.batch_size (a step's keys must fit in the queue)");
-  require(c.moco.momentum >= 0 && c.moco.momentum <= 1, where, "moco.momentum", "must lie in [0, 1]");
-  require(c.moco.temperature > 0, where, "moco.temperature", "must be positive");
-  require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
-          "must be >= 1 and divide optim.batch_size");
-  const std::set<std::string> datasets{"fashion_mnist", "mnist", "synthetic", "imagefolder", "hdf5"};
-  require(datasets.count(c.data.dataset) > 0, where, "data.dataset",
-          "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5, not '" + c.data.dataset + "'");
-  require(!is_encoded_dataset(c) || c.data.augmentation != "simple", where, "data.augmentation",
-          "must be v1 or v2 with data.dataset " + c.data.dataset + " (the simple recipe needs images of one size)");
-  require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
-  require(c.data.image_size > 0, where, "data.image_size", "must be positive");
-  require(c.data.workers >= 0, where, "data.workers", "must be 0 (from the cores) or a thread count");
-  require(c.data.prefetch >= 1, where, "data.prefetch", "must be at least 1");
-  require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size",
-          "must be positive");
-  require(c.data.synthetic_channels >= 1, where, "data.synthetic_channels", "must be at least 1");
-  require(c.data.crop_scale_min > 0 && c.data.crop_scale_min <= 1, where, "data.crop_scale_min", "must lie in (0, 1]");
-  require(c.data.flip_prob >= 0 && c.data.flip_prob <= 1, where, "data.flip_prob", "must lie in [0, 1]");
-  require(c.data.jitter_prob >= 0 && c.data.jitter_prob <= 1, where, "data.jitter_prob", "must lie in [0, 1]");
-  require(c.data.brightness >= 0 && c.data.brightness < 1, where, "data.brightness", "must lie in [0, 1)");
-  require(c.data.contrast >= 0 && c.data.contrast < 1, where, "data.contrast", "must lie in [0, 1)");
-  require(c.data.augmentation == "simple" || c.data.augmentation == "v1" || c.data.augmentation == "v2", where,
-          "data.augmentation", "must be simple, v1 or v2, not '" + c.data.augmentation + "'");
-  require(c.data.saturation >= 0 && c.data.saturation < 1, where, "data.saturation", "must lie in [0, 1)");
-  require(c.data.hue >= 0 && c.data.hue <= 0.5, where, "data.hue", "must lie in [0, 0.5]");
-  require(c.data.grayscale_prob >= 0 && c.data.grayscale_prob <= 1, where, "data.grayscale_prob", "must lie in [0, 1]");
-  require(c.data.blur_prob >= 0 && c.data.blur_prob <= 1, where, "data.blur_prob", "must lie in [0, 1]");
-  require(c.data.blur_sigma.size() == 2 && c.data.blur_sigma[0] > 0 && c.data.blur_sigma[0] <= c.data.blur_sigma[1],
-          where, "data.blur_sigma", "must be [min, max] with 0 < min <= max");
-  require(!c.data.mean.empty(), where, "data.mean", "must not be empty");
-  require(c.data.std.size() == c.data.mean.size(), where, "data.std", "must have as many values as data.mean");
-  // Decided from the config alone, before any file is read: the IDX sets are greyscale, ImageFolder RGB.
+// Each key's own rule (its row), in the order of the rows; a name an enum-valued key did not know
+// is reported at its row.
+void check_rows(const Reading& reading, const std::string& where) {
+  for (const auto& f : fields()) {
+    if (const auto bad = reading.bad_choices.find(f.key); bad != reading.bad_choices.end())
+      require(false, where, f.key, bad->second);
+    if (f.check) {
+      const std::string what = f.check(reading.config);
+      require(what.empty(), where, f.key, what);
+    }
+  }
+}
+
+// data.mean and data.std against each other and the dataset's channels, decided from the config
+// alone before any file is read: the IDX sets are greyscale, ImageFolder RGB.
+void check_normalisation(const Config& c, const std::string& where) {
+  const auto& a = c.data.augment;
+  require(!a.mean.empty(), where, "data.mean", "must not be empty");
+  require(a.std.size() == a.mean.size(), where, "data.std", "must have as many values as data.mean");
   const int64_t channels = dataset_channels(c);
-  for (const auto& [key, values] : {std::pair<const char*, const std::vector<double>*>{"data.mean", &c.data.mean},
-                                    std::pair<const char*, const std::vector<double>*>{"data.std", &c.data.std}}) {
+  for (const auto& [key, values] : {std::pair<const char*, const std::vector<double>*>{"data.mean", &a.mean},
+                                    std::pair<const char*, const std::vector<double>*>{"data.std", &a.std}}) {
     const auto n = static_cast<int64_t>(values->size());
     require(n == 1 || n == channels, where, key,
             fmt::format("has {} values but data.dataset {} has {} channel(s){}: give 1 value{}", n, c.data.dataset,
-                        channels, c.data.dataset == "synthetic" ? " (data.synthetic_channels)" : "",
+                        channels, c.data.dataset == Dataset::kSynthetic ? " (data.synthetic_channels)" : "",
                         channels > 1 ? fmt::format(" or {}", channels) : std::string()));
   }
-  for (double s : c.data.std) require(s > 0, where, "data.std", "values must be positive");
-  require(c.optim.base_lr > 0, where, "optim.base_lr", "must be positive");
-  require(c.optim.batch_size > 0, where, "optim.batch_size", "must be positive");
-  require(c.optim.momentum >= 0 && c.optim.momentum < 1, where, "optim.momentum", "must lie in [0, 1)");
-  require(c.optim.weight_decay >= 0, where, "optim.weight_decay", "must be >= 0");
-  require(c.optim.schedule == "step" || c.optim.schedule == "cosine", where, "optim.schedule",
-          "must be step or cosine, not '" + c.optim.schedule + "'");
-  require(c.train.precision == "fp32" || c.train.precision == "bf16", where, "train.precision",
-          "must be fp32 or bf16, not '" + c.train.precision + "'");
-  require(std::is_sorted(c.optim.milestones.begin(), c.optim.milestones.end()), where, "optim.milestones",
-          "must be ascending");
-  require(c.optim.gamma > 0, where, "optim.gamma", "must be positive");
-  require(c.train.epochs > 0, where, "train.epochs", "must be positive");
-  require(c.train.time_budget_s >= 0, where, "train.time_budget_s", "must be >= 0");
-  require(c.train.log_every > 0, where, "train.log_every", "must be positive");
-  require(!c.train.output_dir.empty(), where, "train.output_dir", "must not be empty");
-  require(c.train.threads >= 0, where, "train.threads", "must be >= 0");
-  require(!c.train.resume.empty(), where, "train.resume", "must be auto, never or the path of a checkpoint folder");
-  require(c.train.stop_at_step >= 0, where, "train.stop_at_step", "must be >= 0");
-  require(c.train.max_bad_steps >= 0, where, "train.max_bad_steps", "must be >= 0");
-  require(c.ckpt.every_steps >= 0, where, "ckpt.every_steps", "must be >= 0");
-  require(c.ckpt.every_minutes >= 0, where, "ckpt.every_minutes", "must be >= 0");
-  require(c.ckpt.keep_last >= 1, where, "ckpt.keep_last", "must be at least 1");
-  require(c.ckpt.keep_every_steps >= 0, where, "ckpt.keep_every_steps", "must be >= 0");
+  for (double s : a.std) require(s > 0, where, "data.std", "values must be positive");
+}
+
+// The rows first, then what involves more than one key.
+void validate(const Reading& reading, const std::string& where) {
+  check_rows(reading, where);
+  const Config& c = reading.config;
+  require(c.model.stem_stride == 1 || c.model.small_stem, where, "model.stem_stride",
+          "applies to the small stem only (model.small_stem: true)");
+  require(c.moco.queue_size >= c.optim.batch_size, where, "moco.queue_size",
+          "must be at least optim.batch_size (a step's keys must fit in the queue)");
+  require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
+          "must be >= 1 and divide optim.batch_size");
+  require(!is_encoded_dataset(c) || c.data.augment.recipe != data::Recipe::kSimple, where, "data.augmentation",
+          fmt::format("must be v1 or v2 with data.dataset {} (the simple recipe needs images of one size)",
+                      c.data.dataset));
+  require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
+  require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size",
+          "must be positive");
+  check_normalisation(c, where);
   require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb",
           "must be positive");
-  require(c.dist.queue_check_every >= 0, where, "dist.queue_check_every", "must be >= 0");
-  require(c.dist.timeout_s > 0, where, "dist.timeout_s", "must be positive");
-  require(c.knn.k > 0, where, "knn.k", "must be positive");
-  require(c.knn.temperature > 0, where, "knn.temperature", "must be positive");
-  require(c.knn.every_epochs >= 0, where, "knn.every_epochs", "must be >= 0");
-  require(c.knn.batch_size > 0, where, "knn.batch_size", "must be positive");
   require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");
-  require(c.knn.raw_baseline == "auto" || c.knn.raw_baseline == "true" || c.knn.raw_baseline == "false", where,
-          "knn.raw_baseline", "must be auto, true or false, not '" + c.knn.raw_baseline + "'");
-  require(c.lincls.epochs > 0, where, "lincls.epochs", "must be positive");
-  require(c.lincls.base_lr > 0, where, "lincls.base_lr", "must be positive");
-  require(c.lincls.batch_size > 0, where, "lincls.batch_size", "must be positive");
-  require(c.lincls.momentum >= 0 && c.lincls.momentum < 1, where, "lincls.momentum", "must lie in [0, 1)");
-  require(c.lincls.weight_decay >= 0, where, "lincls.weight_decay", "must be >= 0");
-  require(std::is_sorted(c.lincls.milestones.begin(), c.lincls.milestones.end()), where, "lincls.milestones",
-          "must be ascending");
-  require(c.lincls.gamma > 0, where, "lincls.gamma", "must be positive");
-  require(c.lincls.crop_scale_min > 0 && c.lincls.crop_scale_min <= 1, where, "lincls.crop_scale_min",
-          "must lie in (0, 1]");
-  require(c.lincls.save_every_epochs >= 0, where, "lincls.save_every_epochs", "must be >= 0");
 }
 
 }  // namespace
 
 namespace {
 
-Config apply_root(const YAML::Node& root, const std::string& where) {
-  Config config;
+Reading apply_root(const YAML::Node& root, const std::string& where) {
+  Reading reading;
   if (root.IsDefined() && !root.IsNull()) {
     if (!root.IsMap()) throw ConfigError(where + ": the top level must be a mapping of sections");
-    apply_mapping(config, root, "", where);
+    apply_mapping(reading, root, "", where);
   }
-  return config;
+  return reading;
 }
 
 }  // namespace
@@ -501,7 +642,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   // An empty file (or one of comments only) would otherwise run every default: 200 epochs.
   if (!root.IsDefined() || root.IsNull())
     throw ConfigError(path + ": the config file is empty (write '{}' to run on every default)");
-  Config config = apply_root(root, path);
+  Reading reading = apply_root(root, path);
   for (const auto& item : overrides) {
     const auto eq = item.find('=');
     const std::string where = "command-line override '" + item + "'";
@@ -515,10 +656,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     } catch (const YAML::Exception& e) {
       throw ConfigError(where + ": value is not valid YAML: " + e.what());
     }
-    assign(config, *field, value, where);
+    assign(reading, *field, value, where);
   }
-  validate(config, overrides.empty() ? path : path + " (with overrides)");
-  return config;
+  validate(reading, overrides.empty() ? path : path + " (with overrides)");
+  return reading.config;
 }
 
 Config load_config_text(const std::string& yaml, const std::string& where) {
@@ -528,9 +669,9 @@ Config load_config_text(const std::string& yaml, const std::string& where) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(where + ": not valid YAML: " + e.what());
   }
-  Config config = apply_root(root, where);
-  validate(config, where);
-  return config;
+  Reading reading = apply_root(root, where);
+  validate(reading, where);
+  return reading.config;
 }
 
 namespace {

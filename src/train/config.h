@@ -1,6 +1,11 @@
-// defines: Config (every setting of a run), load_config (YAML file + dotted key=value overrides),
-// config_reference (the key list --help prints), ConfigError
+// defines: Config (every setting of a run), its enum-valued keys (Arch, Dataset, Schedule, Precision;
+// data.augmentation is data::Recipe) with to_string and fmt formatters, load_config (YAML file + dotted
+// key=value overrides), config_reference (the key list --help prints), ConfigError
 #pragma once
+
+#include "data/augment_options.h"
+
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <stdexcept>
@@ -15,14 +20,28 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+enum class Arch { kResnetTiny, kResnet18, kResnet34, kResnet50 };
+enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
+enum class Schedule { kStep, kCosine };
+enum class Precision { kFp32, kBf16 };
+
+// The value's name as the config writes it ("resnet_tiny", "imagefolder", "cosine", "bf16").
+const char* to_string(Arch arch);
+const char* to_string(Dataset dataset);
+const char* to_string(Schedule schedule);
+const char* to_string(Precision precision);
+
+// Fashion-MNIST's pixel statistics as the normalisation; every other augmentation default is AugmentOptions'.
+data::AugmentOptions default_augment_options();
+
 struct Config {
   struct Model {
-    std::string arch = "resnet_tiny";  // resnet_tiny | resnet18 | resnet34 | resnet50
-    bool small_stem = true;            // 3x3 stride-1 stem, no max-pool (small images)
-    int64_t stem_stride = 1;           // stride of the small stem's conv
-    double width = 0;                  // 0: the architecture's own
-    int64_t dim = 128;                 // output (key/query) dimension
-    bool mlp = false;                  // MoCo v2 MLP head
+    Arch arch = Arch::kResnetTiny;
+    bool small_stem = true;   // 3x3 stride-1 stem, no max-pool (small images)
+    int64_t stem_stride = 1;  // stride of the small stem's conv
+    double width = 0;         // 0: the architecture's own
+    int64_t dim = 128;        // output (key/query) dimension
+    bool mlp = false;         // MoCo v2 MLP head
     // The backbone that moco_lincls and moco_dist --eval-only evaluate: a checkpoint (folder, its
     // checkpoints/ or the run's output_dir), a `moco_ckpt export` file, "random" or "raw_pixels".
     std::string pretrained;
@@ -34,31 +53,22 @@ struct Config {
     int64_t bn_splits = 8;  // BN groups in the global batch (each rank runs its share), keys shuffled across them
   } moco;
   struct Data {
-    std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | imagefolder | hdf5
+    Dataset dataset = Dataset::kFashionMnist;
     std::string root = "/usr/share/datasets/fashion-mnist";
     std::string train_dir = "train", val_dir = "val";  // imagefolder: the splits under root; hdf5: the shards' prefixes
-    bool dct_scaling = true;              // imagefolder, hdf5: JPEGs decoded at a DCT scale where the view allows
-    int64_t image_size = 28;              // side of the augmented crops
-    std::string augmentation = "simple";  // simple | v1 | v2 (data/augment.h)
     int workers = 0;
     int prefetch = 2;
     int64_t synthetic_train_size = 2048, synthetic_test_size = 512, synthetic_channels = 1;
-    double crop_scale_min = 0.2;
-    double flip_prob = 0.5;
-    double jitter_prob = 0.8;
-    double brightness = 0.4, contrast = 0.4;
-    double saturation = 0.4, hue = 0.1;             // v1, v2
-    double grayscale_prob = 0.2;                    // v1, v2
-    double blur_prob = 0.5;                         // v2
-    std::vector<double> blur_sigma{0.1, 2.0};       // v2: [min, max]
-    std::vector<double> mean{0.2860}, std{0.3530};  // Fashion-MNIST's pixel statistics
+    // data.augmentation, data.image_size (out_size), data.crop_scale_min (scale_min), the other
+    // strengths, data.mean/std and data.dct_scaling: the keys bind to these members (config.cpp).
+    data::AugmentOptions augment = default_augment_options();
   } data;
   struct Optim {
     double base_lr = 0.03;  // lr = base_lr * batch_size / 256
     int64_t batch_size = 256;
     double momentum = 0.9;
     double weight_decay = 1e-4;
-    std::string schedule = "step";             // step | cosine
+    Schedule schedule = Schedule::kStep;
     std::vector<double> milestones{120, 160};  // epochs, for step
     double gamma = 0.1;
   } optim;
@@ -74,9 +84,9 @@ struct Config {
     bool tensorboard = true;      // also write metrics as TensorBoard events in output_dir/tb
     int64_t max_bad_steps =
         5;  // consecutive steps with NaN/Inf queries skipped before the run stops; 0: stop at the first
-    std::string precision = "fp32";  // fp32 | bf16 (autocast around the encoders)
-    bool channels_last = false;      // NHWC images and convolution weights
-    bool cudnn_benchmark = true;     // on CUDA: cuDNN picks the fastest convolution algorithms for the shapes seen
+    Precision precision = Precision::kFp32;  // bf16: autocast around the encoders
+    bool channels_last = false;              // NHWC images and convolution weights
+    bool cudnn_benchmark = true;  // on CUDA: cuDNN picks the fastest convolution algorithms for the shapes seen
   } train;
   struct Ckpt {
     int64_t every_steps = 0;    // 0: off
@@ -167,3 +177,20 @@ std::vector<ConfigChange> config_changes(const Config& before, const Config& aft
 std::string config_reference();
 
 }  // namespace moco::train
+
+// fmt::format("{}", config.model.arch) prints the name, as when the keys were strings.
+template <typename E>
+struct moco_config_enum_formatter : fmt::formatter<fmt::string_view> {
+  template <typename Context>
+  auto format(E value, Context& ctx) const {
+    return fmt::formatter<fmt::string_view>::format(moco::train::to_string(value), ctx);
+  }
+};
+template <>
+struct fmt::formatter<moco::train::Arch> : moco_config_enum_formatter<moco::train::Arch> {};
+template <>
+struct fmt::formatter<moco::train::Dataset> : moco_config_enum_formatter<moco::train::Dataset> {};
+template <>
+struct fmt::formatter<moco::train::Schedule> : moco_config_enum_formatter<moco::train::Schedule> {};
+template <>
+struct fmt::formatter<moco::train::Precision> : moco_config_enum_formatter<moco::train::Precision> {};

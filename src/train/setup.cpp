@@ -23,12 +23,13 @@ std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const 
                                                          const std::string& where) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const data::EncodedSource>> found;
-  const std::string id = c.data.dataset + ":" + (std::filesystem::path(c.data.root) / dir).string();
+  const std::string id =
+      std::string(to_string(c.data.dataset)) + ":" + (std::filesystem::path(c.data.root) / dir).string();
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = found.find(id); it != found.end()) return it->second;
   try {
     std::shared_ptr<const data::EncodedSource> source;
-    if (c.data.dataset == "hdf5")
+    if (c.data.dataset == Dataset::kHdf5)
       source = std::make_shared<data::ImageShardSource>(c.data.root, dir);
     else
       source = std::make_shared<data::ImageFolderSource>(
@@ -40,34 +41,32 @@ std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const 
   }
 }
 
-bool is_encoded(const Config& c) { return c.data.dataset == "imagefolder" || c.data.dataset == "hdf5"; }
-
 }  // namespace
 
 void check_data(const Config& c, const std::string& where) {
-  if (!is_encoded(c)) return;
+  if (!is_encoded_dataset(c)) return;
   const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where);
   const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where);
   if (val->classes() != train->classes())
     throw ConfigError(
         where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) +
-        (c.data.dataset == "imagefolder" ? " class folders" : " classes") + ", not the " +
+        (c.data.dataset == Dataset::kImageFolder ? " class folders" : " classes") + ", not the " +
         std::to_string(train->classes().size()) + " of " + train->root() + " (the kNN monitor needs the same classes)");
 }
 
 Splits load_splits(const Config& c) {
-  if (c.data.dataset == "synthetic") {
-    const int64_t side = c.data.image_size;
+  if (c.data.dataset == Dataset::kSynthetic) {
+    const int64_t side = c.data.augment.out_size;
     // One task: the test split holds the samples after the train split's, of the same classes.
     return {std::make_shared<data::SyntheticDataset>(c.data.synthetic_train_size, c.data.synthetic_channels, side, side,
                                                      10, c.train.seed),
             std::make_shared<data::SyntheticDataset>(c.data.synthetic_test_size, c.data.synthetic_channels, side, side,
                                                      10, c.train.seed, c.data.synthetic_train_size)};
   }
-  if (is_encoded(c)) {
+  if (is_encoded_dataset(c)) {
     auto split = [&](const std::string& dir, const char* key) {
-      return std::make_shared<data::EncodedImageDataset>(encoded_split(c, dir, key, "the config"), c.data.image_size,
-                                                         c.data.dct_scaling);
+      return std::make_shared<data::EncodedImageDataset>(encoded_split(c, dir, key, "the config"),
+                                                         c.data.augment.out_size, c.data.augment.dct_scaling);
     };
     return {split(c.data.train_dir, "data.train_dir"), split(c.data.val_dir, "data.val_dir")};
   }
@@ -75,29 +74,10 @@ Splits load_splits(const Config& c) {
   return {std::move(idx.train), std::move(idx.test)};
 }
 
-data::AugmentOptions augment_options(const Config& c) {
-  data::AugmentOptions a;
-  a.recipe = data::parse_recipe(c.data.augmentation);  // validated with the config
-  a.out_size = c.data.image_size;
-  a.scale_min = c.data.crop_scale_min;
-  a.flip_prob = c.data.flip_prob;
-  a.jitter_prob = c.data.jitter_prob;
-  a.brightness = c.data.brightness;
-  a.contrast = c.data.contrast;
-  a.saturation = c.data.saturation;
-  a.hue = c.data.hue;
-  a.grayscale_prob = c.data.grayscale_prob;
-  a.blur_prob = c.data.blur_prob;
-  a.blur_sigma_min = c.data.blur_sigma[0];
-  a.blur_sigma_max = c.data.blur_sigma[1];
-  a.mean = c.data.mean;
-  a.std = c.data.std;
-  a.dct_scaling = c.data.dct_scaling;
-  return a;
-}
+data::AugmentOptions augment_options(const Config& c) { return c.data.augment; }
 
 model::ResNetOptions backbone_options(const Config& c, int64_t in_channels) {
-  auto e = model::resnet_options_for(c.model.arch);
+  auto e = model::resnet_options_for(to_string(c.model.arch));
   e.in_channels = in_channels;
   e.small_stem = c.model.small_stem;
   e.small_stem_stride = c.model.stem_stride;

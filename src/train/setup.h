@@ -27,7 +27,7 @@ Splits load_splits(const Config& config);
 // hdf5, that both splits' shards are complete, agree, and hold the same classes.
 void check_data(const Config& config, const std::string& where);
 
-// MoCo's augmentation and the normalisation of every view (data.*).
+// MoCo's augmentation and the normalisation of every view (data.*): the config's own options.
 data::AugmentOptions augment_options(const Config& config);
 
 // The encoder of model.* for images of in_channels: arch, stem, width, head (one BatchNorm group).

@@ -87,7 +87,7 @@ int prepare_process(const Config& config, int world) {
 model::Moco make_moco(const Config& config, const RunContext& context, int64_t in_channels) {
   const model::MocoOptions options{config.moco.queue_size, config.moco.momentum, config.moco.temperature,
                                    /*skip_nonfinite=*/true,
-                                   /*bf16=*/config.train.precision == "bf16"};
+                                   /*bf16=*/config.train.precision == Precision::kBf16};
   model::Moco moco(encoder_options(config, in_channels, context.group->world_size()), options, context.group,
                    config.train.seed);
   moco->to(context.device);

@@ -1,0 +1,36 @@
+// defines: Recipe (which augmentation) and AugmentOptions (its strengths and the views' size and
+// normalisation): the one home of every augmentation setting. The config binds its data.* keys to
+// these members (train/config.cpp), so a new setting is a member here, a row there and its op.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moco::data {
+
+// kSimple: the greyscale recipe of the small datasets (crop, flip, brightness/contrast), done on a
+// whole batch at once in float. kV1 / kV2: MoCo v1 and v2 ("aug+") of the official main_moco.py,
+// per sample on uint8 pixels, equal to torchvision (view_augment.h says what each one does).
+enum class Recipe { kSimple, kV1, kV2 };
+Recipe parse_recipe(const std::string& name);  // simple | v1 | v2; throws std::invalid_argument
+const char* recipe_name(Recipe recipe);
+
+struct AugmentOptions {
+  Recipe recipe = Recipe::kSimple;
+  int64_t out_size = 28;                    // output is out_size x out_size
+  double scale_min = 0.2, scale_max = 1.0;  // crop area as a fraction of the image
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+  double flip_prob = 0.5;                    // horizontal
+  double jitter_prob = 0.8;                  // simple, v2: jitter applied with this probability (v1: always)
+  double brightness = 0.4, contrast = 0.4;   // factors drawn from [max(0, 1-x), 1+x]
+  double saturation = 0.4;                   // v1, v2: as brightness
+  double hue = 0.1;                          // v1, v2: hue shift drawn from [-x, x], x <= 0.5
+  double grayscale_prob = 0.2;               // v1, v2
+  double blur_prob = 0.5;                    // v2
+  std::vector<double> blur_sigma{0.1, 2.0};  // v2: [min, max]
+  std::vector<double> mean{0.5}, std{0.5};   // per channel (one value broadcasts)
+  bool dct_scaling = true;                   // encoded JPEGs: decode at a DCT scale where the crop allows
+};
+
+}  // namespace moco::data
