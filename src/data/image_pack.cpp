@@ -1,6 +1,6 @@
 #include "data/image_pack.h"
 
-#include "data/h5_util.h"
+#include "h5/attributes.h"
 #include "data/image_shards.h"
 
 #include <fcntl.h>
@@ -202,7 +202,7 @@ std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& spli
   if (ec) throw std::runtime_error(out_dir + ": cannot create the folder: " + ec.message());
 
   // One thread per shard at a time: the threads' parallel work is reading the source files (a
-  // million small files: the slow part); their HDF5 calls take turns (h5_util.h says why).
+  // million small files: the slow part); their HDF5 calls take turns (h5/attributes.h says why).
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::clamp(options.threads > 0 ? options.threads : hardware, 1, static_cast<int>(tasks.size()));
   std::atomic<size_t> next{0};

@@ -4,10 +4,10 @@
 #include "eval/knn.h"
 #include "lincls/linear_classifier.h"
 #include "lincls/views.h"
+#include "metrics/metrics_log.h"
 #include "preempt/preemption.h"
 #include "train/checkpointing.h"
 #include "train/device.h"
-#include "train/metrics.h"
 #include "train/run_logging.h"
 #include "train/setup.h"
 
@@ -90,7 +90,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
 
   const fs::path out_dir(config.train.output_dir);
   train::make_output_dir(out_dir.string());
-  std::optional<train::MetricsLog> metrics;
+  std::optional<metrics::MetricsLog> metrics;
   if (rank == 0) {
     std::ofstream config_out(out_dir / "config.yaml");
     config_out << train::to_yaml(config);
@@ -153,7 +153,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
   if (const auto dir = checkpointing.resume(entries)) {
     checkpointing.mark_saved(at.step(), at.train_seconds());
     result.checkpoint = *dir;
-    if (metrics) metrics->write(train::CheckpointRecord{"resume", at.step(), *dir, 0, 0});
+    if (metrics) metrics->write(metrics::CheckpointRecord{"resume", at.step(), *dir, 0, 0});
     spdlog::info("lincls: continuing at epoch {} batch {} (step {})", at.epoch(), at.batch_in_epoch(), at.step());
   }
 
@@ -179,7 +179,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     const auto saved = checkpointing.save(entries, at.step(), epoch, at.train_seconds());
     result.checkpoint = saved.path;
     if (metrics)
-      metrics->write(train::CheckpointRecord{"checkpoint", at.step(), saved.path, saved.seconds, saved.bytes});
+      metrics->write(metrics::CheckpointRecord{"checkpoint", at.step(), saved.path, saved.seconds, saved.bytes});
   };
 
   int stop_signal = 0;
@@ -223,7 +223,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     }
     if (at.batch_in_epoch() < batches) break;  // stopped mid-epoch
 
-    train::LinclsRecord r;
+    metrics::LinclsRecord r;
     r.epoch = epoch + 1;
     r.step = at.step();
     r.loss = at.epoch_loss_sum() / static_cast<double>(batches);
@@ -258,7 +258,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
   if (at.epoch() < lc.epochs) {
     if (stop_signal != 0) {
       const std::string signal = stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-      if (metrics) metrics->write(train::PreemptRecord{at.step(), signal, result.checkpoint});
+      if (metrics) metrics->write(metrics::PreemptRecord{at.step(), signal, result.checkpoint});
       spdlog::info("lincls: stopped by {} after step {}: checkpoint {}; the same command continues from it", signal,
                    at.step(), result.checkpoint);
     } else {
@@ -282,7 +282,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
                  backbone.description());
   result.finished = true;
   if (metrics) {
-    train::LinclsResultRecord r;
+    metrics::LinclsResultRecord r;
     r.encoder = backbone.label();
     r.pretrained = backbone.description();
     r.best_top1 = result.best_top1;

@@ -3,13 +3,13 @@
 #include "data/loader.h"
 #include "dist/reducer.h"
 #include "eval/knn.h"
+#include "metrics/metrics_log.h"
 #include "model/moco.h"
 #include "preempt/preemption.h"
 #include "train/checkpointing.h"
 #include "train/device.h"
 #include "train/invariants.h"
 #include "train/knn_monitor.h"
-#include "train/metrics.h"
 #include "train/run_logging.h"
 #include "train/schedule.h"
 #include "train/setup.h"
@@ -198,7 +198,7 @@ TrainResult train(const Config& config, const RunContext& context) {
   } else {
     make_output_dir(out_dir.string());
   }
-  std::optional<MetricsLog> metrics;
+  std::optional<metrics::MetricsLog> metrics;
   if (rank == 0 && !context.dry_run) {
     std::ofstream config_out(out_dir / "config.yaml");
     config_out << to_yaml(config);
@@ -273,7 +273,7 @@ TrainResult train(const Config& config, const RunContext& context) {
       throw std::runtime_error(fmt::format("{}: step {} is not epoch {} batch {} of {} batches per epoch", *dir,
                                            at.step, at.epoch, at.batch_in_epoch, steps_per_epoch));
     checkpointing.mark_saved(at.step, at.train_seconds);
-    if (metrics) metrics->write(CheckpointRecord{"resume", at.step, *dir, 0, 0});
+    if (metrics) metrics->write(metrics::CheckpointRecord{"resume", at.step, *dir, 0, 0});
   }
 
   KnnMonitor knn(config, splits, metrics ? &*metrics : nullptr, group);
@@ -305,7 +305,7 @@ TrainResult train(const Config& config, const RunContext& context) {
     const auto saved =
         checkpointing.save(state.entries_for_save(at), step,
                            static_cast<double>(step) / static_cast<double>(steps_per_epoch), result.train_seconds);
-    if (metrics) metrics->write(CheckpointRecord{"checkpoint", step, saved.path, saved.seconds, saved.bytes});
+    if (metrics) metrics->write(metrics::CheckpointRecord{"checkpoint", step, saved.path, saved.seconds, saved.bytes});
   };
 
   std::optional<InvariantChecker> invariants;
@@ -405,7 +405,7 @@ TrainResult train(const Config& config, const RunContext& context) {
         result.preempted_by = stop_signal;
         done = p >= 1.0 || stop_requested(step) || stop_signal != 0;
         if (step % config.train.log_every == 0 || done) {
-          StepRecord r;
+          metrics::StepRecord r;
           r.step = step;
           r.epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
           r.loss = loss_steps > 0 ? loss_sum / static_cast<double>(loss_steps) : std::nan("");
@@ -464,7 +464,7 @@ TrainResult train(const Config& config, const RunContext& context) {
   result.checkpoint = ckpt::step_dir(checkpointing.root(), step);
   if (result.preempted_by != 0) {
     const std::string signal = result.preempted_by == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-    if (metrics) metrics->write(PreemptRecord{step, signal, result.checkpoint});
+    if (metrics) metrics->write(metrics::PreemptRecord{step, signal, result.checkpoint});
     spdlog::info(
         "preempted by {} after step {} of {}: checkpoint {} committed; the same command continues from it "
         "(train.resume=auto)",
