@@ -54,7 +54,7 @@ shuffle_counter_not_restored|src/train/train_state.cpp|moco_.set_shuffle_steps(p
 loader_not_resumed_mid_epoch|src/train/trainer.cpp|first_batch = at.batch_in_epoch;|first_batch = 0;|^ckpt\.resume_bitwise_np1$
 stop_signal_ignored|src/train/trainer.cpp|mine.stop_signal = preempt::preemption_signal();|mine.stop_signal = 0;|^launch\.plain_sigterm$
 nan_skip_keeps_query_bn_stats|src/model/moco.cpp|for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved_buffers[i]);|(void)saved_buffers;|^faults\.nan_skip$
-h5_attribute_read_one_short|src/ckpt/h5_tensor_file.cpp|std::string value(H5Tget_size(type.get()) + 1, '\0');|std::string value(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
+h5_attribute_read_one_short|src/h5/attributes.cpp|std::string text(H5Tget_size(type.get()) + 1, '\0');|std::string text(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
 roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[static_cast<size_t>(awaited[i])] < 0) silent.push_back(awaited[i]);|(void)arrived;|^faults\.stuck_peer$
 roll_call_not_answered_while_waiting|src/dist/mpi_process_group.cpp|if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm, &waiting, &status) != MPI_SUCCESS|if (true|^mpi\.np4$
 roll_call_before_the_group_is_made|src/dist/mpi_process_group.cpp|if (comm == MPI_COMM_NULL) return "no roll call|if (false) return "no roll call|^mpi\.np2$
@@ -92,6 +92,7 @@ data_workers_not_shared|src/train/device.cpp|cores /= std::max(1, local_size);|(
 data_workers_zero_kept|src/train/device.cpp|  if (configured > 0) return configured;|  if (configured >= 0) return configured;|^DataWorkersTest\.
 shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s) { return i < s.first; }|[](int64_t i, const Shard& s) { return i <= s.first; }|^Shards/ImageShardsTest\.|^ImageShardsConcurrency\.
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
+layers_dist_sees_train|CMakeLists.txt|moco_room(dist USES sys)|moco_room(dist USES sys train)|^build\.layers_refuse_upward_include$
 LIST
 )
 

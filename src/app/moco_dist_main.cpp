@@ -4,6 +4,7 @@
 #include "dist/bootstrap.h"
 #include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
+#include "dist/world_group.h"
 #include "lincls/knn_eval.h"
 #include "preempt/preemption.h"
 #include "sys/host_memory.h"
@@ -87,7 +88,7 @@ moco::train::RunContext make_context(const moco::train::Config& config, const mo
     moco::dist::MpiOptions options;
     options.check_collectives = config.dist.check_collectives;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
-    context.group = moco::train::make_world_group(context.device, options);
+    context.group = moco::dist::make_world_group(context.device, options);
   }
   return context;
 }

@@ -5,6 +5,7 @@
 #include "dist/bootstrap.h"
 #include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
+#include "dist/world_group.h"
 #include "lincls/backbone.h"
 #include "lincls/lincls.h"
 #include "preempt/preemption.h"
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
       moco::dist::MpiOptions options;
       options.check_collectives = config.dist.check_collectives;
       options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
-      context.group = moco::train::make_world_group(context.device, options);
+      context.group = moco::dist::make_world_group(context.device, options);
     }
     moco::lincls::run_lincls(config, context, backbone);
   } catch (const moco::train::ConfigError& e) {

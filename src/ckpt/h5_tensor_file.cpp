@@ -1,5 +1,6 @@
 #include "ckpt/h5_tensor_file.h"
 
+#include "h5/attributes.h"
 #include "h5/hdf5_basics.h"
 
 #include <fcntl.h>
@@ -79,30 +80,15 @@ torch::ScalarType dtype_of_stored_type(hid_t type, const std::string& where) {
                         std::to_string(size) + " bytes)");
 }
 
+// A scalar string attribute; "" if there is none or it cannot be read.
 std::string read_string_attribute(hid_t object, const char* name) {
-  if (H5Aexists(object, name) <= 0) return "";
-  Handle attr(H5Aopen(object, name, H5P_DEFAULT));
-  Handle type(H5Aget_type(attr.get()));
-  if (!attr.ok() || !type.ok() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0)
-    return "";
-  // One byte more than stored: the memory type is null-terminated, the stored one may be null-padded.
-  std::string value(H5Tget_size(type.get()) + 1, '\0');
-  Handle mem(H5Tcopy(H5T_C_S1));
-  H5Tset_size(mem.get(), value.size());
-  if (H5Aread(attr.get(), mem.get(), value.data()) < 0) return "";
-  value.resize(std::strlen(value.c_str()));
-  return value;
+  std::string value;
+  return h5::read_string_attribute(object, name, value) ? value : "";
 }
 
 void write_string_attribute_on(hid_t object, const std::string& name, const std::string& value,
                                const std::string& where) {
-  Handle type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(type.get(), std::max<size_t>(1, value.size()));
-  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
-  Handle space(H5Screate(H5S_SCALAR));
-  Handle attr(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
-  if (!attr.ok() || H5Awrite(attr.get(), type.get(), value.empty() ? "" : value.data()) < 0)
-    fail(where, "cannot write attribute '" + name + "'");
+  if (!h5::write_string_attribute(object, name.c_str(), value)) fail(where, "cannot write attribute '" + name + "'");
 }
 
 constexpr int64_t kChunkBytes = 4 << 20;  // Fletcher-32 checks per chunk; 4 MiB keeps chunk reads cheap

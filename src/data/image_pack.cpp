@@ -1,6 +1,6 @@
 #include "data/image_pack.h"
 
-#include "data/h5_util.h"
+#include "h5/attributes.h"
 #include "data/image_shards.h"
 
 #include <fcntl.h>
@@ -199,7 +199,7 @@ std::vector<Task> plan_shards(const std::vector<SplitToPack>& splits, const std:
 }
 
 // One thread per shard at a time: the threads' parallel work is reading the source files (a
-// million small files: the slow part); their HDF5 calls take turns (h5_util.h says why). The first
+// million small files: the slow part); their HDF5 calls take turns (h5/attributes.h says why). The first
 // error stops the others and is rethrown.
 void write_shards(std::vector<Task>& tasks, int threads_asked) {
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

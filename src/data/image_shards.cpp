@@ -1,6 +1,6 @@
 #include "data/image_shards.h"
 
-#include "data/h5_util.h"
+#include "h5/attributes.h"
 #include "data/image_decode.h"
 #include "data/image_folder.h"
 

@@ -8,7 +8,7 @@
 #include "train/checkpointing.h"
 #include "train/clock.h"
 #include "train/device.h"
-#include "train/metrics.h"
+#include "metrics/metrics_log.h"
 #include "train/run_output.h"
 #include "train/setup.h"
 
@@ -193,7 +193,7 @@ struct LinclsRun {
   const Backbone& backbone;
   dist::ProcessGroup& group;
   train::Checkpointing checkpointing;
-  std::optional<train::MetricsLog> metrics;  // rank 0's
+  std::optional<metrics::MetricsLog> metrics;  // rank 0's
   const train::Splits splits;
   ProbeFeatures features;
   std::optional<LinearClassifier> classifier;
@@ -242,7 +242,7 @@ int train_epoch(LinclsRun& run, Progress& at, int64_t epoch, double lr, bool& st
 
 // After the epoch's last batch: its row and line, with the val accuracy and the best so far.
 void end_epoch(LinclsRun& run, Progress& at, int64_t epoch, double lr) {
-  train::LinclsRecord r;
+  metrics::LinclsRecord r;
   r.epoch = epoch + 1;
   r.step = at.step();
   r.loss = at.epoch_loss_sum() / static_cast<double>(run.batches);
@@ -275,13 +275,13 @@ void save_lincls_checkpoint(LinclsRun& run, Progress& at, const std::vector<ckpt
   const auto saved = run.checkpointing.save(entries, at.step(), epoch, at.train_seconds());
   result.checkpoint = saved.path;
   if (run.metrics)
-    run.metrics->write(train::CheckpointRecord{"checkpoint", at.step(), saved.path, saved.seconds, saved.bytes});
+    run.metrics->write(metrics::CheckpointRecord{"checkpoint", at.step(), saved.path, saved.seconds, saved.bytes});
 }
 
 void log_stopped_early(LinclsRun& run, int stop_signal, int64_t step, const std::string& checkpoint) {
   if (stop_signal != 0) {
     const std::string signal = stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-    if (run.metrics) run.metrics->write(train::PreemptRecord{step, signal, checkpoint});
+    if (run.metrics) run.metrics->write(metrics::PreemptRecord{step, signal, checkpoint});
     spdlog::info("lincls: stopped by {} after step {}: checkpoint {}; the same command continues from it", signal, step,
                  checkpoint);
   } else {
@@ -306,7 +306,7 @@ void finish_lincls(LinclsRun& run, Progress& at, LinclsResult& result) {
                  run.backbone.description());
   result.finished = true;
   if (run.metrics) {
-    train::LinclsResultRecord r;
+    metrics::LinclsResultRecord r;
     r.encoder = run.backbone.label();
     r.pretrained = run.backbone.description();
     r.best_top1 = result.best_top1;
@@ -343,7 +343,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
   if (const auto dir = run.checkpointing.resume(entries)) {
     run.checkpointing.mark_saved(at.step(), at.train_seconds());
     result.checkpoint = *dir;
-    if (run.metrics) run.metrics->write(train::CheckpointRecord{"resume", at.step(), *dir, 0, 0});
+    if (run.metrics) run.metrics->write(metrics::CheckpointRecord{"resume", at.step(), *dir, 0, 0});
     spdlog::info("lincls: continuing at epoch {} batch {} (step {})", at.epoch(), at.batch_in_epoch(), at.step());
   }
   run.loader_options = lincls_loader_options(config, context);

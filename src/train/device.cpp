@@ -1,10 +1,5 @@
 #include "train/device.h"
 
-#include "dist/device_dispatch_group.h"
-#if MOCO_WITH_NCCL
-#include "dist/nccl_process_group.h"
-#endif
-
 #include <torch/torch.h>
 
 #include <sched.h>
@@ -38,23 +33,6 @@ torch::Device select_device(int local_rank, int local_size) {
     throw std::runtime_error("this node runs " + std::to_string(local_size) + " ranks but has " + std::to_string(gpus) +
                              " CUDA devices: start at most one rank per GPU");
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
-}
-
-std::shared_ptr<dist::ProcessGroup> make_world_group(torch::Device device, const dist::MpiOptions& options) {
-  auto mpi = std::make_shared<dist::MpiProcessGroup>(options);
-  if (!device.is_cuda()) return mpi;
-#if MOCO_WITH_NCCL
-  dist::NcclOptions nccl_options;
-  nccl_options.check_collectives = options.check_collectives;
-  nccl_options.timeout = options.timeout;
-  const auto raw = dist::raw_exchange(mpi);
-  auto nccl = std::make_shared<dist::NcclProcessGroup>(
-      mpi->rank(), mpi->world_size(), dist::HostExchange{raw.broadcast, raw.all_gather}, device.index(), nccl_options);
-  return std::make_shared<dist::DeviceDispatchGroup>(mpi, nccl);
-#else
-  throw std::runtime_error(
-      "this moco_dist was built without NCCL (MOCO_WITH_NCCL=OFF): it cannot train several ranks on CUDA");
-#endif
 }
 
 void use_channels_last(torch::nn::Module& module) {

@@ -1,4 +1,4 @@
-// defines: select_device (this rank's device), make_world_group (the job's collectives for it),
+// defines: select_device (this rank's device), available_cores / node_core_count / data_workers,
 // use_channels_last, to_device (a batch onto the device, in the memory order asked for)
 #pragma once
 
@@ -27,10 +27,6 @@ int node_core_count();
 // the node's.
 int data_workers(int configured, torch::Device device, int local_size, int cores = available_cores(),
                  int node_cores = node_core_count());
-
-// All ranks' collectives for tensors on `device`: MPI for CPU tensors; on CUDA, NCCL for device
-// tensors (MPI still bootstraps it and carries CPU tensors).
-std::shared_ptr<dist::ProcessGroup> make_world_group(torch::Device device, const dist::MpiOptions& options);
 
 // Every 4-d parameter and buffer of `module` (the convolution weights) in channels-last order. The
 // values and shapes are unchanged; only the memory order, which convolutions on tensor cores prefer.

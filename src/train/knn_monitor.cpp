@@ -7,7 +7,7 @@
 
 namespace moco::train {
 
-KnnMonitor::KnnMonitor(const Config& c, Splits splits, MetricsLog* metrics, dist::ProcessGroup& group)
+KnnMonitor::KnnMonitor(const Config& c, Splits splits, metrics::MetricsLog* metrics, dist::ProcessGroup& group)
     : config_(c), splits_(std::move(splits)), metrics_(metrics), group_(group), normalisation_(augment_options(c)) {}
 
 double KnnMonitor::evaluate(model::ResNet& encoder, const std::string& label, int64_t step, double epoch, bool record) {
@@ -33,7 +33,7 @@ double KnnMonitor::evaluate(const eval::Featurizer& featurizer, const std::strin
   eval::KnnOptions options;
   options.k = config_.knn.k;
   options.temperature = config_.knn.temperature;
-  KnnRecord r;
+  metrics::KnnRecord r;
   r.top1 = eval::knn_top1(memory, memory_labels, queries, query_labels, splits_.train->num_classes(), options);
   r.encoder = label;
   r.step = step;

@@ -4,9 +4,9 @@
 
 #include "dist/process_group.h"
 #include "eval/knn.h"
+#include "metrics/metrics_log.h"
 #include "model/resnet.h"
 #include "train/config.h"
-#include "train/metrics.h"
 #include "train/setup.h"
 
 #include <string>
@@ -16,7 +16,7 @@ namespace moco::train {
 class KnnMonitor {
  public:
   // metrics may be null (ranks other than 0, or no file wanted).
-  KnnMonitor(const Config& config, Splits splits, MetricsLog* metrics, dist::ProcessGroup& group);
+  KnnMonitor(const Config& config, Splits splits, metrics::MetricsLog* metrics, dist::ProcessGroup& group);
 
   // Top-1 (%) of the encoder's backbone features (eval mode; its mode is restored). Collective.
   double evaluate(model::ResNet& encoder, const std::string& label, int64_t step, double epoch, bool record = true);
@@ -30,7 +30,7 @@ class KnnMonitor {
  private:
   const Config& config_;
   Splits splits_;
-  MetricsLog* metrics_;
+  metrics::MetricsLog* metrics_;
   dist::ProcessGroup& group_;
   data::AugmentOptions normalisation_;
 };

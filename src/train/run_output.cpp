@@ -33,7 +33,7 @@ void write_config_yaml(const Config& config, const std::filesystem::path& out_di
 
 }  // namespace
 
-std::optional<MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run) {
+std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run) {
   const std::filesystem::path out_dir(config.train.output_dir);
   if (dry_run) {
     check_output_dir_writable(out_dir);
@@ -42,8 +42,8 @@ std::optional<MetricsLog> open_run_output(const Config& config, int rank, bool a
   make_output_dir(out_dir.string());
   if (rank != 0) return std::nullopt;
   write_config_yaml(config, out_dir);
-  return std::optional<MetricsLog>(std::in_place, (out_dir / "metrics.jsonl").string(), append,
-                                   config.train.tensorboard ? (out_dir / "tb").string() : std::string());
+  return std::optional<metrics::MetricsLog>(std::in_place, (out_dir / "metrics.jsonl").string(), append,
+                                            config.train.tensorboard ? (out_dir / "tb").string() : std::string());
 }
 
 }  // namespace moco::train

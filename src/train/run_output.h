@@ -3,7 +3,7 @@
 #pragma once
 
 #include "train/config.h"
-#include "train/metrics.h"
+#include "metrics/metrics_log.h"
 
 #include <optional>
 
@@ -13,6 +13,6 @@ namespace moco::train {
 // the run may resume: it keeps the lines logged before) with tb/ beside it. Other ranks get no sink.
 // A dry run writes nothing: it only checks that the folder could be created and written.
 // Throws std::runtime_error naming train.output_dir.
-std::optional<MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run = false);
+std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run = false);
 
 }  // namespace moco::train

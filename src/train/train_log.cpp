@@ -40,9 +40,9 @@ void log_plan(const Config& c, const RunShape& shape, const PlanFacts& facts, co
                                                                : "none, a fresh start");
 }
 
-StepRecord step_record(const Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
-                       int64_t bad_steps, double lr, double train_seconds, int64_t grad_bytes_per_step) {
-  StepRecord r;
+metrics::StepRecord step_record(const Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
+                                int64_t bad_steps, double lr, double train_seconds, int64_t grad_bytes_per_step) {
+  metrics::StepRecord r;
   r.step = step;
   r.epoch = static_cast<double>(step) / static_cast<double>(shape.steps_per_epoch);
   r.loss = interval.mean_loss();
@@ -59,7 +59,7 @@ StepRecord step_record(const Config& c, const RunShape& shape, const StepMeter& 
   return r;
 }
 
-void log_step(const Config& c, const RunShape& shape, const StepRecord& r, double progress) {
+void log_step(const Config& c, const RunShape& shape, const metrics::StepRecord& r, double progress) {
   spdlog::info(
       "epoch {:.2f} step {}/{} loss {:.4f} acc@1 {:.1f}% acc@5 {:.1f}% lr {:.4g} {:.1f} img/s data wait "
       "{:.0f}% ETA {}{}",

@@ -5,7 +5,7 @@
 #include "data/dataset.h"
 #include "train/checkpointing.h"
 #include "train/config.h"
-#include "train/metrics.h"
+#include "metrics/metrics_log.h"
 #include "train/step_meter.h"
 #include "train/trainer.h"
 
@@ -30,10 +30,10 @@ struct PlanFacts {
 void log_plan(const Config& c, const RunShape& shape, const PlanFacts& facts, const Checkpointing& checkpointing);
 
 // The metrics row of the steps since the last one (`interval`), `step` being the last of them.
-StepRecord step_record(const Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
-                       int64_t bad_steps, double lr, double train_seconds, int64_t grad_bytes_per_step);
+metrics::StepRecord step_record(const Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
+                                int64_t bad_steps, double lr, double train_seconds, int64_t grad_bytes_per_step);
 // Its console line; `progress` in [0, 1] gives the ETA.
-void log_step(const Config& c, const RunShape& shape, const StepRecord& r, double progress);
+void log_step(const Config& c, const RunShape& shape, const metrics::StepRecord& r, double progress);
 // Nothing when no step of the epoch trained.
 void log_epoch(const StepMeter& epoch, int64_t epochs_done, int64_t bad_steps, double train_seconds, int64_t bad_files);
 void log_preempted(int signal, int64_t step, int64_t total_steps, const std::string& checkpoint);

@@ -11,7 +11,7 @@
 #include "train/device.h"
 #include "train/invariants.h"
 #include "train/knn_monitor.h"
-#include "train/metrics.h"
+#include "metrics/metrics_log.h"
 #include "train/replicas.h"
 #include "train/run_control.h"
 #include "train/run_output.h"
@@ -161,7 +161,7 @@ struct TrainingRun {
   dist::ProcessGroup& group;
   const int rank, world, threads;
   Checkpointing checkpointing;
-  std::optional<MetricsLog> metrics;  // rank 0's
+  std::optional<metrics::MetricsLog> metrics;  // rank 0's
   const Splits splits;
   model::Moco moco;
   ReplicaSync replicas;
@@ -179,7 +179,7 @@ Progress resume_run(TrainingRun& run, TrainState& state) {
       throw std::runtime_error(fmt::format("{}: step {} is not epoch {} batch {} of {} batches per epoch", *dir,
                                            at.step, at.epoch, at.batch_in_epoch, run.shape.steps_per_epoch));
     run.checkpointing.mark_saved(at.step, at.train_seconds);
-    if (run.metrics) run.metrics->write(CheckpointRecord{"resume", at.step, *dir, 0, 0});
+    if (run.metrics) run.metrics->write(metrics::CheckpointRecord{"resume", at.step, *dir, 0, 0});
   }
   return at;
 }
@@ -262,7 +262,8 @@ void save_train_checkpoint(TrainingRun& run, TrainState& state, Progress& at, in
   const auto saved =
       run.checkpointing.save(state.entries_for_save(at), step,
                              static_cast<double>(step) / static_cast<double>(run.shape.steps_per_epoch), train_seconds);
-  if (run.metrics) run.metrics->write(CheckpointRecord{"checkpoint", step, saved.path, saved.seconds, saved.bytes});
+  if (run.metrics)
+    run.metrics->write(metrics::CheckpointRecord{"checkpoint", step, saved.path, saved.seconds, saved.bytes});
 }
 
 // After the last step: the final checkpoint, then the preempted or stopped line, or the trained kNN.
@@ -275,7 +276,7 @@ TrainResult finish_run(TrainingRun& run, const RunControl& control, TrainState& 
   if (result.preempted_by != 0) {
     if (run.metrics)
       run.metrics->write(
-          PreemptRecord{step, result.preempted_by == SIGUSR1 ? "SIGUSR1" : "SIGTERM", result.checkpoint});
+          metrics::PreemptRecord{step, result.preempted_by == SIGUSR1 ? "SIGUSR1" : "SIGTERM", result.checkpoint});
     log_preempted(result.preempted_by, step, run.shape.total_steps, result.checkpoint);
     return result;
   }

@@ -7,10 +7,8 @@
 #include <string>
 
 namespace moco::metrics {
-class TensorBoardWriter;
-}
 
-namespace moco::train {
+class TensorBoardWriter;
 
 struct StepRecord {
   int64_t step = 0;
@@ -96,7 +94,7 @@ class MetricsLog {
   void write_line(const std::string& line);
   std::string path_;
   std::ofstream out_;
-  std::unique_ptr<metrics::TensorBoardWriter> tensorboard_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
 
-}  // namespace moco::train
+}  // namespace moco::metrics

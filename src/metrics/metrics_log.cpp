@@ -1,4 +1,4 @@
-#include "train/metrics.h"
+#include "metrics/metrics_log.h"
 
 #include "metrics/tensorboard_writer.h"
 
@@ -6,12 +6,12 @@
 
 #include <stdexcept>
 
-namespace moco::train {
+namespace moco::metrics {
 
 MetricsLog::MetricsLog(const std::string& path, bool append, const std::string& tensorboard_dir)
     : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
   if (!out_) throw std::runtime_error(path + ": cannot open for writing");
-  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<metrics::TensorBoardWriter>(tensorboard_dir);
+  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
 }
 
 MetricsLog::~MetricsLog() = default;
@@ -113,4 +113,4 @@ void MetricsLog::write_line(const std::string& line) {
   if (!out_) throw std::runtime_error(path_ + ": write failed");
 }
 
-}  // namespace moco::train
+}  // namespace moco::metrics

@@ -1,10 +1,10 @@
-#include "data/h5_util.h"
+#include "h5/attributes.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
-namespace moco::data::h5 {
+namespace moco::h5 {
 namespace {
 
 // Length of a 1-d dataset, or -1.
@@ -122,4 +122,4 @@ bool read_int64s(hid_t file, const char* name, std::vector<int64_t>& values) {
   return n == 0 || H5Dread(dataset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0;
 }
 
-}  // namespace moco::data::h5
+}  // namespace moco::h5

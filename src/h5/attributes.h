@@ -1,6 +1,6 @@
-// defines: the small part of HDF5's C API that the image shards share between writer and reader:
-// h5_lock (one HDF5 call at a time), attributes and string datasets (Handle, init_once and
-// error_text come from h5/hdf5_basics.h). Included by .cpp files only: <hdf5.h> stays out of other headers.
+// defines: lock (one HDF5 call at a time), scalar string and int attributes, 1-d string and int64
+// datasets: what the image shards (writer and reader) and the checkpoint shards share beside
+// h5/hdf5_basics.h. Included by .cpp files only: <hdf5.h> stays out of other headers.
 #pragma once
 
 #include "h5/hdf5_basics.h"
@@ -12,17 +12,13 @@
 #include <string>
 #include <vector>
 
-namespace moco::data::h5 {
+namespace moco::h5 {
 
 // Every HDF5 call of src/data holds this lock. Debian's serial HDF5 1.10 is built thread-safe
 // (H5is_library_threadsafe says so) but other builds are not; a thread-safe build holds one global
 // lock around every call anyway, so ours costs nothing there and makes the others correct. The
 // parallel work (reading the source files, pread of samples) happens outside HDF5.
 std::unique_lock<std::mutex> lock();
-
-using moco::h5::error_text;
-using moco::h5::Handle;
-using moco::h5::init_once;
 
 // Each returns false (or "" / -1) on failure; callers name the file in their own error.
 bool write_string_attribute(hid_t object, const char* name, const std::string& value);
@@ -38,4 +34,4 @@ bool read_strings(hid_t file, const char* name, std::vector<std::string>& values
 bool write_int64s(hid_t file, const char* name, const std::vector<int64_t>& values);
 bool read_int64s(hid_t file, const char* name, std::vector<int64_t>& values);
 
-}  // namespace moco::data::h5
+}  // namespace moco::h5

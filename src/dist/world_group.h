@@ -1,0 +1,16 @@
+// defines: make_world_group (the job's collectives for this rank's device)
+#pragma once
+
+#include "dist/mpi_process_group.h"
+
+#include <torch/types.h>
+
+#include <memory>
+
+namespace moco::dist {
+
+// All ranks' collectives for tensors on `device`: MPI for CPU tensors; on CUDA, NCCL for device
+// tensors (MPI still bootstraps it and carries CPU tensors).
+std::shared_ptr<ProcessGroup> make_world_group(torch::Device device, const MpiOptions& options);
+
+}  // namespace moco::dist

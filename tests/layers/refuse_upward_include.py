@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The build refuses an upward include: a room's library sees only its own room and the rooms it may
+use (CMakeLists.txt, moco_room). For a few pairs, `#include "<upper>/<header>"` is preprocessed with
+the include flags and definitions of a lower room's library, as compile_commands.json records them,
+and must fail with "No such file"; a header of a room it may use must preprocess (positive control).
+
+  refuse_upward_include.py BUILD_DIR
+"""
+import concurrent.futures
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+# (room whose flags are used, header included, must it be found?)
+CASES = [
+    ("dist", "train/config.h", False),
+    ("dist", "ckpt/checkpoint.h", False),
+    ("dist", "dist/errors.h", True),
+    ("h5", "ckpt/h5_tensor_file.h", False),
+    ("h5", "data/dataset.h", False),
+    ("ckpt", "data/dataset.h", False),
+    ("ckpt", "h5/hdf5_basics.h", True),
+    ("data", "model/moco.h", False),
+    ("data", "h5/attributes.h", True),
+    ("model", "data/dataset.h", False),
+    ("model", "dist/errors.h", True),
+    ("metrics", "train/config.h", False),
+    ("eval", "train/config.h", False),
+    ("eval", "data/hash.h", True),
+    ("train", "lincls/lincls.h", False),
+    ("train", "preempt/preemption.h", True),
+    ("preempt", "dist/errors.h", False),
+]
+
+
+def room_flags(commands, room):
+    """The compiler and its -I/-isystem/-D/-std flags of one object of moco_room_<room>, or None."""
+    marker = f"CMakeFiles/moco_room_{room}.dir/"
+    for entry in commands:
+        if marker not in entry.get("output", entry["command"]):
+            continue
+        args = shlex.split(entry["command"])
+        kept, i = [args[0]], 1
+        while i < len(args):
+            a = args[i]
+            if a in ("-I", "-isystem", "-D", "-iquote"):
+                kept += [a, args[i + 1]]
+                i += 2
+                continue
+            if a.startswith(("-I", "-isystem", "-D", "-std=", "-iquote")):
+                kept.append(a)
+            i += 1
+        return kept, entry["directory"]
+    return None
+
+
+def preprocess(flags, directory, header):
+    with tempfile.TemporaryDirectory() as empty:  # no folder of ours beside the probe
+        probe = os.path.join(empty, "probe.cpp")
+        with open(probe, "w") as f:
+            f.write(f'#include "{header}"\n')
+        # Directives only: whether the header is found is all that matters here, and it is quick.
+        command = flags + ["-E", "-fdirectives-only", "-o", os.devnull, probe]
+        run = subprocess.run(command, cwd=directory, capture_output=True, text=True)
+    return run.returncode == 0, run.stderr
+
+
+def main():
+    build = sys.argv[1]
+    with open(os.path.join(build, "compile_commands.json")) as f:
+        commands = json.load(f)
+    flags = {room: room_flags(commands, room) for room, _, _ in CASES}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        runs = [pool.submit(preprocess, *flags[room], header) if flags[room] else None for room, header, _ in CASES]
+    failures = 0
+    for (room, header, allowed), run in zip(CASES, runs):
+        if run is None:
+            print(f"FAIL  no compile command of moco_room_{room} in compile_commands.json")
+            failures += 1
+            continue
+        ok, err = run.result()
+        refused = not ok and "No such file" in err and header in err
+        good = ok if allowed else refused
+        what = "found" if allowed else "refused"
+        print(f"{'ok  ' if good else 'FAIL'}  {room}: #include \"{header}\" must be {what}")
+        if not good:
+            failures += 1
+            print("      " + (err.strip().splitlines() or ["(preprocessed without error)"])[0])
+    print(f"{len(CASES)} cases, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
