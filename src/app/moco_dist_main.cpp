@@ -2,9 +2,7 @@
 // one without a launcher) and hands over to train().
 #include "app/parse_command_line.h"
 #include "dist/bootstrap.h"
-#include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
-#include "dist/world_group.h"
 #include "lincls/knn_eval.h"
 #include "preempt/preemption.h"
 #include "sys/host_memory.h"
@@ -82,14 +80,7 @@ moco::train::RunContext make_context(const moco::train::Config& config, const mo
   context.dry_run = dry_run;
   context.device = moco::train::select_device(world.local_rank, world.local_size);
   context.local_size = world.local_size;
-  if (world.world_size == 1) {
-    context.group = std::make_shared<moco::dist::LocalProcessGroup>();
-  } else {
-    moco::dist::MpiOptions options;
-    options.check_collectives = config.dist.check_collectives;
-    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
-    context.group = moco::dist::make_world_group(context.device, options);
-  }
+  context.group = moco::train::make_job_group(config, world.world_size, context.device);
   return context;
 }
 

@@ -3,9 +3,7 @@
 // model.pretrained and hands over to run_lincls().
 #include "app/parse_command_line.h"
 #include "dist/bootstrap.h"
-#include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
-#include "dist/world_group.h"
 #include "lincls/backbone.h"
 #include "lincls/lincls.h"
 #include "preempt/preemption.h"
@@ -81,14 +79,7 @@ int main(int argc, char** argv) {
     const auto backbone = moco::lincls::Backbone::load(config, context.device);
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
     moco::sys::log_workarounds();
-    if (world.world_size == 1) {
-      context.group = std::make_shared<moco::dist::LocalProcessGroup>();
-    } else {
-      moco::dist::MpiOptions options;
-      options.check_collectives = config.dist.check_collectives;
-      options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
-      context.group = moco::dist::make_world_group(context.device, options);
-    }
+    context.group = moco::train::make_job_group(config, world.world_size, context.device);
     moco::lincls::run_lincls(config, context, backbone);
   } catch (const moco::train::ConfigError& e) {
     return fail(e.what(), 2);

@@ -1,5 +1,8 @@
 #include "train/device.h"
 
+#include "dist/mpi_process_group.h"
+#include "dist/world_group.h"
+
 #include <torch/torch.h>
 
 #include <sched.h>
@@ -41,6 +44,14 @@ void use_channels_last(torch::nn::Module& module) {
     if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
   for (auto& b : module.buffers())
     if (b.dim() == 4) b.set_data(b.contiguous(torch::MemoryFormat::ChannelsLast));
+}
+
+std::shared_ptr<dist::ProcessGroup> make_job_group(const Config& config, int world_size, torch::Device device) {
+  if (world_size == 1) return std::make_shared<dist::LocalProcessGroup>();
+  dist::MpiOptions options;
+  options.check_collectives = config.dist.check_collectives;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
+  return dist::make_world_group(device, options);
 }
 
 torch::Tensor to_device(const torch::Tensor& batch, torch::Device device, bool channels_last) {

@@ -2,7 +2,8 @@
 // use_channels_last, to_device (a batch onto the device, in the memory order asked for)
 #pragma once
 
-#include "dist/mpi_process_group.h"
+#include "dist/process_group.h"
+#include "train/config.h"
 
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -14,6 +15,10 @@ namespace moco::train {
 // cuda:<local_rank> when LibTorch sees CUDA devices (an error naming the counts when the node has
 // fewer GPUs than ranks), else the CPU.
 torch::Device select_device(int local_rank, int local_size);
+
+// The job's collectives for `device`: a LocalProcessGroup alone, else the world group (MPI, and
+// NCCL for CUDA tensors) with the config's collective checks and timeout (dist.*).
+std::shared_ptr<dist::ProcessGroup> make_job_group(const Config& config, int world_size, torch::Device device);
 
 // The cores this process may run on (its affinity mask): train.threads=0's intra-op threads.
 int available_cores();
