@@ -1,7 +1,13 @@
 #include "train/device.h"
 
+#include "thrown_message.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <string>
 
 using moco::train::available_cores;
 using moco::train::data_workers;
@@ -31,4 +37,45 @@ TEST(DataWorkersTest, OnCudaARankTakesItsShareOfTheCoresButOne) {
   EXPECT_EQ(data_workers(0, gpu, 1000, 64, 64), 1);
   // The defaults are this machine's.
   EXPECT_EQ(data_workers(0, gpu, 1), data_workers(0, gpu, 1, available_cores(), moco::train::node_core_count()));
+}
+
+using moco::test::error_of;
+using moco::train::choose_cuda_device;
+
+// One visible GPU is this rank's own (per-task binding), whatever its local rank.
+TEST(ChooseCudaDeviceTest, OneVisibleGpuIsDeviceZeroForEveryLocalRank) {
+  for (int local_rank = 0; local_rank < 8; ++local_rank) EXPECT_EQ(choose_cuda_device(1, local_rank, 8, "3"), 0);
+  EXPECT_EQ(choose_cuda_device(1, 0, 1, ""), 0);
+}
+
+// Every rank sees the node's GPUs: each takes the one of its local rank.
+TEST(ChooseCudaDeviceTest, AllGpusVisibleGivesTheLocalRanksOne) {
+  for (int local_rank = 0; local_rank < 8; ++local_rank)
+    EXPECT_EQ(choose_cuda_device(8, local_rank, 8, ""), local_rank);
+  EXPECT_EQ(choose_cuda_device(8, 1, 2, "0,1,2,3,4,5,6,7"), 1);
+  EXPECT_EQ(choose_cuda_device(2, 1, 2, "4,5"), 1);
+}
+
+// Two per task with eight ranks: cuda:<local rank> would point past the visible devices, and
+// guessing would put two ranks on one GPU.
+TEST(ChooseCudaDeviceTest, FewerVisibleThanLocalRanksIsAnErrorNamingTheVariableAndCounts) {
+  const auto message = error_of([] { choose_cuda_device(2, 5, 8, "6,7"); });
+  EXPECT_NE(message.find("CUDA_VISIBLE_DEVICES='6,7'"), std::string::npos) << message;
+  EXPECT_NE(message.find("local rank 5 of 8"), std::string::npos) << message;
+  EXPECT_NE(message.find("sees 2 CUDA devices"), std::string::npos) << message;
+  const auto unset = error_of([] { choose_cuda_device(4, 0, 8, ""); });
+  EXPECT_NE(unset.find("CUDA_VISIBLE_DEVICES=unset"), std::string::npos) << unset;
+}
+
+// The log line names the host and the local placement.
+TEST(DescribePlacementTest, NamesRankHostLocalRankAndDevice) {
+  moco::dist::WorldInfo world;
+  world.rank = 3;
+  world.world_size = 4;
+  world.local_rank = 1;
+  world.local_size = 2;
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  EXPECT_EQ(moco::train::describe_placement(world, torch::kCPU),
+            std::string("rank 3/4 on host ") + host + ", local rank 1/2, device cpu");
 }

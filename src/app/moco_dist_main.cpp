@@ -79,6 +79,7 @@ moco::train::RunContext make_context(const moco::train::Config& config, const mo
   moco::train::RunContext context;
   context.dry_run = dry_run;
   context.device = moco::train::select_device(world.local_rank, world.local_size);
+  spdlog::info("{}", moco::train::describe_placement(world, context.device));
   context.local_size = world.local_size;
   context.group = moco::train::make_job_group(config, world.world_size, context.device);
   return context;

@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
     // Before any folder is made: a backbone that does not fit the config is the config's fault.
     const auto backbone = moco::lincls::Backbone::load(config, context.device);
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
+    spdlog::info("{}", moco::train::describe_placement(world, context.device));
     moco::sys::log_workarounds();
     context.group = moco::train::make_job_group(config, world.world_size, context.device);
     moco::lincls::run_lincls(config, context, backbone);

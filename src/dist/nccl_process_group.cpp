@@ -45,23 +45,18 @@ std::optional<int> nccl_dtype(torch::ScalarType dtype) {
 namespace detail {
 namespace {
 
-// Sets the calling thread's CUDA device for a scope. The caller's thread may be on another device
-// (or on none yet); NCCL and the stream/event calls act on the current one.
+// Makes the rank's device the calling thread's current one, and leaves it so. A rank owns one
+// device: switching back to whatever was current before would, for a thread that never chose one,
+// make device 0 current and (CUDA 12 and later) create a context there, on a GPU another rank owns.
 class DeviceGuard {
  public:
-  DeviceGuard(int device, int rank) : device_(device) {
-    CUDA_CHECK_ON_RANK(rank, cudaGetDevice(&previous_));
-    if (previous_ != device_) CUDA_CHECK_ON_RANK(rank, cudaSetDevice(device_));
-  }
-  ~DeviceGuard() {
-    if (previous_ != device_) cudaSetDevice(previous_);
+  DeviceGuard(int device, int rank) {
+    int current = -1;
+    CUDA_CHECK_ON_RANK(rank, cudaGetDevice(&current));
+    if (current != device) CUDA_CHECK_ON_RANK(rank, cudaSetDevice(device));
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int device_;
-  int previous_ = -1;
 };
 
 struct EventDeleter {
@@ -114,10 +109,10 @@ struct NcclComm {
   }
 
   ~NcclComm() {
-    int previous = -1;
+    int current = -1;
     // A failure here means the CUDA runtime is being unloaded at exit: touching it again can crash.
-    if (cudaGetDevice(&previous) != cudaSuccess) return;
-    cudaSetDevice(device);
+    if (cudaGetDevice(&current) != cudaSuccess) return;
+    if (current != device) cudaSetDevice(device);  // and left so: see DeviceGuard
     if (comm != nullptr) {
       // Let collectives still on the stream finish so peers are not left waiting on this rank, but
       // no longer than a collective may take; then abort rather than hang in ncclCommDestroy.
@@ -144,7 +139,6 @@ struct NcclComm {
     }
     if (stream != nullptr) cudaStreamDestroy(stream);
     if (barrier_buffer != nullptr) cudaFree(barrier_buffer);
-    if (previous >= 0) cudaSetDevice(previous);
   }
 };
 
@@ -211,11 +205,10 @@ NcclWork::NcclWork(std::shared_ptr<detail::NcclComm> comm, cudaEvent_t done, cud
 // letting them go, so reuse on that stream comes after NCCL is done with the memory.
 NcclWork::~NcclWork() {
   if (!waited_ && cudaEventQuery(done_) == cudaErrorNotReady) {
-    int previous = -1;
-    if (cudaGetDevice(&previous) == cudaSuccess) {
-      cudaSetDevice(comm_->device);
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess) {
+      if (current != comm_->device) cudaSetDevice(comm_->device);  // and left so: see DeviceGuard
       cudaStreamWaitEvent(caller_stream_, done_, 0);
-      cudaSetDevice(previous);
     }
   }
   // Legal while the event is pending: its resources are released once it completes.

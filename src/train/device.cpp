@@ -2,10 +2,20 @@
 
 #include "dist/mpi_process_group.h"
 #include "dist/world_group.h"
+#if MOCO_WITH_NCCL
+#include "dist/cuda_device_info.h"
+#endif
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <algorithm>
 #include <stdexcept>
@@ -29,13 +39,36 @@ int data_workers(int configured, torch::Device device, int local_size, int cores
   return std::max(1, cores - 1);
 }
 
+int choose_cuda_device(int visible, int local_rank, int local_size, const std::string& cuda_visible_devices) {
+  if (visible == 1) return 0;
+  if (visible >= local_size) return local_rank;
+  throw std::runtime_error(fmt::format(
+      "local rank {} of {} on this node sees {} CUDA devices (CUDA_VISIBLE_DEVICES={}): start one rank per GPU, "
+      "with each rank seeing either one GPU (srun --gpus-per-task=1) or all of the node's (--gpus-per-node)",
+      local_rank, local_size, visible, cuda_visible_devices.empty() ? "unset" : "'" + cuda_visible_devices + "'"));
+}
+
 torch::Device select_device(int local_rank, int local_size) {
   if (!torch::cuda::is_available()) return torch::kCPU;
-  const auto gpus = static_cast<int>(torch::cuda::device_count());
-  if (gpus < local_size)
-    throw std::runtime_error("this node runs " + std::to_string(local_size) + " ranks but has " + std::to_string(gpus) +
-                             " CUDA devices: start at most one rank per GPU");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  const char* visible_env = std::getenv("CUDA_VISIBLE_DEVICES");
+  const auto index = choose_cuda_device(static_cast<int>(torch::cuda::device_count()), local_rank, local_size,
+                                        visible_env == nullptr ? "" : visible_env);
+  const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  // Current from now on for this thread, which makes every later CUDA call of the rank (LibTorch's,
+  // NCCL's) land on its own GPU instead of creating a context on GPU 0.
+  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
+  return device;
+}
+
+std::string describe_placement(const dist::WorldInfo& world, torch::Device device) {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "(unknown)");
+  auto line = fmt::format("rank {}/{} on host {}, local rank {}/{}, device {}", world.rank, world.world_size, host,
+                          world.local_rank, world.local_size, device.str());
+#if MOCO_WITH_NCCL
+  if (device.is_cuda()) line += " (" + dist::cuda_device_summary(device.index()) + ")";
+#endif
+  return line;
 }
 
 void use_channels_last(torch::nn::Module& module) {
@@ -47,7 +80,11 @@ void use_channels_last(torch::nn::Module& module) {
 }
 
 std::shared_ptr<dist::ProcessGroup> make_job_group(const Config& config, int world_size, torch::Device device) {
-  if (world_size == 1) return std::make_shared<dist::LocalProcessGroup>();
+  if (world_size == 1 && !config.dist.world_group_at_one) {
+    spdlog::info("collectives: none (a world of one; dist.world_group_at_one=true takes the MPI group)");
+    return std::make_shared<dist::LocalProcessGroup>();
+  }
+  spdlog::info("collectives: MPI{} across {} rank(s)", device.is_cuda() ? ", NCCL for CUDA tensors" : "", world_size);
   dist::MpiOptions options;
   options.check_collectives = config.dist.check_collectives;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));

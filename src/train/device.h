@@ -1,7 +1,9 @@
-// defines: select_device (this rank's device), available_cores / node_core_count / data_workers,
+// defines: choose_cuda_device / select_device (this rank's device), describe_placement (its log
+// line), available_cores / node_core_count / data_workers,
 // use_channels_last, to_device (a batch onto the device, in the memory order asked for)
 #pragma once
 
+#include "dist/bootstrap.h"
 #include "dist/process_group.h"
 #include "train/config.h"
 
@@ -9,15 +11,32 @@
 #include <torch/types.h>
 
 #include <memory>
+#include <string>
 
 namespace moco::train {
 
-// cuda:<local_rank> when LibTorch sees CUDA devices (an error naming the counts when the node has
-// fewer GPUs than ranks), else the CPU.
+// The index of the CUDA device a rank drives among the `visible` ones (visible >= 1):
+//  - one visible: 0, whatever the local rank (the launcher bound each rank to its own GPU, e.g.
+//    `srun --gpus-per-task=1` or a site's --gpu-bind, so CUDA_VISIBLE_DEVICES names one);
+//  - at least `local_size` visible: `local_rank` (every rank sees the node's GPUs);
+//  - otherwise throws, naming `cuda_visible_devices` (the variable's value, "" when unset), the
+//    visible count and the local rank and size: a rank would drive a GPU past the visible ones, or
+//    share one with another rank.
+// Pure: the tests feed it every case.
+int choose_cuda_device(int visible, int local_rank, int local_size, const std::string& cuda_visible_devices);
+
+// This rank's device, made the current CUDA device before anything else touches CUDA (so that no
+// context is created on a GPU another rank owns): choose_cuda_device's when LibTorch sees CUDA
+// devices, else the CPU.
 torch::Device select_device(int local_rank, int local_size);
 
-// The job's collectives for `device`: a LocalProcessGroup alone, else the world group (MPI, and
-// NCCL for CUDA tensors) with the config's collective checks and timeout (dist.*).
+// "rank R/W on host H, local rank L/S, device D[ (name, PCI id)]": which machine and GPU a rank runs
+// on, for its log.
+std::string describe_placement(const dist::WorldInfo& world, torch::Device device);
+
+// The job's collectives for `device`: a LocalProcessGroup alone (unless dist.world_group_at_one),
+// else the world group (MPI, and NCCL for CUDA tensors) with the config's collective checks and
+// timeout (dist.*).
 std::shared_ptr<dist::ProcessGroup> make_job_group(const Config& config, int world_size, torch::Device device);
 
 // The cores this process may run on (its affinity mask): train.threads=0's intra-op threads.
