@@ -363,6 +363,9 @@ std::vector<Field> ckpt_dist_debug_fields() {
       MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank")
           .must(positive),
       MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
+      MOCO_FIELD(dist.world_group_at_one,
+                 "a world of one still takes the MPI group (NCCL for CUDA tensors), so its gradient buckets, key "
+                 "shuffle and collectives run as with several ranks (a device check); false: a local group"),
       MOCO_FIELD(debug.anomaly_detection,
                  "autograd anomaly detection: an op that makes NaN or Inf in backward is named (slow)"),
       MOCO_FIELD(debug.check_invariants,

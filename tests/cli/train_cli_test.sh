@@ -54,6 +54,22 @@ assert len(knn) == 1 and knn[0]["step"] == last["step"], "no final kNN"
 print(f"{len(train)} steps in {last['elapsed_s']:.3f}s of a {budget}s budget; every lr follows the budget's progress")
 PY
   ;;
+world_group_at_one)
+  # dist.world_group_at_one: a world of one through the MPI group (NCCL on CUDA) trains exactly as
+  # with no communication, and says which group it took.
+  for group in false true; do
+    "$dist" "${base[@]}" train.epochs=1 dist.world_group_at_one=$group train.output_dir="$work/$group" >"$work/$group.console" 2>&1 ||
+      { cat "$work/$group.console"; exit 1; }
+  done
+  grep -q "collectives: none (a world of one" "$work/false/rank0.log"
+  grep -q "collectives: MPI across 1 rank(s)" "$work/true/rank0.log" || { cat "$work/true/rank0.log"; exit 1; }
+  "$py" - "$work/false/metrics.jsonl" "$work/true/metrics.jsonl" <<'PY'
+import json, sys
+local, world = ([r["loss"] for r in map(json.loads, open(p)) if r["event"] == "train"] for p in sys.argv[1:3])
+assert local and local == world, f"losses differ: local group {local}, MPI group {world}"
+print(f"{len(local)} losses bitwise equal with the local and the MPI group")
+PY
+  ;;
 bn_buffers_np2)
   # Two ranks, the replica check every step: the BN buffers each rank starts a step with are rank
   # 0's (dist.broadcast_buffers); without the broadcast the run stops naming the rank.
