@@ -8,6 +8,7 @@
 #include "data/synthetic.h"
 #include "model/moco.h"
 #include "sys/host_memory.h"
+#include "train/device.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -78,11 +79,14 @@ Rates images_per_second(const Case& c, int warmup, int steps, Step step, Floor f
           quantile(ratios, 0.25), quantile(ratios, 0.75)};
 }
 
-nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size) {
+// channels_last: weights and every batch in channels-last order, as train.channels_last does.
+nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size, bool channels_last) {
   moco::model::MocoOptions options;
   options.queue_size = queue_size;
   moco::model::Moco moco(encoder_for(c), options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
   moco->train();
+  if (channels_last) moco::train::use_channels_last(*moco);
+  const auto format = channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
   torch::optim::SGD optimizer(moco->trainable_parameters(),
                               torch::optim::SGDOptions(0.03).momentum(0.9).weight_decay(1e-4));
 
@@ -95,13 +99,13 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
   moco::data::TwoViewLoader loader(dataset, augment, loader_options);
   loader.start_epoch(0);
 
-  const auto im_q = torch::randn({c.batch, c.channels, c.side, c.side});
-  const auto im_k = torch::randn({c.batch, c.channels, c.side, c.side});
+  const auto im_q = torch::randn({c.batch, c.channels, c.side, c.side}).contiguous(format);
+  const auto im_k = torch::randn({c.batch, c.channels, c.side, c.side}).contiguous(format);
   const auto rates = images_per_second(
       c, warmup, steps,
       [&] {
         auto batch = loader.next();
-        auto out = moco->forward(batch->query, batch->key);
+        auto out = moco->forward(batch->query.contiguous(format), batch->key.contiguous(format));
         optimizer.zero_grad();
         out.loss.backward();
         optimizer.step();
@@ -113,6 +117,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
       });
   return {{"case", c.name},
           {"arch", c.arch},
+          {"channels_last", channels_last},
           {"image", c.side},
           {"batch", c.batch},
           {"steps", steps},
@@ -139,6 +144,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "intra-op threads (0: one per core)");
   app.add_option("--only", only, "run only this case: tiny28, r18_32, r50_224");
   app.add_option("--json", json_path, "where to write the results");
+  bool both_formats = false;
+  app.add_flag("--channels-last", both_formats,
+               "each case twice: contiguous, then weights and batches channels-last (train.channels_last)");
   CLI11_PARSE(app, argc, argv);
   // Debian's LibTorch starts with one intra-op thread; the trainer uses every core, so do the same.
   torch::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
@@ -149,16 +157,21 @@ int main(int argc, char** argv) {
       {"r50_224", "resnet50", 224, 3, 8, false, 0},
   };
   nlohmann::json results = nlohmann::json::array();
-  std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12} {:>12} {:>11} {:>13}\n", "case", "image", "batch", "step img/s",
-                           "floor img/s", "step/floor", "quartiles");
+  std::cout << fmt::format("{:<9} {:>4} {:>6} {:>6} {:>12} {:>12} {:>11} {:>13}\n", "case", "CL", "image", "batch",
+                           "step img/s", "floor img/s", "step/floor", "quartiles");
   for (const auto& c : cases) {
     if (!only.empty() && only != c.name) continue;
-    const auto r = run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size);
-    std::cout << fmt::format("{:<9} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}   {:.3f}-{:.3f}\n", c.name, c.side,
-                             c.batch, r["step_img_per_s"].get<double>(), r["floor_img_per_s"].get<double>(),
-                             r["step_over_floor"].get<double>(), r["step_over_floor_quartiles"][0].get<double>(),
-                             r["step_over_floor_quartiles"][1].get<double>());
-    results.push_back(r);
+    for (const bool channels_last : {false, true}) {
+      if (channels_last && !both_formats) continue;
+      const auto r =
+          run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size, channels_last);
+      std::cout << fmt::format("{:<9} {:>4} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}   {:.3f}-{:.3f}\n", c.name,
+                               channels_last ? "on" : "off", c.side, c.batch, r["step_img_per_s"].get<double>(),
+                               r["floor_img_per_s"].get<double>(), r["step_over_floor"].get<double>(),
+                               r["step_over_floor_quartiles"][0].get<double>(),
+                               r["step_over_floor_quartiles"][1].get<double>());
+      results.push_back(r);
+    }
   }
   std::ofstream(json_path) << results.dump(2) << "\n";
   std::cout << "results written to " << json_path << "\n";

@@ -487,3 +487,30 @@ TEST(ReducerWorld, ARankWithAnotherLayoutIsNamedWhenTheReducerIsMade) {
 
 }  // namespace
 }  // namespace moco::dist
+
+// Channels-last weights get channels-last bucket views: the gradient goes in and the average comes
+// out without a permuting copy (same strides both ways), and the average is still exact.
+TEST(ReducerMemoryFormat, ChannelsLastWeightsGetViewsWithTheirStrides) {
+  torch::manual_seed(3);
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(3, 8, 3).bias(true));
+  {
+    torch::NoGradGuard no_grad;
+    conv->weight.set_data(conv->weight.contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+  ASSERT_FALSE(conv->weight.is_contiguous());
+  const std::vector<torch::Tensor> params = {conv->weight, conv->bias};
+  auto group = std::make_shared<RecordingProcessGroup>(4);
+  GradientReducer reducer(params, group);
+  const auto input = torch::randn({2, 3, 6, 6}).contiguous(torch::MemoryFormat::ChannelsLast);
+  conv->forward(input).pow(2).sum().backward();
+  const auto local = grads_of(params);
+  reducer.finalize();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto view = reducer.gradient_view(i);
+    ASSERT_TRUE(view.defined());
+    EXPECT_EQ(view.sizes(), params[i].sizes()) << i;
+    EXPECT_EQ(view.strides(), params[i].strides()) << i;
+    EXPECT_EQ(params[i].grad().strides(), params[i].strides()) << i;
+    EXPECT_TRUE(torch::equal(params[i].grad(), local[i])) << i;
+  }
+}

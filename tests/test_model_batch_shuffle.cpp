@@ -107,3 +107,20 @@ TEST(BatchShuffleTest, UnshuffleReturnsEachResultToItsSampleByAPlainLoop) {
     }
   }
 }
+
+// Channels-last images come back channels-last, holding what the contiguous ones do: the key
+// encoder's first convolution then needs no permuting copy.
+TEST(BatchShuffleTest, ChannelsLastImagesStayChannelsLast) {
+  auto group = test_world_group();
+  const int rank = group->rank(), world = group->world_size();
+  const int64_t b = 4;
+  const BatchShuffle plan(shared_permutation(b * world, 5, 2), rank, world);
+  torch::manual_seed(rank);
+  const auto images = torch::randn({b, 3, 5, 5});
+  const auto channels_last = images.contiguous(torch::MemoryFormat::ChannelsLast);
+  const auto expected = plan.shuffle(images, *group);
+  const auto shuffled = plan.shuffle(channels_last, *group);
+  EXPECT_TRUE(shuffled.is_contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_EQ(shuffled.sizes(), images.sizes());
+  EXPECT_TRUE(torch::equal(shuffled, expected));
+}

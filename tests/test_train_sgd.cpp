@@ -32,3 +32,13 @@ TEST(MomentumSgdTest, StepsBitwiseLikeTorchSgd) {
   }
   EXPECT_FALSE(torch::equal(mine.momentum_buffers()[0], torch::zeros_like(b[0])));
 }
+
+// The momentum buffers take each parameter's memory order, so a channels-last weight's update is
+// element by element over matching strides.
+TEST(MomentumSgdTest, BuffersKeepTheParametersMemoryOrder) {
+  auto weight = torch::randn({4, 3, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast).set_requires_grad(true);
+  auto bias = torch::randn({4}).set_requires_grad(true);
+  moco::train::MomentumSgd sgd({weight, bias}, 0.9, 1e-4);
+  EXPECT_EQ(sgd.momentum_buffers()[0].strides(), weight.strides());
+  EXPECT_EQ(sgd.momentum_buffers()[1].strides(), bias.strides());
+}

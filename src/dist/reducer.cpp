@@ -195,6 +195,22 @@ void GradientReducer::set_enabled(bool enabled) {
   enabled_.store(enabled);
 }
 
+namespace {
+
+// `segment` (a flat slice of a bucket) as a tensor of `param`'s shape and memory order: a
+// channels-last weight gets a channels-last view, so that copying its gradient in and the average
+// back out are straight copies, not permutations. The bytes of the bucket then hold that
+// parameter in NHWC order; every rank lays it out alike, and the all-reduce is element-wise.
+torch::Tensor shaped_like(const torch::Tensor& segment, const torch::Tensor& param) {
+  if (param.dim() == 4 && !param.is_contiguous() && param.is_contiguous(torch::MemoryFormat::ChannelsLast)) {
+    const auto s = param.sizes();
+    return segment.view({s[0], s[2], s[3], s[1]}).permute({0, 3, 1, 2});
+  }
+  return segment.view(param.sizes());
+}
+
+}  // namespace
+
 void GradientReducer::ensure_armed() {
   if (armed_) return;
   torch::NoGradGuard no_grad;
@@ -207,7 +223,7 @@ void GradientReducer::ensure_armed() {
     for (size_t k = 0; k < spec.param_indices.size(); ++k) {
       const size_t i = spec.param_indices[k];
       slots_[i].bucket = b;
-      slots_[i].view = flat_[b].narrow(0, spec.offsets[k], params_[i].numel()).view(params_[i].sizes());
+      slots_[i].view = shaped_like(flat_[b].narrow(0, spec.offsets[k], params_[i].numel()), params_[i]);
     }
   }
   // See Note [Gradient hook].

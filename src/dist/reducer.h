@@ -80,13 +80,18 @@ class GradientReducer {
   const std::vector<BucketSpec>& buckets() const { return buckets_; }
   // Flat per-bucket buffers (empty until first enabled). For tests and diagnostics.
   const std::vector<torch::Tensor>& bucket_buffers() const { return flat_; }
+  // Parameter `param_index`'s slice of its bucket, in the parameter's shape and memory order (empty
+  // until first enabled). For tests and diagnostics.
+  torch::Tensor gradient_view(size_t param_index) const {
+    return param_index < slots_.size() ? slots_[param_index].view : torch::Tensor();
+  }
   // The record of the last step that finalize() completed.
   const ReducerStats& last_stats() const { return last_stats_; }
 
  private:
   struct Slot {
     size_t bucket = 0;
-    torch::Tensor view;  // this parameter's slice of its bucket's flat buffer, shaped like it
+    torch::Tensor view;  // this parameter's slice of its bucket's flat buffer, shaped and laid out like it
     bool ready = false;
   };
 

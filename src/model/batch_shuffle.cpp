@@ -46,11 +46,17 @@ torch::Tensor BatchShuffle::shuffle(const torch::Tensor& local, dist::ProcessGro
   if (local.size(0) != rows_)
     throw std::invalid_argument("BatchShuffle: expected " + std::to_string(rows_) + " rows, got " +
                                 std::to_string(local.size(0)));
-  const auto received = group.all_to_all(local.index_select(0, as_index(send_rows_).to(local.device())).contiguous(),
+  // Channels-last images travel as the NHWC tensor they are in memory: rows are gathered, exchanged
+  // and placed as they lie, and the key encoder gets channels-last images back, with no permuting
+  // copy on the way (index_select and all_to_all would otherwise return NCHW-contiguous rows).
+  const bool nhwc =
+      local.dim() == 4 && !local.is_contiguous() && local.is_contiguous(torch::MemoryFormat::ChannelsLast);
+  const auto rows = nhwc ? local.permute({0, 2, 3, 1}) : local;
+  const auto received = group.all_to_all(rows.index_select(0, as_index(send_rows_).to(local.device())).contiguous(),
                                          send_counts_, recv_counts_);
   auto shuffled = torch::empty_like(received);
   shuffled.index_copy_(0, as_index(recv_slots_).to(local.device()), received);
-  return shuffled;
+  return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;
 }
 
 torch::Tensor BatchShuffle::unshuffle(const torch::Tensor& shuffled, dist::ProcessGroup& group) const {

@@ -6,7 +6,9 @@ namespace moco::train {
 
 MomentumSgd::MomentumSgd(std::vector<torch::Tensor> parameters, double momentum, double weight_decay)
     : parameters_(std::move(parameters)), momentum_(momentum), weight_decay_(weight_decay) {
-  for (const auto& p : parameters_) buffers_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+  // In the parameter's memory order (channels-last convolutions included): the update is then
+  // element by element over matching strides, with no permuting copy.
+  for (const auto& p : parameters_) buffers_.push_back(torch::zeros_like(p, torch::MemoryFormat::Preserve));
 }
 
 void MomentumSgd::zero_grad() {

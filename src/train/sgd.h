@@ -19,7 +19,7 @@ class MomentumSgd {
   double lr() const { return lr_; }
   void zero_grad();
   void step();
-  // One per parameter, same order and shape.
+  // One per parameter, same order, shape and memory order.
   const std::vector<torch::Tensor>& momentum_buffers() const { return buffers_; }
 
  private:
