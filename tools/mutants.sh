@@ -92,6 +92,14 @@ data_workers_not_shared|src/train/device.cpp|cores /= std::max(1, local_size);|(
 data_workers_zero_kept|src/train/device.cpp|  if (configured > 0) return configured;|  if (configured >= 0) return configured;|^DataWorkersTest\.
 shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s) { return i < s.first; }|[](int64_t i, const Shard& s) { return i <= s.first; }|^Shards/ImageShardsTest\.|^ImageShardsConcurrency\.
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
+cuda_device_ignores_per_task_binding|src/train/device.cpp|if (visible == 1) return 0;|if (false) return 0;|^ChooseCudaDeviceTest\.
+world_group_at_one_ignored|src/train/device.cpp|if (world_size == 1 && !config.dist.world_group_at_one) {|if (world_size == 1) {|^cli\.train\.world_group_at_one$
+gpu_check_results_only_at_the_end|tools/gpu_check.sh|  write_results
+}|  :
+}|^gpu_check\.self_check$
+bucket_views_contiguous|src/dist/reducer.cpp|if (param.dim() == 4 && !param.is_contiguous() && param.is_contiguous(torch::MemoryFormat::ChannelsLast)) {|if (false) {|^ReducerMemoryFormat\.
+momentum_buffers_contiguous|src/train/sgd.cpp|torch::zeros_like(p, torch::MemoryFormat::Preserve)|torch::zeros_like(p, torch::MemoryFormat::Contiguous)|^MomentumSgdTest\.
+shuffle_returns_nchw|src/model/batch_shuffle.cpp|return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;|return nhwc ? shuffled.permute({0, 3, 1, 2}).contiguous() : shuffled;|^BatchShuffleTest\.
 layers_dist_sees_train|CMakeLists.txt|moco_room(dist USES sys)|moco_room(dist USES sys train)|^build\.layers_refuse_upward_include$
 LIST
 )
