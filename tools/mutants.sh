@@ -101,6 +101,15 @@ bucket_views_contiguous|src/dist/reducer.cpp|if (param.dim() == 4 && !param.is_c
 momentum_buffers_contiguous|src/train/sgd.cpp|torch::zeros_like(p, torch::MemoryFormat::Preserve)|torch::zeros_like(p, torch::MemoryFormat::Contiguous)|^MomentumSgdTest\.
 shuffle_returns_nchw|src/model/batch_shuffle.cpp|return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;|return nhwc ? shuffled.permute({0, 3, 1, 2}).contiguous() : shuffled;|^BatchShuffleTest\.
 layers_dist_sees_train|CMakeLists.txt|moco_room(dist USES sys)|moco_room(dist USES sys train)|^build\.layers_refuse_upward_include$
+watchdog_timeout_doubled|src/dist/nccl_watchdog.cpp|now - e.launched >= options_.timeout|now - e.launched >= 2 * options_.timeout|^NcclWatchdog
+watchdog_async_error_ignored|src/dist/nccl_watchdog.cpp|if (auto error = comm_.async_error()) {|if (auto error = std::optional<std::string>()) {|^NcclWatchdog
+watchdog_abort_not_called|src/dist/nccl_watchdog.cpp|  comm_.abort();|  (void)0;|^NcclWatchdog
+watchdog_aborts_every_fault|src/dist/nccl_watchdog.cpp|if (fault_) return *fault_;|if (false) return *fault_;|^NcclWatchdog
+watchdog_finished_kept|src/dist/nccl_watchdog.cpp|if (state == WatchedWork::State::kDone) continue;|(void)state;|^NcclWatchdog
+watchdog_grace_skipped|src/dist/nccl_watchdog.cpp|if (clock_.now() - fault_at_ < options_.grace) return Verdict::kFaulted;|(void)fault_at_;|^NcclWatchdog
+watchdog_never_ends_process|src/dist/nccl_watchdog.cpp|    end_process_(end_with);|    (void)end_with;|^NcclWatchdog
+settle_past_deadline|src/dist/nccl_watchdog.cpp|if (clock.now() >= deadline) return CommProgress::kInProgress;|if (clock.now() >= deadline + timeout) return CommProgress::kInProgress;|^NcclWatchdogSettle\.
+watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
 LIST
 )
 

@@ -1,6 +1,6 @@
 // defines: CUDA_CHECK (when MOCO_WITH_CUDA or MOCO_WITH_NCCL), NCCL_CHECK (when MOCO_WITH_NCCL), and
-// their _ON_RANK forms. All throw DistError "rank R: <call> failed at <file>:<line>: <library error>".
-// Only device code includes this header: it pulls in cuda_runtime.h and nccl.h.
+// their _ON_RANK forms, NCCL_LAUNCH_CHECK_ON_RANK (ncclInProgress allowed). All throw DistError "rank R: <call> failed
+// at <file>:<line>: <library error>". Only device code includes this header: it pulls in cuda_runtime.h and nccl.h.
 #pragma once
 
 #include "dist/errors.h"
@@ -58,4 +58,19 @@ inline std::string nccl_error_text(ncclResult_t code) {
   } while (0)
 
 #define NCCL_CHECK(call) NCCL_CHECK_ON_RANK(::moco::dist::world_rank_or_unknown(), call)
+
+// For a call on a non-blocking communicator (NCCL >= 2.14), which answers ncclInProgress while it is
+// still enqueueing: that is not an error, the caller then waits for ncclCommGetAsyncError to settle.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+#define NCCL_LAUNCH_CHECK_ON_RANK(rank, call)                                                                  \
+  do {                                                                                                         \
+    const ncclResult_t moco_nccl_rc_ = (call);                                                                 \
+    if (moco_nccl_rc_ != ncclSuccess && moco_nccl_rc_ != ncclInProgress)                                       \
+      throw ::moco::dist::DistError(                                                                           \
+          (rank), std::string(#call) + " failed at " + ::moco::dist::detail::short_path(__FILE__) + ":" +      \
+                      std::to_string(__LINE__) + ": " + ::moco::dist::detail::nccl_error_text(moco_nccl_rc_)); \
+  } while (0)
+#else
+#define NCCL_LAUNCH_CHECK_ON_RANK(rank, call) NCCL_CHECK_ON_RANK(rank, call)
+#endif
 #endif

@@ -1,14 +1,18 @@
 #include "dist/nccl_process_group.h"
 
+#include "dist/bootstrap.h"         // defines: abort_world
 #include "dist/collective_check.h"  // defines: describe_collective, find_disagreement, ...
 #include "dist/cuda_current_stream.h"
-#include "dist/cuda_errors.h"  // defines: CUDA_CHECK_ON_RANK, NCCL_CHECK_ON_RANK
+#include "dist/cuda_errors.h"  // defines: CUDA_CHECK_ON_RANK, NCCL_CHECK_ON_RANK, NCCL_LAUNCH_CHECK_ON_RANK
 #include "dist/errors.h"       // defines: DistError
+#include "dist/nccl_watchdog.h"
 #include "dist/running_deadline.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -71,12 +75,50 @@ Event make_event(int rank) {
   return Event(event);
 }
 
+// A collective's completion event as the watchdog queries it, from its own thread.
+class EventWork final : public WatchedWork {
+ public:
+  explicit EventWork(std::shared_ptr<CUevent_st> event) : event_(std::move(event)) {}
+  State state() override {
+    last_ = cudaEventQuery(event_.get());
+    if (last_ == cudaSuccess) return State::kDone;
+    return last_ == cudaErrorNotReady ? State::kPending : State::kFailed;
+  }
+  std::string failure() override { return "cudaEventQuery failed: " + cuda_error_text(last_); }
+
+ private:
+  std::shared_ptr<CUevent_st> event_;
+  cudaError_t last_ = cudaSuccess;
+};
+
+// The watchdog's end of a rank whose communicator it aborted and that did not end by itself: as an
+// MPI timeout's, abort_world. MPI_Abort from this thread may wait on a lock that the blocked thread
+// holds inside MPI (the library is only MPI_THREAD_SERIALIZED), so a timer ends the process anyway.
+[[noreturn]] void end_after_fault(int rank, std::chrono::milliseconds grace, const std::string& fault) {
+  spdlog::critical("rank {}: NCCL watchdog: the process has not ended {} ms after the fault; ending it", rank,
+                   grace.count());
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    std::_Exit(1);
+  }).detach();
+  abort_world("rank " + std::to_string(rank) + ": NCCL watchdog: " + fault, 1);
+}
+
 }  // namespace
 
 // The communicator and its stream, shared by the group and its in-flight Work so that neither
 // outlives the other's needs. The mutex serialises NCCL calls: a communicator is not thread-safe,
-// and a Reducer may launch from autograd threads while another thread waits.
-struct NcclComm {
+// and a Reducer may launch from autograd threads while another thread waits, and the watchdog's
+// thread asks for the asynchronous error and aborts. Lock order: mutex, then the watchdog's own.
+struct NcclComm final : WatchedComm {
+  NcclComm(int rank_, int device_, const NcclOptions& options)
+      : rank(rank_),
+        device(device_),
+        timeout(options.timeout),
+        watchdog(
+            WatchdogOptions{rank_, options.timeout, options.abort_grace, std::chrono::milliseconds(100)}, *this, clock,
+            [rank_, grace = options.abort_grace](const std::string& fault) { end_after_fault(rank_, grace, fault); }) {}
+
   int rank = 0;
   int device = 0;
   std::chrono::milliseconds timeout{0};
@@ -84,31 +126,73 @@ struct NcclComm {
   cudaStream_t stream = nullptr;
   float* barrier_buffer = nullptr;  // one float on the device: the barrier's all-reduce operand
   std::mutex mutex;
-  bool aborted = false;
-  std::string abort_reason;
+  RunningClock clock;
+  Watchdog watchdog;  // after clock and mutex, which it uses; stopped first in the destructor
 
-  // Throws if an earlier error aborted the communicator or NCCL reports one now. Caller holds mutex.
-  void check_healthy_locked(const std::string& what) {
-    if (aborted) throw DistError(rank, what + ": the NCCL communicator was aborted earlier: " + abort_reason);
-    ncclResult_t async_error = ncclSuccess;
-    NCCL_CHECK_ON_RANK(rank, ncclCommGetAsyncError(comm, &async_error));
-    if (async_error != ncclSuccess) {
-      abort_locked(what + ": NCCL reported an asynchronous error: " + ncclGetErrorString(async_error));
-      throw DistError(rank, abort_reason);
-    }
+  // WatchedComm, for the watchdog's thread.
+  std::optional<std::string> async_error() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (progress_locked() != CommProgress::kError) return std::nullopt;
+    return error_text_locked();
   }
+  void abort() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    abort_locked();
+  }
+  void bind_thread() override { cudaSetDevice(device); }
+
+  // ncclCommGetAsyncError as wait_until_settled reads it. Caller holds mutex.
+  CommProgress progress_locked() {
+    ncclResult_t state = ncclSuccess;
+    if (comm == nullptr || ncclCommGetAsyncError(comm, &state) != ncclSuccess) return CommProgress::kError;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+    if (state == ncclInProgress) return CommProgress::kInProgress;
+#endif
+    return state == ncclSuccess ? CommProgress::kReady : CommProgress::kError;
+  }
+  std::string error_text_locked() {
+    ncclResult_t state = ncclSuccess;
+    if (comm == nullptr) return "the communicator is gone";
+    const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
+    return nccl_error_text(rc != ncclSuccess ? rc : state);
+  }
+
+  // Throws the fault that aborted the communicator, or NCCL's asynchronous error after failing the
+  // group with it. `lock` holds mutex.
+  void check_healthy(std::unique_lock<std::mutex>& lock, const std::string& what) {
+    if (auto fault = watchdog.fault())
+      throw DistError(rank, what + ": the NCCL communicator was aborted earlier: " + *fault);
+    if (progress_locked() == CommProgress::kError)
+      fail(lock, what + ": NCCL reported an asynchronous error: " + error_text_locked());
+  }
+
+  // Through the watchdog, so that the fault is the same for every thread and the abort happens once.
+  [[noreturn]] void fail(std::unique_lock<std::mutex>& lock, const std::string& reason) {
+    lock.unlock();  // the watchdog aborts through abort(), which takes mutex
+    throw DistError(rank, watchdog.fail(reason));
+  }
+
+  // A non-blocking communicator may still be enqueueing a launch: the done event must be recorded
+  // after it, and nothing else may be called on the communicator meanwhile. `lock` holds mutex.
+  void settle(std::unique_lock<std::mutex>& lock, const std::string& what) {
+    const CommProgress settled =
+        wait_until_settled([this] { return progress_locked(); }, clock, timeout, std::chrono::microseconds(20));
+    if (settled == CommProgress::kError) fail(lock, what + ": NCCL reported an error: " + error_text_locked());
+    if (settled == CommProgress::kInProgress)
+      fail(lock, what + " was still being enqueued after " + std::to_string(timeout.count()) + " ms");
+  }
+
+  void init(int world_size, const ncclUniqueId& id);
 
   // ncclCommAbort, not ncclCommDestroy: destroy waits for the pending collectives, which with a dead
   // peer never finish. Aborting makes this rank's kernels return so the error can propagate.
-  void abort_locked(std::string reason) {
-    if (aborted) return;
-    aborted = true;
-    abort_reason = std::move(reason) + " (this rank aborted its NCCL communicator)";
+  void abort_locked() {
     if (comm != nullptr) ncclCommAbort(comm);
     comm = nullptr;
   }
 
-  ~NcclComm() {
+  ~NcclComm() override {
+    watchdog.stop();  // its thread uses this object
     int current = -1;
     // A failure here means the CUDA runtime is being unloaded at exit: touching it again can crash.
     if (cudaGetDevice(&current) != cudaSuccess) return;
@@ -124,13 +208,20 @@ struct NcclComm {
           finished = true;
           break;
         }
-        ncclResult_t async_error = ncclSuccess;
-        if (state != cudaErrorNotReady || ncclCommGetAsyncError(comm, &async_error) != ncclSuccess ||
-            async_error != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
+        if (state != cudaErrorNotReady || progress_locked() == CommProgress::kError ||
+            std::chrono::steady_clock::now() > deadline) {
           break;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+      // A non-blocking communicator finalizes in the background: bounded, as everything else.
+      if (finished) {
+        const ncclResult_t rc = ncclCommFinalize(comm);
+        finished = (rc == ncclSuccess || rc == ncclInProgress) &&
+                   wait_until_settled([this] { return progress_locked(); }, clock, timeout) == CommProgress::kReady;
+      }
+#endif
       if (finished) {
         ncclCommDestroy(comm);
       } else {
@@ -142,16 +233,39 @@ struct NcclComm {
   }
 };
 
+// Makes the communicator. Non-blocking where NCCL can (>= 2.14): ncclCommInitRank blocks without a
+// limit while a peer never arrives, so the setup is polled and aborted past the timeout instead.
+void NcclComm::init(int world_size, const ncclUniqueId& id) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t rc = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
+  const CommProgress settled = rc == ncclSuccess || rc == ncclInProgress
+                                   ? wait_until_settled([this] { return progress_locked(); }, clock, timeout)
+                                   : CommProgress::kError;
+  if (settled == CommProgress::kReady) return;
+  const std::string why =
+      settled == CommProgress::kInProgress
+          ? "did not finish within " + std::to_string(timeout.count()) +
+                " ms; a peer rank has probably died or never reached the NCCL setup"
+          : "failed: " + (rc != ncclSuccess && rc != ncclInProgress ? nccl_error_text(rc) : error_text_locked());
+  abort_locked();
+  throw DistError(rank, "ncclCommInitRankConfig " + why + " (this rank aborted its NCCL communicator)");
+#else
+  NCCL_CHECK_ON_RANK(rank, ncclCommInitRank(&comm, world_size, id, rank));
+#endif
+}
+
 namespace {
 
 // Runs one collective on the NCCL stream, ordered after the caller's current stream: the caller's
 // stream records `ready`, the NCCL stream waits on it, `launch` enqueues the NCCL calls, and the
-// NCCL stream records `done`, which the returned Work waits on.
+// NCCL stream records `done`, which the returned Work and the watchdog wait on.
 template <typename Launch>
 std::shared_ptr<NcclWork> run_collective(const std::shared_ptr<NcclComm>& comm, std::string what,
                                          std::vector<torch::Tensor> keep_alive, Launch&& launch) {
-  std::lock_guard<std::mutex> lock(comm->mutex);
-  comm->check_healthy_locked(what);
+  std::unique_lock<std::mutex> lock(comm->mutex);
+  comm->check_healthy(lock, what);
   const int rank = comm->rank;
   DeviceGuard guard(comm->device, rank);
   const cudaStream_t caller = current_cuda_stream(comm->device);
@@ -159,9 +273,11 @@ std::shared_ptr<NcclWork> run_collective(const std::shared_ptr<NcclComm>& comm, 
   CUDA_CHECK_ON_RANK(rank, cudaEventRecord(ready.get(), caller));
   CUDA_CHECK_ON_RANK(rank, cudaStreamWaitEvent(comm->stream, ready.get(), 0));
   launch(comm->comm, comm->stream);
-  Event done = make_event(rank);
+  comm->settle(lock, what);
+  std::shared_ptr<CUevent_st> done(make_event(rank).release(), EventDeleter{});
   CUDA_CHECK_ON_RANK(rank, cudaEventRecord(done.get(), comm->stream));
-  return std::make_shared<NcclWork>(comm, done.release(), caller, std::move(keep_alive), std::move(what));
+  comm->watchdog.watch(what, noted_step(), std::make_shared<EventWork>(done));
+  return std::make_shared<NcclWork>(comm, std::move(done), caller, std::move(keep_alive), std::move(what));
 }
 
 // ncclGroupEnd must follow ncclGroupStart even when a call between them throws, or every later
@@ -171,7 +287,7 @@ class NcclGroup {
   explicit NcclGroup(int rank) : rank_(rank) { NCCL_CHECK_ON_RANK(rank_, ncclGroupStart()); }
   void end() {
     ended_ = true;
-    NCCL_CHECK_ON_RANK(rank_, ncclGroupEnd());
+    NCCL_LAUNCH_CHECK_ON_RANK(rank_, ncclGroupEnd());
   }
   ~NcclGroup() {
     if (!ended_) ncclGroupEnd();
@@ -189,10 +305,10 @@ class NcclGroup {
 
 // ---------------------------------------------------------------------------------------------- Work
 
-NcclWork::NcclWork(std::shared_ptr<detail::NcclComm> comm, cudaEvent_t done, cudaStream_t caller_stream,
+NcclWork::NcclWork(std::shared_ptr<detail::NcclComm> comm, std::shared_ptr<CUevent_st> done, cudaStream_t caller_stream,
                    std::vector<torch::Tensor> keep_alive, std::string what)
     : comm_(std::move(comm)),
-      done_(done),
+      done_(std::move(done)),
       caller_stream_(caller_stream),
       keep_alive_(std::move(keep_alive)),
       what_(std::move(what)) {}
@@ -203,25 +319,25 @@ NcclWork::NcclWork(std::shared_ptr<detail::NcclComm> comm, cudaEvent_t done, cud
 // recordStream; that needs a CUDA LibTorch, which this file must not. Instead the Work keeps the
 // tensors alive, and if nobody waited, orders the launching stream after the collective before
 // letting them go, so reuse on that stream comes after NCCL is done with the memory.
+// The event itself goes with the last of this Work and the watchdog's entry (destroying it is legal
+// while it is pending: its resources are released once it completes).
 NcclWork::~NcclWork() {
-  if (!waited_ && cudaEventQuery(done_) == cudaErrorNotReady) {
+  if (!waited_ && cudaEventQuery(done_.get()) == cudaErrorNotReady) {
     int current = -1;
     if (cudaGetDevice(&current) == cudaSuccess) {
       if (current != comm_->device) cudaSetDevice(comm_->device);  // and left so: see DeviceGuard
-      cudaStreamWaitEvent(caller_stream_, done_, 0);
+      cudaStreamWaitEvent(caller_stream_, done_.get(), 0);
     }
   }
-  // Legal while the event is pending: its resources are released once it completes.
-  cudaEventDestroy(done_);
 }
 
 void NcclWork::wait() {
   {
-    std::lock_guard<std::mutex> lock(comm_->mutex);
-    comm_->check_healthy_locked(what_);
+    std::unique_lock<std::mutex> lock(comm_->mutex);
+    comm_->check_healthy(lock, what_);
   }
   detail::DeviceGuard guard(comm_->device, comm_->rank);
-  CUDA_CHECK_ON_RANK(comm_->rank, cudaStreamWaitEvent(current_cuda_stream(comm_->device), done_, 0));
+  CUDA_CHECK_ON_RANK(comm_->rank, cudaStreamWaitEvent(current_cuda_stream(comm_->device), done_.get(), 0));
   waited_ = true;
 }
 
@@ -232,18 +348,19 @@ void NcclWork::wait_host(std::chrono::milliseconds timeout) {
   // forever on a collective whose peer is gone.
   RunningDeadline deadline(timeout);
   for (;;) {
-    const cudaError_t state = cudaEventQuery(done_);
+    const cudaError_t state = cudaEventQuery(done_.get());
+    std::unique_lock<std::mutex> lock(comm_->mutex);
+    // Also once the event is done: a collective that the watchdog aborted completes, with garbage.
+    comm_->check_healthy(lock, what_);
     if (state == cudaSuccess) break;
     if (state != cudaErrorNotReady) {
       throw DistError(comm_->rank, what_ + ": cudaEventQuery failed: " + detail::cuda_error_text(state));
     }
-    std::lock_guard<std::mutex> lock(comm_->mutex);
-    comm_->check_healthy_locked(what_);
     if (deadline.passed()) {
-      comm_->abort_locked(what_ + " did not finish within " + std::to_string(timeout.count()) +
-                          " ms; a peer rank has probably died, hung, or called a different collective");
-      throw DistError(comm_->rank, comm_->abort_reason);
+      comm_->fail(lock, what_ + " did not finish within " + std::to_string(timeout.count()) +
+                            " ms; a peer rank has probably died, hung, or called a different collective");
     }
+    lock.unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   waited_ = true;
@@ -284,10 +401,7 @@ NcclProcessGroup::NcclProcessGroup(int rank, int world_size, HostExchange host, 
   if (!failed.empty())
     throw DistError(rank_, "NCCL setup abandoned: rank(s) " + failed + " have no usable CUDA device");
 
-  comm_ = std::make_shared<detail::NcclComm>();
-  comm_->rank = rank_;
-  comm_->device = device_;
-  comm_->timeout = options_.timeout;
+  comm_ = std::make_shared<detail::NcclComm>(rank_, device_, options_);
   detail::DeviceGuard guard(device_, rank_);
 
   // The root's ncclGetUniqueId status travels with the id, so its failure reaches every rank.
@@ -301,10 +415,11 @@ NcclProcessGroup::NcclProcessGroup(int rank, int world_size, HostExchange host, 
     throw DistError(rank_, std::string("ncclGetUniqueId failed on rank 0: ") +
                                ncclGetErrorString(static_cast<ncclResult_t>(unique.status)));
   }
-  NCCL_CHECK_ON_RANK(rank_, ncclCommInitRank(&comm_->comm, world_size_, unique.id, rank_));
+  comm_->init(world_size_, unique.id);
   // Non-blocking: the legacy default stream must not serialise with collectives.
   CUDA_CHECK_ON_RANK(rank_, cudaStreamCreateWithFlags(&comm_->stream, cudaStreamNonBlocking));
   CUDA_CHECK_ON_RANK(rank_, cudaMalloc(reinterpret_cast<void**>(&comm_->barrier_buffer), sizeof(float)));
+  comm_->watchdog.start();
 }
 
 NcclProcessGroup::~NcclProcessGroup() = default;
@@ -382,7 +497,7 @@ std::shared_ptr<Work> NcclProcessGroup::start_all_reduce(torch::Tensor& tensor, 
   const auto count = static_cast<std::size_t>(tensor.numel());
   return detail::run_collective(
       comm_, name(CollectiveOp::kAllReduce, seq), {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
-        NCCL_CHECK_ON_RANK(rank_, ncclAllReduce(data, data, count, dtype, nccl_op, comm, stream));
+        NCCL_LAUNCH_CHECK_ON_RANK(rank_, ncclAllReduce(data, data, count, dtype, nccl_op, comm, stream));
       });
 }
 
@@ -401,7 +516,7 @@ torch::Tensor NcclProcessGroup::all_gather(const torch::Tensor& tensor) {
   void* recv = output.data_ptr();
   detail::run_collective(comm_, name(CollectiveOp::kAllGather, seq), {input, output},
                          [&](ncclComm_t comm, cudaStream_t stream) {
-                           NCCL_CHECK_ON_RANK(rank_, ncclAllGather(send, recv, count, dtype, comm, stream));
+                           NCCL_LAUNCH_CHECK_ON_RANK(rank_, ncclAllGather(send, recv, count, dtype, comm, stream));
                          })
       ->wait();
   return output;
@@ -419,7 +534,8 @@ void NcclProcessGroup::broadcast(torch::Tensor& tensor, int root) {
   const auto count = static_cast<std::size_t>(tensor.numel());
   detail::run_collective(comm_, name(CollectiveOp::kBroadcast, seq), {tensor},
                          [&](ncclComm_t comm, cudaStream_t stream) {
-                           NCCL_CHECK_ON_RANK(rank_, ncclBroadcast(data, data, count, dtype, root, comm, stream));
+                           NCCL_LAUNCH_CHECK_ON_RANK(rank_,
+                                                     ncclBroadcast(data, data, count, dtype, root, comm, stream));
                          })
       ->wait();
 }
@@ -474,30 +590,32 @@ torch::Tensor NcclProcessGroup::all_to_all(const torch::Tensor& input, const std
   const auto* send = static_cast<const char*>(in.data_ptr());
   auto* recv = static_cast<char*>(output.data_ptr());
 
-  detail::run_collective(
-      comm_, name(CollectiveOp::kAllToAll, seq), {in, output},
-      [&](ncclComm_t comm, cudaStream_t stream) {
-        // One group: NCCL matches all the sends and receives together, so their order cannot deadlock.
-        detail::NcclGroup group(rank_);
-        std::size_t send_offset = 0, recv_offset = 0;
-        for (std::size_t j = 0; j < n; ++j) {
-          const auto peer = static_cast<int>(j);
-          const auto send_rows = static_cast<std::size_t>(send_counts[j]);
-          const auto recv_rows = static_cast<std::size_t>(recv_counts[j]);
-          // Zero-row pairs are skipped on both sides alike, since the counts agree across ranks.
-          if (send_rows > 0) {
-            NCCL_CHECK_ON_RANK(rank_, ncclSend(send + send_offset, send_rows * static_cast<std::size_t>(row_numel),
-                                               dtype, peer, comm, stream));
-          }
-          if (recv_rows > 0) {
-            NCCL_CHECK_ON_RANK(rank_, ncclRecv(recv + recv_offset, recv_rows * static_cast<std::size_t>(row_numel),
-                                               dtype, peer, comm, stream));
-          }
-          send_offset += send_rows * row_bytes;
-          recv_offset += recv_rows * row_bytes;
-        }
-        group.end();
-      })
+  detail::run_collective(comm_, name(CollectiveOp::kAllToAll, seq), {in, output},
+                         [&](ncclComm_t comm, cudaStream_t stream) {
+                           // One group: NCCL matches all the sends and receives together, so their order cannot
+                           // deadlock.
+                           detail::NcclGroup group(rank_);
+                           std::size_t send_offset = 0, recv_offset = 0;
+                           for (std::size_t j = 0; j < n; ++j) {
+                             const auto peer = static_cast<int>(j);
+                             const auto send_rows = static_cast<std::size_t>(send_counts[j]);
+                             const auto recv_rows = static_cast<std::size_t>(recv_counts[j]);
+                             // Zero-row pairs are skipped on both sides alike, since the counts agree across ranks.
+                             if (send_rows > 0) {
+                               NCCL_LAUNCH_CHECK_ON_RANK(
+                                   rank_, ncclSend(send + send_offset, send_rows * static_cast<std::size_t>(row_numel),
+                                                   dtype, peer, comm, stream));
+                             }
+                             if (recv_rows > 0) {
+                               NCCL_LAUNCH_CHECK_ON_RANK(
+                                   rank_, ncclRecv(recv + recv_offset, recv_rows * static_cast<std::size_t>(row_numel),
+                                                   dtype, peer, comm, stream));
+                             }
+                             send_offset += send_rows * row_bytes;
+                             recv_offset += recv_rows * row_bytes;
+                           }
+                           group.end();
+                         })
       ->wait();
   return output;
 }
@@ -510,7 +628,7 @@ void NcclProcessGroup::barrier() {
   float* buffer = comm_->barrier_buffer;
   auto work =
       detail::run_collective(comm_, name(CollectiveOp::kBarrier, seq), {}, [&](ncclComm_t comm, cudaStream_t stream) {
-        NCCL_CHECK_ON_RANK(rank_, ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, comm, stream));
+        NCCL_LAUNCH_CHECK_ON_RANK(rank_, ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, comm, stream));
       });
   work->wait_host(options_.timeout);
 }

@@ -41,6 +41,10 @@ struct NcclOptions {
   // How long a host-side wait (NcclWork::wait_host, barrier, teardown) lets a collective run before
   // it aborts the communicator. As in c10d: a peer that died or diverged otherwise hangs the job.
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // The watchdog (dist/nccl_watchdog.h) also times out every collective after `timeout`, from its
+  // own thread, and aborts the communicator; if the process has not ended this long after such a
+  // fault, the watchdog ends it (abort_world).
+  std::chrono::milliseconds abort_grace = std::chrono::seconds(10);
 };
 
 // The ncclDataType_t for a dtype, as an int so that nccl.h stays out of this header; nullopt for a
@@ -54,7 +58,7 @@ struct NcclComm;
 // A collective launched on the group's NCCL stream. Keeps its tensors alive until destroyed.
 class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<detail::NcclComm> comm, cudaEvent_t done, cudaStream_t caller_stream,
+  NcclWork(std::shared_ptr<detail::NcclComm> comm, std::shared_ptr<CUevent_st> done, cudaStream_t caller_stream,
            std::vector<torch::Tensor> keep_alive, std::string what);
   ~NcclWork() override;
   NcclWork(const NcclWork&) = delete;
@@ -70,7 +74,7 @@ class NcclWork final : public Work {
 
  private:
   std::shared_ptr<detail::NcclComm> comm_;
-  cudaEvent_t done_;
+  std::shared_ptr<CUevent_st> done_;  // shared with the watchdog, which may query it after this Work
   cudaStream_t caller_stream_;
   std::vector<torch::Tensor> keep_alive_;
   std::string what_;  // "all_reduce #12", for error messages
@@ -82,6 +86,8 @@ class NcclWork final : public Work {
 // after the work already queued on the caller's current stream and runs on a dedicated stream, so
 // compute queued after it can overlap; wait() orders the caller's stream after it without a host
 // sync. After any NCCL error or timeout the communicator is aborted and every later call throws.
+// A watchdog thread watches each collective until it completes (see NcclOptions::timeout). The
+// communicator is non-blocking (NCCL >= 2.14), so its setup too is bounded by the timeout.
 // Threads: as MpiProcessGroup, one collective at a time per group; a Work may be waited on from
 // another thread.
 class NcclProcessGroup final : public ProcessGroup {

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include "data/loader.h"
+#include "dist/nccl_watchdog.h"  // defines: note_step
 #include "dist/reducer.h"
 #include "model/moco.h"
 #include "preempt/preemption.h"
@@ -322,6 +323,7 @@ TrainResult train(const Config& config, const RunContext& context) {
         const auto step_start = Clock::now();
         const double lr = learning_rate(config, control.progress(step, result.train_seconds) * config.train.epochs);
         run.optimizer->set_lr(lr);
+        dist::note_step(step + 1);  // for the NCCL watchdog's message, written from its own thread
         run.replicas.before_step(step + 1);
         const auto out = moco_step(run, hooks, *batch, step);
         const double step_seconds = seconds_since(step_start);
