@@ -16,6 +16,8 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <iostream>
 #include <optional>
 #include <string>
@@ -74,12 +76,22 @@ std::optional<int> read_config(const Options& o, moco::train::Config& config) {
   return std::nullopt;
 }
 
+// Where this rank runs, one line in every rank's log: across hosts the local rank (the device) is
+// per host, and rank<N>.log then says which host each rank was on.
+void log_placement(const moco::dist::WorldInfo& world, const torch::Device& device) {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '?';
+  spdlog::info("rank {}/{} on host {}, local rank {}/{}, device {}", world.rank, world.world_size, host,
+               world.local_rank, world.local_size, device.str());
+}
+
 moco::train::RunContext make_context(const moco::train::Config& config, const moco::dist::WorldInfo& world,
                                      bool dry_run) {
   moco::train::RunContext context;
   context.dry_run = dry_run;
   context.device = moco::train::select_device(world.local_rank, world.local_size);
   context.local_size = world.local_size;
+  log_placement(world, context.device);
   context.group = moco::train::make_job_group(config, world.world_size, context.device);
   return context;
 }
