@@ -69,11 +69,11 @@ echo "[moco.sh] ${mpi[*]} $binary --config $config train.resume=auto ${extra[*]}
 
 # mpirun runs as a child: SIGUSR1 and SIGTERM to this script reach it (it forwards them to the
 # ranks), and the script can end it when it waits for a host it lost.
+mpirun_pid=
+trap '[ -z "$mpirun_pid" ] || kill -USR1 "$mpirun_pid" 2>/dev/null || true' USR1
+trap '[ -z "$mpirun_pid" ] || kill -TERM "$mpirun_pid" 2>/dev/null || true' TERM INT
 "${mpi[@]}" "$binary" --config "$config" train.resume=auto "${extra[@]}" "$@" &
 mpirun_pid=$!
-trap 'kill -USR1 $mpirun_pid 2>/dev/null || true' USR1
-trap 'kill -TERM $mpirun_pid 2>/dev/null || true' TERM
-trap 'kill -TERM $mpirun_pid 2>/dev/null || true' INT
 # The ranks mpirun started on this host (its children running the binary).
 local_ranks() { pgrep -P "$mpirun_pid" -f "^$binary " 2>/dev/null | wc -l; }
 seen=0 gone=0
