@@ -92,6 +92,7 @@ data_workers_not_shared|src/train/device.cpp|cores /= std::max(1, local_size);|(
 data_workers_zero_kept|src/train/device.cpp|  if (configured > 0) return configured;|  if (configured >= 0) return configured;|^DataWorkersTest\.
 shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s) { return i < s.first; }|[](int64_t i, const Shard& s) { return i <= s.first; }|^Shards/ImageShardsTest\.|^ImageShardsConcurrency\.
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
+file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|if (!write || has_line_break(walked)|if (has_line_break(walked)|^FileListCacheTest\.
 layers_dist_sees_train|CMakeLists.txt|moco_room(dist USES sys)|moco_room(dist USES sys train)|^build\.layers_refuse_upward_include$
 LIST
 )
