@@ -15,12 +15,25 @@ case_name=$1 build=$(cd "$2" && pwd) work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 hosts=$src/tests/multinode/hosts.sh
 why=$("$hosts" can) || { echo "SKIP: $why"; exit 77; }
+# Hosts left by an earlier run killed outright (SIGKILL leaves no trap to run) go first.
+[ ! -f "$work/hosts/n" ] || "$hosts" down "$work/hosts" >&2 || true
 rm -rf "$work" && mkdir -p "$work"
+echo $$ >"$work/owner"  # the deadline below acts only while the hosts are this run's
 export MOCO_HOSTS_DIR=$work/hosts MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
 # Down on every exit, also a failed or timed-out one; down itself checks that nothing is left.
-trap '"$hosts" down "$MOCO_HOSTS_DIR" >&2 || echo "FAIL ($case_name): the hosts were not cleaned up" >&2' EXIT
+# A deadline of its own, before ctest's TIMEOUT: the hosts go down (which ends every process on them,
+# moco.sh included), so the script gets to fail and to run its trap.
+limit=${MOCO_MULTINODE_LIMIT_S:-200}
+(
+  trap 'kill $nap 2>/dev/null; exit 0' TERM
+  sleep "$limit" & nap=$!
+  wait $nap && [ "$(cat "$work/owner" 2>/dev/null)" = $$ ] && echo "FAIL ($case_name): still running after ${limit}s" >&2 \
+    && "$hosts" down "$MOCO_HOSTS_DIR" >&2
+) &
+deadline=$!
+trap 'kill $deadline 2>/dev/null; "$hosts" down "$MOCO_HOSTS_DIR" >&2 || { echo "FAIL ($case_name): the hosts were not cleaned up" >&2; exit 1; }' EXIT
 "$hosts" up 2 "$MOCO_HOSTS_DIR"
 net=10.77.0.0/24
 printf 'mocohost1 slots=2\nmocohost2 slots=2\n' >"$work/hostfile"
