@@ -6,7 +6,7 @@
 #                  host, the shards of all 4 ranks in one checkpoint folder that verifies, metrics,
 #                  TensorBoard and `latest` written once; the checkpoint resumes on 1 host x 2 ranks
 #   link_down      host 2's link goes down mid-run (dist.timeout_s=10): the ranks on host 1 exit within
-#                  the timeout and a few seconds naming the step, the collective and ranks 2,3; moco.sh
+#                  the timeout and a few seconds naming the step, the collective, ranks 2,3 and their host; moco.sh
 #                  ends within a bound with a non-zero code; no process is left on either host; the last
 #                  checkpoint verifies; with the link back the same command resumes and finishes
 # Exits 77 (ctest's skip) where network namespaces cannot be made (not root, no iproute2).
@@ -122,10 +122,10 @@ link_down)
   # The ranks name the step, the collective and the ranks across the cut: rank 0, and on host 2 the
   # first to time out (its abort may end the other before it logs).
   cut="step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 10 s.*; ranks"
-  grep -Eq "rank 0: $cut 2,3 did not answer a roll call" "$run/rank0.log" \
-    || fail "rank 0 does not name the step, the collective and ranks 2,3: $(grep -h 'did not complete' "$run/rank0.log")"
-  grep -Eq "rank [23]: $cut 0,1 did not answer a roll call" "$run/rank2.log" "$run/rank3.log" \
-    || fail "no rank on host 2 names the step, the collective and ranks 0,1"
+  grep -Eq "rank 0: $cut 2,3 did not answer a roll call \(dead or stuck\), on host mocohost2" "$run/rank0.log" \
+    || fail "rank 0 does not name the step, the collective, ranks 2,3 and mocohost2: $(grep -h 'did not complete' "$run/rank0.log")"
+  grep -Eq "rank [23]: $cut 0,1 did not answer a roll call \(dead or stuck\), on host mocohost1" "$run/rank2.log" \
+    "$run/rank3.log" || fail "no rank on host 2 names the step, the collective, ranks 0,1 and mocohost1"
   # Host 2's daemon, cut off from mpirun, must notice by itself (TCP keepalive) and end.
   # (orted_watchdog.sh, MOCO_MPIRUN_GRACE_S=5 after its ranks ended).
   for _ in $(seq 60); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.5; done
