@@ -253,4 +253,19 @@ TEST(FileListCacheTest, SecondScanReadsTheCacheAndAChangedFolderInvalidatesIt) {
   fs::remove_all(data);
 }
 
+// write=false (the ranks other than 0): the folder is scanned, a valid cache still read, none written.
+TEST(FileListCacheTest, ARankThatMayNotWriteScansAndWritesNothing) {
+  const fs::path data = temp_dir("filelist_nowrite"), root = data / "train";
+  for (const char* f : {"a/1.jpg", "b/2.jpg"}) write(root / f, jpeg_bytes(pattern(8, 8, 0), 8, 8));
+  age(root);
+  const CachedScan scan = scan_image_folder_cached(root.string(), {}, /*write=*/false);
+  EXPECT_EQ(scan.folder.files, (std::vector<std::string>{"a/1.jpg", "b/2.jpg"}));
+  EXPECT_EQ(scan.written_to, "");
+  EXPECT_FALSE(fs::exists(data / ".moco_filelist-train.txt"));
+  const std::string cache = scan_image_folder_cached(root.string()).written_to;
+  ASSERT_NE(cache, "");
+  EXPECT_EQ(scan_image_folder_cached(root.string(), {}, /*write=*/false).read_from, cache);
+  fs::remove_all(data);
+}
+
 }  // namespace

@@ -10,9 +10,17 @@
 # beside this repository's launch/. Runs with train.resume=auto (after the config, so an explicit
 # train.resume=... still wins).
 #
-# Stopping with a checkpoint: `kill -USR1 <mpirun pid>` (mpirun forwards SIGUSR1 to every rank; they
-# finish their step, commit a checkpoint and exit 0); the same command resumes. SIGTERM to mpirun
+# Stopping with a checkpoint: `kill -USR1 <moco.sh pid>` (passed to mpirun, which forwards it to every rank; they
+# finish their step, commit a checkpoint and exit 0); the same command resumes. SIGTERM to moco.sh
 # tears the job down (its ranks still try to checkpoint, but mpirun does not wait long for them).
+#
+# MOCO_MPIRUN_ARGS: more mpirun options, split at spaces, e.g. across hosts
+#   MOCO_MPIRUN_ARGS="--mca btl_tcp_if_include 10.0.0.0/24 --mca oob_tcp_if_include 10.0.0.0/24"
+# A lost host: once the ranks on this host have ended and mpirun is still running after
+# MOCO_MPIRUN_GRACE_S seconds (default 20), mpirun is waiting for a daemon it cannot reach; it is
+# killed (SIGKILL: it is stuck in its abort) and the script exits 1. With --hostfile the daemons on
+# the other hosts run under launch/mpirun/orted_watchdog.sh (the same path on every host), which ends
+# a daemon left behind the same way: its ranks ended, GRACE seconds passed, mpirun never came.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ranks= hostfile=
@@ -20,7 +28,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     -n | -np) ranks=$2; shift 2 ;;
     --hostfile) hostfile=$2; shift 2 ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -31,12 +39,14 @@ shift
 binary=${MOCO_DIST:-$(command -v moco_dist || echo "$here/build/moco_dist")}
 [ -x "$binary" ] || { echo "moco.sh: no moco_dist binary ($binary): set MOCO_DIST or build it" >&2; exit 2; }
 
+grace=${MOCO_MPIRUN_GRACE_S:-20}
 mpi=(mpirun --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 extra=()
 if [ -n "$hostfile" ]; then
   [ -n "$ranks" ] || ranks=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^slots=/) {sub("slots=", "", $i); n += $i}} END {print n + 0}' "$hostfile")
-  mpi+=(--hostfile "$hostfile" --map-by slot)
+  # Every daemon under orted_watchdog.sh: a host cut off from mpirun does not keep its daemon.
+  mpi+=(--hostfile "$hostfile" --map-by slot --mca orte_launch_agent "$here/launch/mpirun/orted_watchdog.sh $grace orted")
 else
   if [ -z "$ranks" ]; then
     ranks=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -52,6 +62,37 @@ else
   fi
 fi
 mpi+=(-np "$ranks" -x OMP_NUM_THREADS)
+# shellcheck disable=SC2206  # split at spaces on purpose
+[ -z "${MOCO_MPIRUN_ARGS:-}" ] || mpi+=($MOCO_MPIRUN_ARGS)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 echo "[moco.sh] ${mpi[*]} $binary --config $config train.resume=auto ${extra[*]} $*"
-exec "${mpi[@]}" "$binary" --config "$config" train.resume=auto "${extra[@]}" "$@"
+
+# mpirun runs as a child: SIGUSR1 and SIGTERM to this script reach it (it forwards them to the
+# ranks), and the script can end it when it waits for a host it lost.
+mpirun_pid=
+trap '[ -z "$mpirun_pid" ] || kill -USR1 "$mpirun_pid" 2>/dev/null || true' USR1
+trap '[ -z "$mpirun_pid" ] || kill -TERM "$mpirun_pid" 2>/dev/null || true' TERM INT
+"${mpi[@]}" "$binary" --config "$config" train.resume=auto "${extra[@]}" "$@" &
+mpirun_pid=$!
+# The ranks mpirun started on this host (its children running the binary).
+local_ranks() { pgrep -P "$mpirun_pid" -f "^$binary " 2>/dev/null | wc -l; }
+seen=0 gone=0
+while kill -0 "$mpirun_pid" 2>/dev/null; do
+  if [ "$(local_ranks)" -gt 0 ]; then
+    seen=1 gone=0
+  elif [ "$seen" -eq 1 ]; then
+    gone=$((gone + 1))
+    if [ "$gone" -gt "$grace" ]; then
+      echo "[moco.sh] the ranks on this host ended ${grace} s ago and mpirun still waits (for a host it cannot reach?): killing it" >&2
+      # KILL: mpirun is already aborting (a second signal makes Open MPI 4.1's mpirun crash).
+      kill -KILL "$mpirun_pid" 2>/dev/null || true
+      wait "$mpirun_pid" 2>/dev/null || true
+      exit 1
+    fi
+  fi
+  sleep 1 &
+  wait $! 2>/dev/null || true
+done
+rc=0
+wait "$mpirun_pid" || rc=$?
+exit "$rc"

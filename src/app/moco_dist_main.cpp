@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     // The world size is known now: a batch that does not split over the ranks is the config's fault,
     // reported before any folder is made or data read.
     moco::train::validate_for_world(config, world.world_size, o.source());
-    moco::train::check_data(config, o.source());
+    moco::train::check_data(config, o.source(), world.rank == 0);
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
                                !o.dry_run && !o.eval_only);
     moco::sys::log_workarounds();

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     world = moco::dist::init_world(&argc, &argv);
     moco::preempt::install_preemption_handlers();
     moco::train::validate_for_world(config, world.world_size, where, moco::train::Job::kLincls);
-    moco::train::check_data(config, where);
+    moco::train::check_data(config, where, world.rank == 0);
     moco::train::RunContext context;
     context.device = moco::train::select_device(world.local_rank, world.local_size);
     context.local_size = world.local_size;

@@ -138,7 +138,7 @@ bool store(const fs::path& path, const std::string& root, const ImageFolder& f,
 
 }  // namespace
 
-CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs) {
+CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs, bool write) {
   CachedScan result;
   const auto paths = cache_paths(root, extra_dirs);
   for (const auto& p : paths)
@@ -156,7 +156,7 @@ CachedScan scan_image_folder_cached(const std::string& root, const std::vector<s
     if (t < 0 || t >= started - kFreshNs) return result;  // changed just now: a list that may miss it is not kept
     folders.emplace_back(dir, t);
   }
-  if (has_line_break(walked) || has_line_break(result.folder.classes) || has_line_break(result.folder.files))
+  if (!write || has_line_break(walked) || has_line_break(result.folder.classes) || has_line_break(result.folder.files))
     return result;
   for (const auto& p : paths)
     if (store(p, root, result.folder, folders)) {

@@ -25,7 +25,9 @@ struct CachedScan {
 // A cache that fails any check is ignored and rewritten. No cache is written when a folder changed
 // less than 2 seconds before the scan began or during it (a change within one tick of a coarse
 // file-system clock could go unseen), or when a name holds a line break. Errors are those of scan_image_folder
-// (FolderError).
-CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs = {});
+// (FolderError). With write=false a scan writes no cache: the ranks of a job read the folder each, but only
+// one (rank 0) writes the cache, which several hosts may share.
+CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs = {},
+                                    bool write = true);
 
 }  // namespace moco::data

@@ -3,6 +3,8 @@
 #include "dist/mpi_comm.h"  // <mpi.h> without its C++ bindings
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
@@ -87,6 +89,19 @@ WorldInfo query_world() {
   MPI_CHECK(MPI_Comm_size(local, &info.local_size));
   MPI_CHECK(MPI_Comm_free(&local));
   return info;
+}
+
+std::vector<std::string> g_hosts;
+
+// Every rank's host name, in rank order (one fixed-size slot each).
+std::vector<std::string> gather_hosts(int world_size) {
+  constexpr int kSlot = 256;
+  std::vector<char> mine(kSlot, '\0'), all(static_cast<size_t>(kSlot) * static_cast<size_t>(world_size), '\0');
+  if (gethostname(mine.data(), kSlot - 1) != 0) mine.assign(kSlot, '\0');
+  MPI_CHECK(MPI_Allgather(mine.data(), kSlot, MPI_CHAR, all.data(), kSlot, MPI_CHAR, MPI_COMM_WORLD));
+  std::vector<std::string> hosts;
+  for (int r = 0; r < world_size; ++r) hosts.emplace_back(all.data() + static_cast<size_t>(r) * kSlot);
+  return hosts;
 }
 
 const char* thread_level_name(int level) {
@@ -191,9 +206,12 @@ WorldInfo init_world(int* argc, char*** argv) {
     throw DistError(info.rank, std::string("MPI provides ") + thread_level_name(provided) +
                                    ", but collectives may come from autograd threads and need MPI_THREAD_SERIALIZED");
   check_launcher_env(info, env);
+  g_hosts = gather_hosts(info.world_size);
   g_world = info;
   return info;
 }
+
+const std::vector<std::string>& world_hosts() { return g_hosts; }
 
 void finalize_world() {
   std::lock_guard<std::mutex> lock(g_world_mutex);

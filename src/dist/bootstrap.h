@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace moco::dist {
 
@@ -27,6 +28,10 @@ struct WorldInfo {
 // mutex. FUNNELED would forbid the first; MULTIPLE would make every MPI call pay for locking we do
 // not need.
 WorldInfo init_world(int* argc, char*** argv);
+
+// The host name of every world rank, gathered by init_world (empty before it): errors that name
+// ranks can say which host they are on.
+const std::vector<std::string>& world_hosts();
 
 // MPI_Finalize if init_world initialised MPI and nobody has finalised it yet. Safe to call twice.
 void finalize_world();

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "dist/bootstrap.h"
 #include "dist/collective_check.h"
 #include "dist/errors.h"
 #include "dist/mpi_comm.h"
@@ -233,7 +235,33 @@ struct MpiProcessGroup::State {
     if (comm == MPI_COMM_NULL) return "no roll call: the group's communicator was never made";
     const auto silent = roll_call();
     if (silent.empty()) return "every rank answered a roll call: none is dead or stuck, some called another collective";
-    return rank_list(silent) + " did not answer a roll call (dead or stuck)";
+    return rank_list(silent) + " did not answer a roll call (dead or stuck)" + hosts_of(silent);
+  }
+
+  // ", on host H" (or ", on hosts H1, H2") for ranks of this group, from the world's host names; ""
+  // when they are all on this rank's own host (one host: the messages stay as they were).
+  std::string hosts_of(const std::vector<int>& ranks) const {
+    const auto& hosts = world_hosts();
+    if (hosts.empty() || ranks.empty()) return "";
+    MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    std::vector<int> in_world(ranks.size(), MPI_UNDEFINED);
+    if (MPI_Comm_group(comm, &mine) == MPI_SUCCESS && MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS)
+      MPI_Group_translate_ranks(mine, static_cast<int>(ranks.size()), ranks.data(), world, in_world.data());
+    if (mine != MPI_GROUP_NULL) MPI_Group_free(&mine);
+    if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+    std::vector<std::string> named;
+    for (const int r : in_world)
+      if (r >= 0 && r < static_cast<int>(hosts.size()) &&
+          std::find(named.begin(), named.end(), hosts[static_cast<size_t>(r)]) == named.end())
+        named.push_back(hosts[static_cast<size_t>(r)]);
+    int me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (named.empty() ||
+        (named.size() == 1 && me < static_cast<int>(hosts.size()) && named[0] == hosts[static_cast<size_t>(me)]))
+      return "";
+    std::string text;
+    for (const auto& h : named) text += (text.empty() ? "" : ", ") + h;
+    return (named.size() == 1 ? ", on host " : ", on hosts ") + text;
   }
 
   // The descriptor exchange's wait: as wait_for, but on a timeout it names the ranks whose

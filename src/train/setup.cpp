@@ -20,7 +20,7 @@ namespace {
 // empty folder, or shards that are missing or do not belong together, are the config's fault:
 // ConfigError naming `where`, the keys and the folder.
 std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const std::string& dir, const char* key,
-                                                         const std::string& where) {
+                                                         const std::string& where, bool write_file_list = true) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const data::EncodedSource>> found;
   const std::string id =
@@ -33,7 +33,8 @@ std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const 
       source = std::make_shared<data::ImageShardSource>(c.data.root, dir);
     else
       source = std::make_shared<data::ImageFolderSource>(
-          data::scan_image_folder_cached((std::filesystem::path(c.data.root) / dir).string(), {c.train.output_dir})
+          data::scan_image_folder_cached((std::filesystem::path(c.data.root) / dir).string(), {c.train.output_dir},
+                                         write_file_list)
               .folder);
     return found.emplace(id, std::move(source)).first->second;
   } catch (const data::FolderError& e) {
@@ -43,10 +44,10 @@ std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const 
 
 }  // namespace
 
-void check_data(const Config& c, const std::string& where) {
+void check_data(const Config& c, const std::string& where, bool write_file_list) {
   if (!is_encoded_dataset(c)) return;
-  const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where);
-  const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where);
+  const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where, write_file_list);
+  const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where, write_file_list);
   if (val->classes() != train->classes())
     throw ConfigError(
         where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) +

@@ -24,8 +24,9 @@ Splits load_splits(const Config& config);
 
 // What only the data on disk can tell, checked before any work (exit 2 as a ConfigError): for
 // imagefolder, that both splits exist, hold class folders with images, and the same classes; for
-// hdf5, that both splits' shards are complete, agree, and hold the same classes.
-void check_data(const Config& config, const std::string& where);
+// hdf5, that both splits' shards are complete, agree, and hold the same classes. write_file_list:
+// whether this process may write the file-list cache (rank 0 only: the folders may be shared by hosts).
+void check_data(const Config& config, const std::string& where, bool write_file_list = true);
 
 // MoCo's augmentation and the normalisation of every view (data.*): the config's own options.
 data::AugmentOptions augment_options(const Config& config);

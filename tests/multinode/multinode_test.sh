@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# launch/mpirun/moco.sh --hostfile across 2 test hosts (tests/multinode/hosts.sh), 2 ranks each:
+#   multinode_test.sh CASE BUILD_DIR WORK_DIR
+#   mpirun_2hosts  4 ranks, two hostnames, local ranks 0/1 on each, MPI bytes between the hosts over
+#                  TCP (host 2's interface counters), the losses equal bitwise those of 4 ranks on one
+#                  host, the shards of all 4 ranks in one checkpoint folder that verifies, metrics,
+#                  TensorBoard and `latest` written once; the checkpoint resumes on 1 host x 2 ranks
+#   link_down      host 2's link goes down mid-run (dist.timeout_s=10): the ranks on host 1 exit within
+#                  the timeout and a few seconds naming the step, the collective, ranks 2,3 and their host; moco.sh
+#                  ends within a bound with a non-zero code; no process is left on either host; the last
+#                  checkpoint verifies; with the link back the same command resumes and finishes
+# Exits 77 (ctest's skip) where network namespaces cannot be made (not root, no iproute2).
+set -euo pipefail
+case_name=$1 build=$(cd "$2" && pwd) work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+hosts=$src/tests/multinode/hosts.sh
+why=$("$hosts" can) || { echo "SKIP: $why"; exit 77; }
+# Hosts left by an earlier run killed outright (SIGKILL leaves no trap to run) go first.
+[ ! -f "$work/hosts/n" ] || "$hosts" down "$work/hosts" >&2 || true
+rm -rf "$work" && mkdir -p "$work"
+echo $$ >"$work/owner"  # the deadline below acts only while the hosts are this run's
+export MOCO_HOSTS_DIR=$work/hosts MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
+# Down on every exit, also a failed or timed-out one; down itself checks that nothing is left.
+# A deadline of its own, before ctest's TIMEOUT: the hosts go down (which ends every process on them,
+# moco.sh included), so the script gets to fail and to run its trap.
+limit=${MOCO_MULTINODE_LIMIT_S:-200}
+(
+  trap 'kill $nap 2>/dev/null; exit 0' TERM
+  sleep "$limit" & nap=$!
+  wait $nap && [ "$(cat "$work/owner" 2>/dev/null)" = $$ ] && echo "FAIL ($case_name): still running after ${limit}s" >&2 \
+    && "$hosts" down "$MOCO_HOSTS_DIR" >&2
+) &
+deadline=$!
+trap 'kill $deadline 2>/dev/null; "$hosts" down "$MOCO_HOSTS_DIR" >&2 || { echo "FAIL ($case_name): the hosts were not cleaned up" >&2; exit 1; }' EXIT
+"$hosts" up 2 "$MOCO_HOSTS_DIR"
+net=10.77.0.0/24
+printf 'mocohost1 slots=2\nmocohost2 slots=2\n' >"$work/hostfile"
+# The daemons start through the agent; every byte between ranks and daemons goes over the test bridge.
+export MOCO_MPIRUN_ARGS="--mca plm_rsh_agent $MOCO_HOSTS_DIR/agent --mca oob_tcp_if_include $net
+  --mca btl self,vader,tcp --mca btl_tcp_if_include $net"
+on() { local i=$1; shift; "$hosts" exec "$i" "$@"; }
+launch() { on 1 "$src/launch/mpirun/moco.sh" "$@"; }
+args=("$src/tests/data/tiny_synthetic.yaml" train.threads=1 moco.bn_splits=4 train.epochs=1 ckpt.every_minutes=0
+      ckpt.async=false knn.memory_size=128 knn.query_size=64)
+# Nothing but the holder may be left inside a host once a run has ended.
+left_on() { "$hosts" pids "$1" | grep -vx "$(cat "$MOCO_HOSTS_DIR/holder$1.pid")" | xargs -r ps -o pid=,args= -p || true; }
+check_nothing_left() {  # WHEN: within 5 s (a daemon's last moments after mpirun returned)
+  local i
+  for _ in $(seq 25); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.2; done
+  for i in 1 2; do [ -z "$(left_on "$i")" ] || fail "left on host $i after $1: $(left_on "$i")"; done
+}
+rx_bytes() { on 2 awk '$1 == "eth0:" {print $2}' /proc/net/dev; }  # /proc/net is the reader's namespace's
+losses() { python3 -c 'import json, sys; print(" ".join(repr(r["loss"]) for r in map(json.loads, open(sys.argv[1])) if r["event"] == "train"))' "$1"; }
+
+case $case_name in
+mpirun_2hosts)
+  two=$work/two one=$work/one
+  before=$(rx_bytes)
+  launch --hostfile "$work/hostfile" "${args[@]}" train.output_dir="$two" train.stop_at_step=8 >"$work/console" 2>&1 \
+    || fail "the 2-host run failed"
+  moved=$(( $(rx_bytes) - before ))
+  check_nothing_left "the 2-host run"
+  for r in 0 1 2 3; do
+    h=$(( r / 2 + 1 )) l=$(( r % 2 ))
+    grep -q "rank $r/4 on host mocohost$h, local rank $l/2, device cpu" "$two/rank$r.log" \
+      || fail "rank $r is not logged as local rank $l on mocohost$h: $(grep -h ' on host ' "$two/rank$r.log")"
+  done
+  # The only way from host 1 to host 2 is the bridge, and vader (shared memory) only joins ranks of one
+  # host: the bytes host 2 received are the job's TCP traffic (control messages are a few kB).
+  [ "$moved" -gt 1000000 ] || fail "host 2 received only $moved bytes over the bridge"
+  echo "host 2 received $moved bytes over the test bridge"
+  # One folder holds the shards of the ranks of both hosts.
+  for r in 0 1 2 3; do [ -f "$two/checkpoints/step_00000008/shard-$r-of-4.h5" ] || fail "no shard of rank $r"; done
+  [ "$(cat "$two/checkpoints/latest")" = step_00000008 ] || fail "latest is '$(cat "$two/checkpoints/latest")', not step_00000008"
+  "$build/moco_ckpt" verify "$two" >"$work/verify" 2>&1 || fail "moco_ckpt verify: $(cat "$work/verify")"
+  # What the hosts share is written by rank 0 alone: one metrics.jsonl, one TensorBoard file.
+  [ "$(find "$two" -name 'metrics.jsonl*' | wc -l)" -eq 1 ] || fail "more than one metrics.jsonl"
+  [ "$(find "$two" -path '*tb*' -type f | wc -l)" -le 1 ] || fail "more than one TensorBoard file"
+  # The same config on 4 ranks of one host: the same losses, bit for bit.
+  MOCO_MPIRUN_ARGS= "$src/launch/mpirun/moco.sh" -n 4 "${args[@]}" train.output_dir="$one" train.stop_at_step=8 \
+    >"$work/console" 2>&1 || fail "the 1-host run failed"
+  [ "$(losses "$two/metrics.jsonl" | wc -w)" -eq 8 ] || fail "not 8 train rows: $(losses "$two/metrics.jsonl")"
+  [ "$(losses "$two/metrics.jsonl")" = "$(losses "$one/metrics.jsonl")" ] \
+    || fail "the losses differ: 2 hosts $(losses "$two/metrics.jsonl"), 1 host $(losses "$one/metrics.jsonl")"
+  echo "losses of steps 1..8 equal on 2 hosts and on 1 host: $(losses "$two/metrics.jsonl")"
+  # The 2-host checkpoint resumes on one host with 2 ranks and finishes.
+  MOCO_MPIRUN_ARGS= launch -n 2 "${args[@]}" train.output_dir="$two" >"$work/console" 2>&1 || fail "the resumed run failed"
+  grep -q "kNN top-1: .*random init" "$work/console" || fail "the resumed run did not finish"
+  grep -q '"event":"resume".*"step":8\|"step":8.*"event":"resume"' "$two/metrics.jsonl" || fail "no resume row at step 8"
+  [ "$(losses "$two/metrics.jsonl" | wc -w)" -eq 16 ] || fail "steps not logged once each: $(losses "$two/metrics.jsonl")"
+  check_nothing_left "the resumed run"
+  ;;
+link_down)
+  run=$work/run
+  cmd=(--hostfile "$work/hostfile" "${args[@]}" train.output_dir="$run" train.epochs=4 ckpt.every_steps=5 dist.timeout_s=10)
+  MOCO_MPIRUN_GRACE_S=5 launch "${cmd[@]}" >"$work/console" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do grep -q '"step":12' "$run/metrics.jsonl" 2>/dev/null && break; kill -0 "$job" || break; sleep 0.2; done
+  grep -q '"step":12' "$run/metrics.jsonl" || fail "no step 12 within 120 s"
+  ranks_on() { "$hosts" pids "$1" | xargs -r ps -o pid=,comm= -p | awk '$2 == "moco_dist" {print $1}'; }
+  [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ "$(ranks_on 2 | wc -l)" -eq 2 ] || fail "not 2 ranks on each host"
+  start=$(date +%s)
+  "$hosts" link 2 down
+  ranks1=-1 ranks2=-1
+  for _ in $(seq 600); do
+    now=$(( $(date +%s) - start ))
+    [ "$ranks1" -ge 0 ] || [ -n "$(ranks_on 1)" ] || ranks1=$now
+    [ "$ranks2" -ge 0 ] || [ -n "$(ranks_on 2)" ] || ranks2=$now
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.5
+  done
+  rc=0
+  wait "$job" || rc=$?
+  took=$(( $(date +%s) - start ))
+  echo "link down: host 1's ranks ended after ${ranks1}s, host 2's after ${ranks2}s, moco.sh after ${took}s with exit $rc"
+  [ "$rc" -ne 0 ] || fail "moco.sh exited 0"
+  [ "$ranks1" -ge 0 ] && [ "$ranks1" -le 18 ] || fail "host 1's ranks took ${ranks1}s with dist.timeout_s=10"
+  [ "$ranks2" -ge 0 ] && [ "$ranks2" -le 18 ] || fail "host 2's ranks took ${ranks2}s with dist.timeout_s=10"
+  [ "$took" -le 35 ] || fail "moco.sh took ${took}s"
+  # The ranks name the step, the collective and the ranks across the cut: rank 0, and on host 2 the
+  # first to time out (its abort may end the other before it logs).
+  cut="step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 10 s.*; ranks"
+  grep -Eq "rank 0: $cut 2,3 did not answer a roll call \(dead or stuck\), on host mocohost2" "$run/rank0.log" \
+    || fail "rank 0 does not name the step, the collective, ranks 2,3 and mocohost2: $(grep -h 'did not complete' "$run/rank0.log")"
+  grep -Eq "rank [23]: $cut 0,1 did not answer a roll call \(dead or stuck\), on host mocohost1" "$run/rank2.log" \
+    "$run/rank3.log" || fail "no rank on host 2 names the step, the collective, ranks 0,1 and mocohost1"
+  # Host 2's daemon, cut off from mpirun, must notice by itself (TCP keepalive) and end.
+  # (orted_watchdog.sh, MOCO_MPIRUN_GRACE_S=5 after its ranks ended).
+  for _ in $(seq 60); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.5; done
+  check_nothing_left "the link went down"
+  echo "nothing left on either host $(( $(date +%s) - start ))s after the link went down"
+  "$build/moco_ckpt" verify "$run" >"$work/verify" 2>&1 || fail "the last checkpoint does not verify: $(cat "$work/verify")"
+  last=$(( 10#$(sed 's/^step_//' "$run/checkpoints/latest") ))
+  "$hosts" link 2 up
+  launch "${cmd[@]}" >"$work/console" 2>&1 || fail "the resumed run failed"
+  grep -q "kNN top-1: .*random init" "$work/console" || fail "the resumed run did not finish"
+  grep -q "\"event\":\"resume\".*\"step\":$last\b\|\"step\":$last,.*\"event\":\"resume\"" "$run/metrics.jsonl" \
+    || fail "no resume row at step $last"
+  check_nothing_left "the resumed run"
+  echo "resumed from step $last with the link back and finished"
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "PASS ($case_name)"
