@@ -485,9 +485,6 @@ TEST(ReducerWorld, ARankWithAnotherLayoutIsNamedWhenTheReducerIsMade) {
   group->barrier();  // still usable
 }
 
-}  // namespace
-}  // namespace moco::dist
-
 // Channels-last weights get channels-last bucket views: the gradient goes in and the average comes
 // out without a permuting copy (same strides both ways), and the average is still exact.
 TEST(ReducerMemoryFormat, ChannelsLastWeightsGetViewsWithTheirStrides) {
@@ -514,3 +511,6 @@ TEST(ReducerMemoryFormat, ChannelsLastWeightsGetViewsWithTheirStrides) {
     EXPECT_TRUE(torch::equal(params[i].grad(), local[i])) << i;
   }
 }
+
+}  // namespace
+}  // namespace moco::dist
