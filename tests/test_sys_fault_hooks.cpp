@@ -67,11 +67,21 @@ TEST(FaultHooksTest, CheckpointFaultWithStepHitsThatSave) {
   EXPECT_EQ(hooks.checkpoint_fault(6).kind, CheckpointFaultKind::kNone);
 }
 
+TEST(FaultHooksTest, PauseInShardNamesItsRankAndStep) {
+  ScopedEnv set("MOCO_CKPT_FAULT", "pause_in_shard:2@10");
+  FaultHooks hooks;
+  EXPECT_EQ(hooks.checkpoint_fault(5).kind, CheckpointFaultKind::kNone);
+  const auto at_10 = hooks.checkpoint_fault(10);
+  EXPECT_EQ(at_10.kind, CheckpointFaultKind::kPauseInShard);
+  EXPECT_EQ(at_10.rank, 2);
+}
+
 TEST(FaultHooksTest, MalformedCheckpointFaultIsRefused) {
   for (const char* bad : {"kill_somewhere", "kill_in_shard:x", "kill_in_shard@", "kill_in_shard:1@4 "}) {
     ScopedEnv set("MOCO_CKPT_FAULT", bad);
     EXPECT_EQ(moco::test::error_of([] { FaultHooks().checkpoint_fault(2); }),
-              std::string("MOCO_CKPT_FAULT='") + bad + "': expected kill_in_shard|kill_before_manifest[:RANK][@STEP]");
+              std::string("MOCO_CKPT_FAULT='") + bad +
+                  "': expected kill_in_shard|kill_before_manifest|pause_in_shard[:RANK][@STEP]");
   }
 }
 

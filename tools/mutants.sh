@@ -78,6 +78,7 @@ openblas_line_not_logged|src/sys/workarounds.cpp|  spdlog::info("{}", openblas_s
 nan_hook_hits_every_rank|src/sys/fault_hooks.h|return step == at_step && rank == at_rank;|return step == at_step;|^FaultHooksTest\.|^faults\.nan_skip$
 nan_hook_malformed_accepted|src/sys/fault_hooks.cpp|if (std::sscanf(env, "%" SCNd64 ":%d", &n.step, &n.rank) < 1)|if (std::sscanf(env, "%" SCNd64 ":%d", &n.step, &n.rank) < 0)|^FaultHooksTest\.|^sys\.malformed_hooks$
 ckpt_fault_step_ignored|src/sys/fault_hooks.cpp|const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;|const bool hit = m[3].matched ? true : first_save;|^FaultHooksTest\.|^ckpt\.kill_in_shard$
+ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: m[1].str() == "pause_in_shard" ? CheckpointFaultKind::kPauseInShard|: m[1].str() == "pause_in_shard" ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$

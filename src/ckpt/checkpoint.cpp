@@ -151,6 +151,9 @@ std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<S
       if (fault.kind == sys::CheckpointFaultKind::kKillInShard && fault.rank == rank && j == mine.size() / 2)
         sys::hooks().kill_for_checkpoint_fault(
             fmt::format("rank {} after {} of {} tensors of its shard", rank, j, mine.size()));
+      if (fault.kind == sys::CheckpointFaultKind::kPauseInShard && fault.rank == rank && j == mine.size() / 2)
+        sys::hooks().pause_for_checkpoint_fault(
+            fmt::format("rank {} after {} of {} tensors of its shard", rank, j, mine.size()));
       shard.write(state[static_cast<size_t>(mine[j])].name, host[j]);
     }
   } catch (...) {

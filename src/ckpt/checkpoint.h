@@ -41,7 +41,8 @@ std::vector<int> assign_writers(const std::vector<StateEntry>& state, int world_
 //
 // Fault injection for tests (sys/fault_hooks.h), MOCO_CKPT_FAULT=<what>[:<rank>][@<step>]:
 // `kill_in_shard` SIGKILLs the rank half-way through its shard; `kill_before_manifest` SIGKILLs rank
-// 0 once every shard is written. <rank> defaults to 0; without @<step> the first save is hit.
+// 0 once every shard is written; `pause_in_shard` holds the rank 5 s half-way through its shard.
+// <rank> defaults to 0; without @<step> the first save is hit.
 std::string save_checkpoint(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info,
                             dist::ProcessGroup& group);
 

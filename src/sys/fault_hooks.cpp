@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <stdexcept>
+#include <thread>
 
 namespace moco::sys {
 
@@ -28,14 +30,15 @@ CheckpointFault FaultHooks::checkpoint_fault(int64_t step) {
   if (!env || !*env) return {};
   std::smatch m;
   const std::string spec = env;
-  static const std::regex pattern(R"((kill_in_shard|kill_before_manifest)(?::(\d+))?(?:@(\d+))?)");
+  static const std::regex pattern(R"((kill_in_shard|kill_before_manifest|pause_in_shard)(?::(\d+))?(?:@(\d+))?)");
   if (!std::regex_match(spec, m, pattern))
     throw std::invalid_argument("MOCO_CKPT_FAULT='" + spec +
-                                "': expected kill_in_shard|kill_before_manifest[:RANK][@STEP]");
+                                "': expected kill_in_shard|kill_before_manifest|pause_in_shard[:RANK][@STEP]");
   const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;
   if (!hit) return {};
-  const auto kind =
-      m[1].str() == "kill_in_shard" ? CheckpointFaultKind::kKillInShard : CheckpointFaultKind::kKillBeforeManifest;
+  const auto kind = m[1].str() == "kill_in_shard"    ? CheckpointFaultKind::kKillInShard
+                    : m[1].str() == "pause_in_shard" ? CheckpointFaultKind::kPauseInShard
+                                                     : CheckpointFaultKind::kKillBeforeManifest;
   return {kind, m[2].matched ? std::stoi(m[2].str()) : 0};
 }
 
@@ -44,6 +47,12 @@ void FaultHooks::kill_for_checkpoint_fault(const std::string& where) const {
   std::fflush(stderr);
   std::raise(SIGKILL);
   std::abort();
+}
+
+void FaultHooks::pause_for_checkpoint_fault(const std::string& where) const {
+  std::fprintf(stderr, "MOCO_CKPT_FAULT: pausing %s for %d s\n", where.c_str(), kPauseInShardSeconds);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::seconds(kPauseInShardSeconds));
 }
 
 FaultHooks& hooks() {

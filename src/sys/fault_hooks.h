@@ -16,9 +16,12 @@ struct NanInjection {
   bool hits(int64_t at_step, int at_rank) const { return step == at_step && rank == at_rank; }
 };
 
-// MOCO_CKPT_FAULT=kill_in_shard|kill_before_manifest[:RANK][@STEP]: `kill_in_shard` SIGKILLs RANK
-// half-way through its shard; `kill_before_manifest` SIGKILLs rank 0 once every shard is written.
-enum class CheckpointFaultKind { kNone, kKillInShard, kKillBeforeManifest };
+// MOCO_CKPT_FAULT=kill_in_shard|kill_before_manifest|pause_in_shard[:RANK][@STEP]: `kill_in_shard`
+// SIGKILLs RANK half-way through its shard; `kill_before_manifest` SIGKILLs rank 0 once every shard is
+// written; `pause_in_shard` holds RANK half-way through its shard for kPauseInShardSeconds (a test can
+// break something while a checkpoint is being written).
+enum class CheckpointFaultKind { kNone, kKillInShard, kKillBeforeManifest, kPauseInShard };
+inline constexpr int kPauseInShardSeconds = 5;
 struct CheckpointFault {
   CheckpointFaultKind kind = CheckpointFaultKind::kNone;
   int rank = 0;  // RANK, 0 by default
@@ -35,6 +38,8 @@ class FaultHooks {
   CheckpointFault checkpoint_fault(int64_t step);
   // Prints "MOCO_CKPT_FAULT: SIGKILL <where>" to stderr and kills the process with SIGKILL.
   [[noreturn]] void kill_for_checkpoint_fault(const std::string& where) const;
+  // Prints "MOCO_CKPT_FAULT: pausing <where> for 5 s" to stderr and sleeps that long.
+  void pause_for_checkpoint_fault(const std::string& where) const;
 
  private:
   int saves_ = 0;

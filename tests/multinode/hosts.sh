@@ -12,6 +12,10 @@
 #   hosts.sh exec I CMD...       run CMD on host I (its network and UTS namespaces, same files)
 #   hosts.sh link I up|down      host I's interface (eth0, inside its namespace)
 #   hosts.sh pids I              the processes inside host I
+#   hosts.sh shape I RATE LOSS   host I's link, both ways: tc tbf at RATE (e.g. 100mbit) and nftables
+#                                dropping LOSS percent of the packets at random (netdev ingress of both
+#                                ends of the link); this kernel has no netem, so no delay
+#   hosts.sh drops I             how many packets the LOSS rules of host I's link have dropped
 #
 # DIR (default $MOCO_HOSTS_DIR, else /tmp/moco_hosts) keeps the state: the namespace names, one
 # holder process per host that owns its UTS namespace (DIR/holderI.pid), and DIR/agent, a launch
@@ -116,6 +120,25 @@ down() {
   echo "hosts.sh: down, nothing left"
 }
 
+shape() {  # I RATE LOSS
+  local i=$1 rate=$2 loss=$3 end
+  command -v nft >/dev/null || die "shape: no nft (Debian's nftables: tools/install_deps.sh)"
+  for end in "$(ns "$i") eth0" "$(ns sw) h$i"; do
+    set -- $end
+    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 32kbit latency 400ms
+    ip netns exec "$1" nft -f - <<EOF
+table netdev moco {
+  chain lossy { type filter hook ingress device "$2" priority 0; numgen random mod 100 < $loss counter drop; }
+}
+EOF
+  done
+}
+drops() {
+  local i=$1
+  { ip netns exec "$(ns "$i")" nft list table netdev moco; ip netns exec "$(ns sw)" nft list table netdev moco; } |
+    awk '/counter packets/ {for (f = 1; f < NF; f++) if ($f == "packets") n += $(f + 1)} END {print n + 0}'
+}
+
 host_exec() {
   local i=$1 p
   shift
@@ -134,5 +157,7 @@ down)
 exec) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; i=$1; shift; host_exec "$i" "$@" ;;
 link) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; ip -n "$(ns "$1")" link set eth0 "$2" ;;
 pids) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; pids "$1" ;;
-*) sed -n '2,20p' "$self"; exit 2 ;;
+shape) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; shape "${1:?shape I RATE LOSS}" "${2:?RATE}" "${3:?LOSS}" ;;
+drops) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; drops "$1" ;;
+*) sed -n '2,24p' "$self"; exit 2 ;;
 esac

@@ -5,6 +5,17 @@
 #                  TCP (host 2's interface counters), the losses equal bitwise those of 4 ranks on one
 #                  host, the shards of all 4 ranks in one checkpoint folder that verifies, metrics,
 #                  TensorBoard and `latest` written once; the checkpoint resumes on 1 host x 2 ranks
+#   host_lost      every rank on host 2 is killed (-9) mid-run: the job ends promptly naming them and
+#                  their host, moco.sh exits non-zero, nothing is left, the last checkpoint verifies,
+#                  the same command resumes and finishes
+#   bad_link       host 2's link at 100 Mbit/s losing 1% of its packets each way (tc tbf, nftables;
+#                  no netem here, so no delay): the same losses, bit for bit, as on a clean link
+#   slurm_2nodes   a 2-node Slurm on the hosts (slurm_2nodes.sh): sbatch -N2 --ntasks-per-node=2 of
+#                  launch/slurm/moco.sbatch, SIGUSR1 mid-run: checkpoint, requeue (Restarts=1), resume,
+#                  every step logged once
+#   link_down_in_checkpoint  host 2's link goes down while rank 2 writes its shard (a 5 s pause
+#                  there, MOCO_CKPT_FAULT=pause_in_shard:2@10): the step is not committed (left as
+#                  .tmp), `latest` names the checkpoint before, the same command resumes from it
 #   link_down      host 2's link goes down mid-run (dist.timeout_s=10): the ranks on host 1 exit within
 #                  the timeout and a few seconds naming the step, the collective, ranks 2,3 and their host; moco.sh
 #                  ends within a bound with a non-zero code; no process is left on either host; the last
@@ -33,7 +44,8 @@ limit=${MOCO_MULTINODE_LIMIT_S:-200}
     && "$hosts" down "$MOCO_HOSTS_DIR" >&2
 ) &
 deadline=$!
-trap 'kill $deadline 2>/dev/null; "$hosts" down "$MOCO_HOSTS_DIR" >&2 || { echo "FAIL ($case_name): the hosts were not cleaned up" >&2; exit 1; }' EXIT
+extra_cleanup=:  # what a case started outside the hosts (slurm_2nodes: munged), undone before the hosts go
+trap 'kill $deadline 2>/dev/null; $extra_cleanup; "$hosts" down "$MOCO_HOSTS_DIR" >&2 || { echo "FAIL ($case_name): the hosts were not cleaned up" >&2; exit 1; }' EXIT
 "$hosts" up 2 "$MOCO_HOSTS_DIR"
 net=10.77.0.0/24
 printf 'mocohost1 slots=2\nmocohost2 slots=2\n' >"$work/hostfile"
@@ -50,6 +62,19 @@ check_nothing_left() {  # WHEN: within 5 s (a daemon's last moments after mpirun
   local i
   for _ in $(seq 25); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.2; done
   for i in 1 2; do [ -z "$(left_on "$i")" ] || fail "left on host $i after $1: $(left_on "$i")"; done
+}
+ranks_on() { "$hosts" pids "$1" | xargs -r ps -o pid=,comm= -p | awk '$2 == "moco_dist" {print $1}'; }
+wait_step() {  # STEP RUN_DIR JOB_PID: until metrics.jsonl has STEP (120 s at most)
+  for _ in $(seq 600); do grep -q "\"step\":$1\b" "$2/metrics.jsonl" 2>/dev/null && return; kill -0 "$3" || break; sleep 0.2; done
+  fail "no step $1 within 120 s"
+}
+resume_and_finish() {  # LAST: the same command ("${cmd[@]}") resumes from step LAST and finishes
+  launch "${cmd[@]}" >"$work/console" 2>&1 || fail "the resumed run failed"
+  grep -q "kNN top-1: .*random init" "$work/console" || fail "the resumed run did not finish"
+  grep -q "\"event\":\"resume\".*\"step\":$1\b\|\"step\":$1,.*\"event\":\"resume\"" "$run/metrics.jsonl" \
+    || fail "no resume row at step $1"
+  check_nothing_left "the resumed run"
+  echo "resumed from step $1 and finished"
 }
 rx_bytes() { on 2 awk '$1 == "eth0:" {print $2}' /proc/net/dev; }  # /proc/net is the reader's namespace's
 losses() { python3 -c 'import json, sys; print(" ".join(repr(r["loss"]) for r in map(json.loads, open(sys.argv[1])) if r["event"] == "train"))' "$1"; }
@@ -99,7 +124,6 @@ link_down)
   job=$!
   for _ in $(seq 600); do grep -q '"step":12' "$run/metrics.jsonl" 2>/dev/null && break; kill -0 "$job" || break; sleep 0.2; done
   grep -q '"step":12' "$run/metrics.jsonl" || fail "no step 12 within 120 s"
-  ranks_on() { "$hosts" pids "$1" | xargs -r ps -o pid=,comm= -p | awk '$2 == "moco_dist" {print $1}'; }
   [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ "$(ranks_on 2 | wc -l)" -eq 2 ] || fail "not 2 ranks on each host"
   start=$(date +%s)
   "$hosts" link 2 down
@@ -134,12 +158,145 @@ link_down)
   "$build/moco_ckpt" verify "$run" >"$work/verify" 2>&1 || fail "the last checkpoint does not verify: $(cat "$work/verify")"
   last=$(( 10#$(sed 's/^step_//' "$run/checkpoints/latest") ))
   "$hosts" link 2 up
-  launch "${cmd[@]}" >"$work/console" 2>&1 || fail "the resumed run failed"
-  grep -q "kNN top-1: .*random init" "$work/console" || fail "the resumed run did not finish"
-  grep -q "\"event\":\"resume\".*\"step\":$last\b\|\"step\":$last,.*\"event\":\"resume\"" "$run/metrics.jsonl" \
-    || fail "no resume row at step $last"
-  check_nothing_left "the resumed run"
-  echo "resumed from step $last with the link back and finished"
+  resume_and_finish "$last"
+  ;;
+host_lost)
+  run=$work/run
+  cmd=(--hostfile "$work/hostfile" "${args[@]}" train.output_dir="$run" train.epochs=4 ckpt.every_steps=5 dist.timeout_s=10)
+  MOCO_MPIRUN_GRACE_S=5 launch "${cmd[@]}" >"$work/console" 2>&1 &
+  job=$!
+  wait_step 12 "$run" "$job"
+  victims=$(ranks_on 2 | xargs)
+  [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ "$(wc -w <<<"$victims")" -eq 2 ] || fail "not 2 ranks on each host"
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  kill -KILL $victims
+  for _ in $(seq 120); do kill -0 "$job" 2>/dev/null || break; sleep 0.5; done
+  rc=0
+  wait "$job" || rc=$?
+  took=$(( $(date +%s) - start ))
+  echo "host 2's ranks ($victims) killed: moco.sh ended after ${took}s with exit $rc"
+  [ "$rc" -ne 0 ] || fail "moco.sh exited 0"
+  [ "$took" -le 25 ] || fail "moco.sh took ${took}s (dist.timeout_s=10, MOCO_MPIRUN_GRACE_S=5)"
+  # Host 1's ranks see the sockets of the killed ranks close ("peer hung up"): Open MPI's TCP BTL ends
+  # them at once, before a collective times out, so the names come from mpirun (the first rank it saw die).
+  named=$(grep -Eo "process rank [0-9]+ with PID [0-9]+ on node [a-z0-9]+ exited on signal 9" "$work/console" | head -n 1)
+  [[ $named =~ ^process\ rank\ [23]\ with\ PID\ ([0-9]+)\ on\ node\ mocohost2\  ]] && [[ " $victims " == *" ${BASH_REMATCH[1]} "* ]] \
+    || fail "mpirun does not name a killed rank of mocohost2: '$named'"
+  echo "mpirun: $named"
+  check_nothing_left "host 2's ranks were killed"
+  "$build/moco_ckpt" verify "$run" >"$work/verify" 2>&1 || fail "the last checkpoint does not verify: $(cat "$work/verify")"
+  last=$(( 10#$(sed 's/^step_//' "$run/checkpoints/latest") ))
+  echo "the last checkpoint (step $last) verifies"
+  resume_and_finish "$last"
+  ;;
+bad_link)
+  # The same 8 steps on a clean link, then with host 2's link at 100 Mbit/s losing 1% of its packets
+  # each way: TCP resends what was lost, so the losses are the same, bit for bit.
+  clean=$work/clean bad=$work/bad
+  launch --hostfile "$work/hostfile" "${args[@]}" train.output_dir="$clean" train.stop_at_step=8 >"$work/console" 2>&1 \
+    || fail "the run on a clean link failed"
+  "$hosts" shape 2 100mbit 1
+  start=$(date +%s)
+  launch --hostfile "$work/hostfile" "${args[@]}" train.output_dir="$bad" train.stop_at_step=8 >"$work/console" 2>&1 \
+    || fail "the run on the bad link failed"
+  took=$(( $(date +%s) - start ))
+  dropped=$("$hosts" drops 2)
+  echo "the run on the bad link took ${took}s; its loss rules dropped $dropped packets"
+  [ "$dropped" -gt 0 ] || fail "no packet was dropped"
+  check_nothing_left "the run on the bad link"
+  [ "$(losses "$bad/metrics.jsonl" | wc -w)" -eq 8 ] || fail "not 8 train rows: $(losses "$bad/metrics.jsonl")"
+  [ "$(losses "$bad/metrics.jsonl")" = "$(losses "$clean/metrics.jsonl")" ] \
+    || fail "the losses differ: bad link $(losses "$bad/metrics.jsonl"), clean link $(losses "$clean/metrics.jsonl")"
+  echo "losses of steps 1..8 equal on the bad and the clean link: $(losses "$bad/metrics.jsonl")"
+  "$build/moco_ckpt" verify "$bad" >"$work/verify" 2>&1 || fail "moco_ckpt verify: $(cat "$work/verify")"
+  ;;
+link_down_in_checkpoint)
+  # Rank 2 (host 2) is held 5 s half-way through its shard of step 10's checkpoint
+  # (MOCO_CKPT_FAULT=pause_in_shard:2@10); the link goes down meanwhile. The files stay reachable (the
+  # namespaces share one file system), so rank 2 finishes its shard, but the commit needs every rank.
+  run=$work/run
+  cmd=(--hostfile "$work/hostfile" "${args[@]}" train.output_dir="$run" train.epochs=4 ckpt.every_steps=5 dist.timeout_s=10)
+  MOCO_CKPT_FAULT=pause_in_shard:2@10 MOCO_MPIRUN_GRACE_S=5 MOCO_MPIRUN_ARGS="$MOCO_MPIRUN_ARGS -x MOCO_CKPT_FAULT" \
+    launch "${cmd[@]}" >"$work/console" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do grep -qs "MOCO_CKPT_FAULT: pausing rank 2" "$work/console" && break; kill -0 "$job" || break; sleep 0.2; done
+  grep -q "MOCO_CKPT_FAULT: pausing rank 2" "$work/console" || fail "rank 2 did not pause in its shard within 120 s"
+  "$hosts" link 2 down
+  start=$(date +%s)
+  echo "host 2's link down while rank 2 writes its shard of step 10"
+  for _ in $(seq 120); do kill -0 "$job" 2>/dev/null || break; sleep 0.5; done
+  rc=0
+  wait "$job" || rc=$?
+  took=$(( $(date +%s) - start ))
+  echo "moco.sh ended ${took}s after the link went down, exit $rc"
+  [ "$rc" -ne 0 ] || fail "moco.sh exited 0"
+  [ "$took" -le 35 ] || fail "moco.sh took ${took}s"
+  grep -E "rank 0: .*did not complete within 10 s" "$run/rank0.log" | tail -n 1
+  grep -Eq "rank 0: .*did not complete within 10 s.*ranks 2,3 did not answer a roll call \(dead or stuck\), on host mocohost2" \
+    "$run/rank0.log" || fail "rank 0 does not name ranks 2,3 and mocohost2"
+  for _ in $(seq 60); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.5; done
+  check_nothing_left "the link went down in a checkpoint"
+  # Not committed: the step folder is left as .tmp, `latest` still names step 5, which verifies.
+  [ -d "$run/checkpoints/step_00000010.tmp" ] || fail "no step_00000010.tmp: $(ls "$run/checkpoints")"
+  [ ! -e "$run/checkpoints/step_00000010" ] || fail "step_00000010 was committed"
+  [ "$(cat "$run/checkpoints/latest")" = step_00000005 ] || fail "latest is '$(cat "$run/checkpoints/latest")', not step_00000005"
+  "$build/moco_ckpt" verify "$run" >"$work/verify" 2>&1 || fail "the last checkpoint does not verify: $(cat "$work/verify")"
+  echo "step 10 left uncommitted (step_00000010.tmp); latest = step_00000005, which verifies"
+  "$hosts" link 2 up
+  resume_and_finish 5
+  ;;
+slurm_2nodes)
+  # slurmctld on host 1 and a slurmd on each host (tests/multinode/slurm_2nodes.sh); the batch script
+  # across both nodes, preempted with SIGUSR1 at step 20: checkpoint, requeue, resume, finish.
+  slurm=$work/slurm run=$work/run
+  extra_cleanup="$src/tests/multinode/slurm_2nodes.sh down $slurm"
+  "$src/tests/multinode/slurm_2nodes.sh" up "$slurm" >"$work/slurm_up.log" 2>&1 || {
+    grep -q "no slurm-wlm/munge" "$work/slurm_up.log" && { echo "SKIP: $(cat "$work/slurm_up.log")"; exit 77; }
+    cat "$work/slurm_up.log" >&2; fail "slurm_2nodes.sh up"; }
+  export SLURM_CONF=$slurm/slurm.conf OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=$net
+  job=$(cd "$work" && on 1 sbatch --parsable -N2 --ntasks-per-node=2 --gpus-per-node=0 --output="$work/job.out" \
+        "$src/launch/slurm/moco.sbatch" "${args[@]}" train.output_dir="$run" train.epochs=6) || fail "sbatch"
+  echo "job $job"
+  state() { on 1 scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+  step_logged() { grep -o '"step":[0-9]*' "$run/metrics.jsonl" 2>/dev/null | tr -dc '0-9\n' | sort -n | tail -n 1; }
+  for _ in $(seq 600); do
+    [ "$(step_logged || echo 0)" -ge 20 ] 2>/dev/null && break
+    case $(state) in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) cp "$work/job.out" "$work/console"; fail "the job ended before step 20: $(state)" ;; esac
+    sleep 0.2
+  done
+  [ "$(step_logged)" -ge 20 ] || { cp "$work/job.out" "$work/console" 2>/dev/null; fail "no step 20 within 120 s ($(state))"; }
+  for r in 0 1 2 3; do
+    h=$(( r / 2 + 1 )) l=$(( r % 2 ))
+    grep -q "rank $r/4 on host mocohost$h, local rank $l/2, device cpu" "$run/rank$r.log" \
+      || fail "rank $r is not logged as local rank $l on mocohost$h: $(grep -h ' on host ' "$run/rank$r.log")"
+  done
+  on 1 scancel --batch --signal=USR1 "$job"
+  echo "SIGUSR1 sent at step $(step_logged)"
+  for _ in $(seq 600); do
+    s=$(state)
+    [ "$s" = COMPLETED ] && on 1 scontrol show job "$job" | grep -q 'Restarts=1' && break
+    case $s in FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) cp "$work/job.out" "$work/console"; fail "job state $s" ;; esac
+    sleep 0.2
+  done
+  cp "$work/job.out" "$work/console"
+  [ "$(state)" = COMPLETED ] || fail "the job did not complete within 120 s of the signal (state $(state))"
+  on 1 scontrol show job "$job" >"$work/job.info"
+  grep -o '\bRestarts=[0-9]*\|\bNodeList=[^ ]*' "$work/job.info" | xargs echo "scontrol show job $job:"
+  grep -q '\bRestarts=1\b' "$work/job.info" || fail "the job did not restart once"
+  grep -q '\bNodeList=mocohost\[1-2\]' "$work/job.info" || fail "the job did not run on mocohost1 and mocohost2"
+  grep -q "restart 1:" "$work/job.out" || fail "no restart 1 in the job's output"
+  python3 - "$run/metrics.jsonl" <<'PY' || fail "metrics.jsonl does not log every step once"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+steps = [r["step"] for r in rows if r["event"] == "train"]
+assert steps == list(range(1, 97)), f"train rows: {steps[:5]}...{steps[-5:]} ({len(steps)} rows)"
+pre = [r for r in rows if r["event"] == "preempted"]
+res = [r for r in rows if r["event"] == "resume"]
+assert len(pre) == 1 and pre[0]["signal"] == "SIGUSR1" and len(res) == 1 and res[0]["step"] == pre[0]["step"], (pre, res)
+assert rows[-1]["event"] == "knn" and rows[-1]["encoder"] == "trained", rows[-1]
+print(f"steps 1..96 each logged once; preempted after step {pre[0]['step']}, resumed from it; finished")
+PY
   ;;
 *) fail "unknown case" ;;
 esac
