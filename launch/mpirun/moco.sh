@@ -62,6 +62,9 @@ else
   fi
 fi
 mpi+=(-np "$ranks" -x OMP_NUM_THREADS)
+# NCCL's settings (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, ...) reach the ranks on every host:
+# mpirun passes only what -x names to other hosts.
+while IFS= read -r var; do mpi+=(-x "$var"); done < <(compgen -e | grep '^NCCL_' || true)
 # shellcheck disable=SC2206  # split at spaces on purpose
 [ -z "${MOCO_MPIRUN_ARGS:-}" ] || mpi+=($MOCO_MPIRUN_ARGS)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

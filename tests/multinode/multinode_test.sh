@@ -83,9 +83,11 @@ case $case_name in
 mpirun_2hosts)
   two=$work/two one=$work/one
   before=$(rx_bytes)
-  launch --hostfile "$work/hostfile" "${args[@]}" train.output_dir="$two" train.stop_at_step=8 >"$work/console" 2>&1 \
-    || fail "the 2-host run failed"
+  NCCL_SOCKET_IFNAME=eth0 NCCL_IB_HCA=mlx5_0 launch --hostfile "$work/hostfile" "${args[@]}" train.output_dir="$two" \
+    train.stop_at_step=8 >"$work/console" 2>&1 || fail "the 2-host run failed"
   moved=$(( $(rx_bytes) - before ))
+  grep "^\[moco.sh\]" "$work/console" | grep -q -- "-x NCCL_IB_HCA -x NCCL_SOCKET_IFNAME" \
+    || fail "moco.sh did not pass NCCL's settings to the other host: $(grep '^\[moco.sh\]' "$work/console")"
   check_nothing_left "the 2-host run"
   for r in 0 1 2 3; do
     h=$(( r / 2 + 1 )) l=$(( r % 2 ))
