@@ -74,10 +74,8 @@ const char* openblas_core_name() {
 }
 
 const char* kernels_to_set() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return nullptr;  // the user's choice
-  const char* core = openblas_core_name();
-  if (core == nullptr || std::strcmp(core, "Prescott") != 0) return nullptr;
-  return kernels_for_this_cpu();
+  return moco::sys::openblas_kernels_to_set(std::getenv("OPENBLAS_CORETYPE"), openblas_core_name(),
+                                            kernels_for_this_cpu());
 }
 
 // What the constructor below did, for openblas_settings_line(). Plain flags, constant-initialised:
@@ -148,6 +146,12 @@ std::string timeout_part() {
 }  // namespace
 
 namespace moco::sys {
+
+const char* openblas_kernels_to_set(const char* user, const char* detected, const char* best) {
+  if (user != nullptr) return nullptr;  // the user's choice
+  if (detected == nullptr || std::strcmp(detected, "Prescott") != 0) return nullptr;
+  return best;
+}
 
 std::string openblas_settings_line() {
   const char* core = openblas_core_name();

@@ -1,4 +1,5 @@
-// defines: openblas_settings_line -- what src/sys/openblas_kernels.cpp did to OpenBLAS before main()
+// defines: openblas_settings_line -- what src/sys/openblas_kernels.cpp did to OpenBLAS before main();
+// openblas_kernels_to_set, its decision on the kernels
 #pragma once
 
 #include <string>
@@ -10,5 +11,11 @@ namespace moco::sys {
 // the settings off; or that the BLAS is not OpenBLAS. Defined in the OBJECT library every executable
 // links (CMakeLists.txt), not in moco_core.
 std::string openblas_settings_line();
+
+// The OPENBLAS_CORETYPE to restart with: `best` (the kernels this CPU's features allow, or nullptr)
+// when OpenBLAS fell back to its generic kernels (`detected` is "Prescott") and the user set none
+// (`user` is nullptr); otherwise nullptr. Pure, so that a test can feed it what no machine here
+// shows (this project's CI machines are CPUs OpenBLAS knows).
+const char* openblas_kernels_to_set(const char* user, const char* detected, const char* best);
 
 }  // namespace moco::sys
