@@ -124,7 +124,7 @@ link_down)
   cmd=(--hostfile "$work/hostfile" "${args[@]}" train.output_dir="$run" train.epochs=4 ckpt.every_steps=5 dist.timeout_s=10)
   MOCO_MPIRUN_GRACE_S=5 launch "${cmd[@]}" >"$work/console" 2>&1 &
   job=$!
-  for _ in $(seq 600); do grep -q '"step":12' "$run/metrics.jsonl" 2>/dev/null && break; kill -0 "$job" || break; sleep 0.2; done
+  wait_step 12 "$run" "$job"
   grep -q '"step":12' "$run/metrics.jsonl" || fail "no step 12 within 120 s"
   [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ "$(ranks_on 2 | wc -l)" -eq 2 ] || fail "not 2 ranks on each host"
   start=$(date +%s)
