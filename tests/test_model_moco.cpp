@@ -361,10 +361,74 @@ TEST(ContrastiveTest, LogitsAndLossEqualAHandComputation) {
 
 TEST(ContrastiveTest, EnqueueWrapsAndRefusesMoreKeysThanTheQueueHolds) {
   auto queue = torch::zeros({2, 5});
+  auto ptr = torch::full({1}, 3, torch::kLong);
   const auto keys = torch::arange(1, 9, torch::kFloat).view({4, 2});  // key i = (2i+1, 2i+2)
-  EXPECT_EQ(model::enqueue_keys(queue, 3, keys), 2);
+  model::enqueue_keys(queue, ptr, keys);
+  EXPECT_EQ(ptr.item<int64_t>(), 2);
   // Columns 3, 4, 0, 1 receive keys 0..3; column 2 is untouched.
   const auto expected = torch::tensor({{5.0f, 7.0f, 0.0f, 1.0f, 3.0f}, {6.0f, 8.0f, 0.0f, 2.0f, 4.0f}});
   EXPECT_TRUE(torch::equal(queue, expected));
-  EXPECT_THROW(model::enqueue_keys(queue, 0, torch::zeros({6, 2})), std::invalid_argument);
+  EXPECT_THROW(model::enqueue_keys(queue, ptr, torch::zeros({6, 2})), std::invalid_argument);
+}
+
+// A step skipped on the device (Note [Skipping a step on the device]) writes nothing: the same
+// queue and pointer; with `apply` true, the same as without it.
+TEST(ContrastiveTest, EnqueueKeepsQueueAndPointerWhereNotApplied) {
+  const auto keys = torch::randn({3, 2});
+  auto queue = torch::randn({2, 5});
+  auto ptr = torch::full({1}, 4, torch::kLong);
+  const auto queue_before = queue.clone();
+  model::enqueue_keys(queue, ptr, keys, torch::tensor(false));
+  EXPECT_TRUE(torch::equal(queue, queue_before));
+  EXPECT_EQ(ptr.item<int64_t>(), 4);
+  auto plain = queue.clone();
+  auto plain_ptr = ptr.clone();
+  model::enqueue_keys(plain, plain_ptr, keys);
+  model::enqueue_keys(queue, ptr, keys, torch::tensor(true));
+  EXPECT_TRUE(torch::equal(queue, plain));
+  EXPECT_EQ(ptr.item<int64_t>(), 2);
+  EXPECT_EQ(plain_ptr.item<int64_t>(), 2);
+}
+
+// Note [Skipping a step on the device]: a NaN in the queries flags the rank and the step changes
+// nothing (key encoder, both encoders' BatchNorm buffers, queue, pointer); a finite step takes the
+// same bits as a model that does not check.
+TEST(MocoTest, AStepWithNonFiniteQueriesIsSkippedOnTheDeviceAndAFiniteOneIsUnchanged) {
+  auto make = [](bool skip) {
+    model::MocoOptions options;
+    options.queue_size = 20;
+    options.momentum = 0.9;
+    options.skip_nonfinite = skip;
+    model::Moco m(tiny_encoder(), options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/1);
+    m->train();
+    return m;
+  };
+  auto checking = make(true), plain = make(false);
+  torch::manual_seed(4);
+  for (int step = 0; step < 2; ++step) {
+    const auto im_q = torch::randn({6, 1, 8, 8}), im_k = torch::randn({6, 1, 8, 8});
+    const auto out = checking->forward(im_q, im_k);
+    plain->forward(im_q, im_k);
+    ASSERT_TRUE(out.trained.item<bool>());
+    EXPECT_EQ(out.nonfinite_by_rank.sum().item<int64_t>(), 0);
+  }
+  const auto state_of = [](model::MocoImpl& m) {
+    std::vector<torch::Tensor> all;
+    for (const auto& t : m.parameters()) all.push_back(t.detach().clone());
+    for (const auto& t : m.buffers()) all.push_back(t.detach().clone());
+    return all;
+  };
+  const auto same = [](const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!torch::equal(a[i], b[i])) return false;
+    return a.size() == b.size();
+  };
+  EXPECT_TRUE(same(state_of(*checking), state_of(*plain)));
+  const auto before = state_of(*checking);
+  auto im_q = torch::randn({6, 1, 8, 8});
+  im_q[2][0][3][3] = std::nan("");
+  const auto out = checking->forward(im_q, torch::randn({6, 1, 8, 8}));
+  EXPECT_FALSE(out.trained.item<bool>());
+  EXPECT_EQ(out.nonfinite_by_rank[0].item<int>(), 1);
+  EXPECT_TRUE(same(state_of(*checking), before)) << "a skipped step changed the state";
 }

@@ -42,3 +42,28 @@ TEST(MomentumSgdTest, BuffersKeepTheParametersMemoryOrder) {
   EXPECT_EQ(sgd.momentum_buffers()[0].strides(), weight.strides());
   EXPECT_EQ(sgd.momentum_buffers()[1].strides(), bias.strides());
 }
+
+// A step skipped on the device (apply false) leaves parameters and buffers as they were, even with
+// NaN gradients; apply true takes the same step, bit for bit, as no flag.
+TEST(MomentumSgdTest, AStepNotAppliedChangesNothingAndAnAppliedOneIsThePlainStep) {
+  torch::manual_seed(3);
+  const auto start = torch::randn({5, 4});
+  auto masked = start.clone().set_requires_grad(true), plain = start.clone().set_requires_grad(true);
+  moco::train::MomentumSgd masked_sgd({masked}, 0.9, 1e-4), plain_sgd({plain}, 0.9, 1e-4);
+  masked_sgd.set_lr(0.5);
+  plain_sgd.set_lr(0.5);
+  for (int step = 0; step < 3; ++step) {
+    const auto grad = torch::randn({5, 4});
+    masked.mutable_grad() = grad.clone();
+    plain.mutable_grad() = grad.clone();
+    masked_sgd.step(torch::tensor(true));
+    plain_sgd.step();
+    ASSERT_TRUE(torch::equal(masked, plain)) << "step " << step;
+    ASSERT_TRUE(torch::equal(masked_sgd.momentum_buffers()[0], plain_sgd.momentum_buffers()[0]));
+  }
+  const auto weights_before = masked.detach().clone(), buffer_before = masked_sgd.momentum_buffers()[0].clone();
+  masked.mutable_grad() = torch::full({5, 4}, std::nan(""));
+  masked_sgd.step(torch::tensor(false));
+  EXPECT_TRUE(torch::equal(masked, weights_before));
+  EXPECT_TRUE(torch::equal(masked_sgd.momentum_buffers()[0], buffer_before));
+}

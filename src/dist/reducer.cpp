@@ -177,10 +177,11 @@ void GradientReducer::agree_on_layout() const {
   for (int64_t r = 1; r < all.size(0); ++r)
     if (!torch::equal(all[r], all[0])) differ.push_back(r);
   if (differ.empty()) return;
+  const int64_t rank0_buckets = all[0][0].item<int64_t>();  // host read: at setup, to name the mismatch
   std::ostringstream out;
   out << "GradientReducer: the gradient buckets of rank(s) ";
   for (size_t k = 0; k < differ.size(); ++k) out << (k ? ", " : "") << differ[k];
-  out << " differ from rank 0's (" << all[0][0].item<int64_t>() << " buckets there, " << buckets_.size()
+  out << " differ from rank 0's (" << rank0_buckets << " buckets there, " << buckets_.size()
       << " here): every rank must build the same model with the same bucket caps";
   throw std::runtime_error(out.str());
 }

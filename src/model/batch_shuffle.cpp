@@ -9,7 +9,14 @@
 namespace moco::model {
 namespace {
 
-torch::Tensor as_index(const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong); }
+// The rows to take, on `device`. A CUDA copy from pageable memory waits for the stream (a host sync
+// every step), so the index goes from pinned memory, without blocking; the pinned block is reused
+// only once the copy is done (LibTorch's host allocator records the copy's event).
+torch::Tensor as_index(const std::vector<int64_t>& v, torch::Device device) {
+  auto index = torch::tensor(v, torch::kLong);
+  if (!device.is_cuda()) return index;
+  return index.pin_memory().to(device, /*non_blocking=*/true);
+}
 
 }  // namespace
 
@@ -52,19 +59,19 @@ torch::Tensor BatchShuffle::shuffle(const torch::Tensor& local, dist::ProcessGro
   const bool nhwc =
       local.dim() == 4 && !local.is_contiguous() && local.is_contiguous(torch::MemoryFormat::ChannelsLast);
   const auto rows = nhwc ? local.permute({0, 2, 3, 1}) : local;
-  const auto received = group.all_to_all(rows.index_select(0, as_index(send_rows_).to(local.device())).contiguous(),
+  const auto received = group.all_to_all(rows.index_select(0, as_index(send_rows_, local.device())).contiguous(),
                                          send_counts_, recv_counts_);
   auto shuffled = torch::empty_like(received);
-  shuffled.index_copy_(0, as_index(recv_slots_).to(local.device()), received);
+  shuffled.index_copy_(0, as_index(recv_slots_, local.device()), received);
   return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;
 }
 
 torch::Tensor BatchShuffle::unshuffle(const torch::Tensor& shuffled, dist::ProcessGroup& group) const {
   // The exact reverse: what arrived from each rank goes back to it, in the order it came.
-  const auto back = group.all_to_all(shuffled.index_select(0, as_index(recv_slots_).to(shuffled.device())).contiguous(),
+  const auto back = group.all_to_all(shuffled.index_select(0, as_index(recv_slots_, shuffled.device())).contiguous(),
                                      recv_counts_, send_counts_);
   auto local = torch::empty_like(back);
-  local.index_copy_(0, as_index(send_rows_).to(shuffled.device()), back);
+  local.index_copy_(0, as_index(send_rows_, shuffled.device()), back);
   return local;
 }
 

@@ -81,7 +81,7 @@ ContrastiveLoss fused_contrastive_loss(const torch::Tensor& q, const torch::Tens
   return {out[0], out[1]};
 }
 
-int64_t enqueue_keys(torch::Tensor& queue, int64_t ptr, const torch::Tensor& keys) {
+void enqueue_keys(torch::Tensor& queue, torch::Tensor& ptr, const torch::Tensor& keys, const torch::Tensor& apply) {
   torch::NoGradGuard no_grad;
   const int64_t size = queue.size(1);
   const int64_t n = keys.size(0);
@@ -89,11 +89,12 @@ int64_t enqueue_keys(torch::Tensor& queue, int64_t ptr, const torch::Tensor& key
     throw std::invalid_argument("cannot enqueue " + std::to_string(n) + " keys into a queue of " +
                                 std::to_string(size) + ": the global batch must not exceed moco.queue_size");
   }
-  auto columns = keys.detach().t();
-  const int64_t head = std::min(n, size - ptr);  // the part that fits before the end
-  queue.narrow(1, ptr, head).copy_(columns.narrow(1, 0, head));
-  if (head < n) queue.narrow(1, 0, n - head).copy_(columns.narrow(1, head, n - head));
-  return (ptr + n) % size;
+  const auto columns = torch::arange(n, ptr.options()).add_(ptr).remainder_(size);
+  auto keys_by_column = keys.detach().t().to(queue.scalar_type());
+  if (apply.defined()) keys_by_column = torch::where(apply, keys_by_column, queue.index_select(1, columns));
+  queue.index_copy_(1, columns, keys_by_column);
+  auto next = (ptr + n).remainder_(size);
+  ptr.copy_(apply.defined() ? torch::where(apply, next, ptr) : next);
 }
 
 }  // namespace moco::model

@@ -27,7 +27,9 @@ ContrastiveLoss fused_contrastive_loss(const torch::Tensor& q, const torch::Tens
                                        double temperature);
 
 // Writes keys [n, dim] (detached) into columns ptr, ptr+1, ... of queue [dim, K], wrapping past the
-// end, and returns the new pointer. Needs n <= K.
-int64_t enqueue_keys(torch::Tensor& queue, int64_t ptr, const torch::Tensor& keys);
+// end, and advances ptr (int64 [1], on the queue's device) to the column after them. Needs n <= K.
+// With `apply` (a bool scalar on the device) false, queue and ptr keep their values. The column
+// indices are computed on the device, so the host never reads the pointer (no sync in the step).
+void enqueue_keys(torch::Tensor& queue, torch::Tensor& ptr, const torch::Tensor& keys, const torch::Tensor& apply = {});
 
 }  // namespace moco::model

@@ -49,12 +49,20 @@ torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images) con
   return features.element_size() < 4 ? features.to(torch::kFloat) : features;
 }
 
-void MocoImpl::momentum_update() {
+void MocoImpl::momentum_update(const torch::Tensor& apply) {
   torch::NoGradGuard no_grad;
   const double m = options_.momentum;
   auto q_params = encoder_q->parameters();
   auto k_params = encoder_k->parameters();
-  for (size_t i = 0; i < q_params.size(); ++i) k_params[i].mul_(m).add_(q_params[i], 1.0 - m);
+  for (size_t i = 0; i < q_params.size(); ++i) {
+    if (!apply.defined()) {
+      k_params[i].mul_(m).add_(q_params[i], 1.0 - m);
+      continue;
+    }
+    // The same kernels out of place, so a step that trains gets the same bits as the in-place update.
+    const auto moved = k_params[i].mul(m).add_(q_params[i], 1.0 - m);
+    k_params[i].copy_(torch::where(apply, moved, k_params[i]));
+  }
 }
 
 torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
@@ -71,31 +79,54 @@ torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
   return k;
 }
 
+namespace {
+
+std::vector<torch::Tensor> copies_of(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> copies;
+  for (const auto& t : tensors) copies.push_back(t.detach().clone());
+  return copies;
+}
+
+// Puts back the values saved before the step unless `keep_new` (a bool scalar on the device).
+// BatchNorm's forward saves its running statistics for backward (used there only in eval mode), so
+// they are written without bumping their version: a bump would fail the backward.
+void restore_unless(const torch::Tensor& keep_new, const std::vector<torch::Tensor>& now,
+                    const std::vector<torch::Tensor>& saved) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < now.size(); ++i) {
+    auto values = now[i].variable_data();  // same storage, a version counter of its own
+    values.copy_(torch::where(keep_new, values, saved[i]));
+  }
+}
+
+}  // namespace
+
+// Note [Skipping a step on the device]
+// Whether any rank's queries hold NaN or Inf is known only on the device. Reading it on the host
+// would stall the GPU's queue every step, so every rank runs the whole step and each state change
+// keeps its old value where `trained` is false (torch::where, bit for bit the new value where it is
+// true). The host learns of a skipped step later, when it reads the step's records anyway.
 MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_k) {
   namespace F = torch::nn::functional;
   const auto unit = F::NormalizeFuncOptions().dim(1);
+  const bool skippable = options_.skip_nonfinite;
   MocoOutput out;
-  std::vector<torch::Tensor> saved_buffers;
-  if (options_.skip_nonfinite)
-    for (const auto& b : encoder_q->buffers()) saved_buffers.push_back(b.detach().clone());
+  const auto q_buffers = encoder_q->buffers(), k_buffers = encoder_k->buffers();
+  const auto q_buffers_before = skippable ? copies_of(q_buffers) : std::vector<torch::Tensor>();
+  const auto k_buffers_before = skippable ? copies_of(k_buffers) : std::vector<torch::Tensor>();
   out.q = F::normalize(encode(encoder_q, im_q), unit);
-  if (options_.skip_nonfinite) {
+  if (skippable) {
     // One flag per rank, so that every rank skips the same step and can name who caused it.
-    auto flags = group_->all_gather(torch::full({1}, out.q.isfinite().all().item<bool>() ? 0 : 1, torch::kInt32));
-    for (int64_t r = 0; r < flags.size(0); ++r)
-      if (flags[r].item<int>() != 0) out.skipped_by.push_back(static_cast<int>(r));
-    if (out.skipped()) {
-      torch::NoGradGuard no_grad;
-      const auto buffers = encoder_q->buffers();
-      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved_buffers[i]);
-      out.q = torch::Tensor();
-      return out;
-    }
+    out.nonfinite_by_rank =
+        group_->all_gather(out.q.detach().isfinite().all().logical_not().to(torch::kInt32).view({1}));
+    out.trained = out.nonfinite_by_rank.sum().eq(0);
+    restore_unless(out.trained, q_buffers, q_buffers_before);
   }
   {
     torch::NoGradGuard no_grad;
-    momentum_update();
+    momentum_update(out.trained);
     out.k = F::normalize(key_forward(im_k), unit);
+    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);
   }
   // The fused loss makes its gradient here and keeps nothing of the queue, so the enqueue below may
   // overwrite it before backward (the plain composition would need a snapshot of it).
@@ -104,7 +135,7 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
   out.positive_rank = contrastive.positive_rank;
 
   const auto all_keys = group_->all_gather(out.k);
-  queue_ptr_.fill_(enqueue_keys(queue_, queue_pointer(), all_keys));
+  enqueue_keys(queue_, queue_ptr_, all_keys, out.trained);
   ++steps_;
   return out;
 }

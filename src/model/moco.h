@@ -5,6 +5,7 @@
 #include "model/resnet.h"
 
 #include <memory>
+#include <vector>
 
 namespace moco::model {
 
@@ -25,11 +26,14 @@ struct MocoOutput {
   torch::Tensor positive_rank;  // [n]: how many of the K negatives score above the positive
   torch::Tensor q;              // [n, dim] normalised queries
   torch::Tensor k;              // [n, dim] normalised keys, no graph
-  // With MocoOptions::skip_nonfinite: the ranks whose queries held NaN or Inf. Then nothing else
-  // was computed (loss, positive_rank, k undefined) and nothing changed: no momentum update, no enqueue,
-  // the query encoder's BatchNorm buffers restored; the caller must not step either.
-  std::vector<int> skipped_by;
-  bool skipped() const { return !skipped_by.empty(); }
+  // With MocoOptions::skip_nonfinite, both on the device, decided there (the host never waits):
+  // nonfinite_by_rank [world] int32, 1 where that rank's queries held NaN or Inf; trained, a bool
+  // scalar, true when no rank's did. When false the step changed nothing (the momentum update,
+  // the key encoder's and the query encoder's BatchNorm buffers and the enqueue all kept their
+  // old values) and the caller must not step either: pass `trained` to MomentumSgd::step. The
+  // loss is then not finite and means nothing. Undefined without skip_nonfinite.
+  torch::Tensor nonfinite_by_rank;
+  torch::Tensor trained;
 };
 
 // The key encoder is a copy of the query encoder that no optimizer sees and no gradient reaches:
@@ -44,7 +48,8 @@ class MocoImpl : public torch::nn::Module {
   // mode BN); logits against the queue as it was; then the keys of all ranks enter the queue.
   MocoOutput forward(const torch::Tensor& im_q, const torch::Tensor& im_k);
 
-  void momentum_update();
+  // k = m*k + (1-m)*q for every parameter; with `apply` (a bool scalar on the device) false, k stays.
+  void momentum_update(const torch::Tensor& apply = {});
   // Makes the key encoder an exact copy of the query encoder (at start, after rank 0's state arrives).
   void copy_query_to_key();
   // The queue and its pointer: rank 0's copy is broadcast once at start; after that every rank
@@ -55,11 +60,11 @@ class MocoImpl : public torch::nn::Module {
 
   ResNet encoder_q{nullptr};
   ResNet encoder_k{nullptr};
-  const torch::Tensor& queue() const { return queue_; }  // [dim, K]
-  int64_t queue_pointer() const { return queue_ptr_.item<int64_t>(); }
+  const torch::Tensor& queue() const { return queue_; }                 // [dim, K]
+  int64_t queue_pointer() const { return queue_ptr_.item<int64_t>(); }  // a host read: for checks and tests
   const MocoOptions& options() const { return options_; }
-  // Steps taken so far: each step's shuffle permutation is drawn from (seed, this count), so a
-  // resumed run must restore it to draw the permutations the uninterrupted run would have.
+  // Steps taken so far, skipped ones included: each step's shuffle permutation is drawn from (seed,
+  // this count), so a resumed run must restore it to draw the permutations the uninterrupted run would have.
   int64_t shuffle_steps() const { return steps_; }
   void set_shuffle_steps(int64_t steps) { steps_ = steps; }
   // Bytes of images and keys this rank sent to other ranks for shuffle-BN in the last step.

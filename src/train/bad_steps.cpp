@@ -13,7 +13,7 @@ void BadSteps::skipped(int64_t step, const std::vector<int>& by_ranks) {
   if (++in_a_row_ > max_in_a_row_)
     throw std::runtime_error(
         fmt::format("step {}: the queries of rank(s) {} hold NaN or Inf, {} step(s) in a row (train.max_bad_steps {}); "
-                    "the state is that of the step before; checkpoints, if any, are in {}",
+                    "no checkpoint holds a step after it; checkpoints, if any, are in {}",
                     step, fmt::join(by_ranks, ", "), in_a_row_, max_in_a_row_, checkpoint_root_));
   spdlog::warn(
       "step {}: the queries of rank(s) {} hold NaN or Inf: every rank skips the step ({} in a row, "

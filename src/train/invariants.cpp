@@ -28,8 +28,9 @@ void InvariantChecker::before_forward() {
   for (const auto& p : moco_.encoder_k->parameters()) k_before_.push_back(p.detach().clone());
 }
 
-void InvariantChecker::after_forward(int64_t step) const {
+void InvariantChecker::after_forward(int64_t step, const torch::Tensor& trained) const {
   torch::NoGradGuard no_grad;
+  if (trained.defined() && !trained.item<bool>()) return;
   const double m = moco_.options().momentum;
   const auto names = moco_.encoder_k->named_parameters();
   for (size_t i = 0; i < k_before_.size(); ++i) {

@@ -18,7 +18,9 @@ class InvariantChecker {
   void before_forward();
   // After the forward (which did the momentum update and the enqueue) and before the optimizer
   // step. Throws std::logic_error naming the step and the tensor.
-  void after_forward(int64_t step) const;
+  // `trained`: MocoOutput::trained (undefined: the step trained). A skipped step is not checked (it
+  // reads the flag on the host: debug runs only).
+  void after_forward(int64_t step, const torch::Tensor& trained = {}) const;
   // After the optimizer step: still no gradient in the key encoder.
   void after_step(int64_t step) const;
 
@@ -35,8 +37,8 @@ class DebugChecks {
   void before_forward() {
     if (invariants_) invariants_->before_forward();
   }
-  void after_forward(int64_t step) const {
-    if (invariants_) invariants_->after_forward(step);
+  void after_forward(int64_t step, const torch::Tensor& trained) const {
+    if (invariants_) invariants_->after_forward(step, trained);
   }
   void after_step(int64_t step) const {
     if (invariants_) invariants_->after_step(step);

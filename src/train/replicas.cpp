@@ -1,6 +1,7 @@
 #include "train/replicas.h"
 
 #include "dist/reducer.h"
+#include "train/host_reads.h"
 
 #include <fmt/format.h>
 
@@ -16,7 +17,7 @@ std::vector<torch::Tensor> joined_tensors(std::vector<torch::Tensor> a, const st
 }
 
 uint64_t fnv1a_hash(const torch::Tensor& tensor, uint64_t hash = 1469598103934665603ULL) {
-  const auto t = tensor.to(torch::kCPU).contiguous();
+  const auto t = read_on_host(tensor).contiguous();  // on check steps only (dist.queue_check_every)
   const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
   for (size_t i = 0; i < t.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;  // any flipped bit changes it
   return hash;
@@ -33,8 +34,8 @@ uint64_t fnv1a_hash(const std::vector<torch::Tensor>& tensors) {
 // when the buffers are rank-local). The queue is never broadcast: it stays identical only because
 // every rank enqueues the same all-gathered keys.
 void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup& group, int64_t step) {
-  const auto mine = torch::tensor({static_cast<int64_t>(fnv1a_hash(moco.queue())), moco.queue_pointer(),
-                                   static_cast<int64_t>(bn_hash)},
+  const auto mine = torch::tensor({static_cast<int64_t>(fnv1a_hash(moco.queue())),
+                                   read_on_host(moco.queue_state()[1]).item<int64_t>(), static_cast<int64_t>(bn_hash)},
                                   torch::kLong)
                         .view({1, 3});
   const auto all = group.all_gather(mine);

@@ -16,15 +16,23 @@ void MomentumSgd::zero_grad() {
     if (p.grad().defined()) p.mutable_grad().zero_();
 }
 
-void MomentumSgd::step() {
+void MomentumSgd::step(const torch::Tensor& apply) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     auto& p = parameters_[i];
     if (!p.grad().defined()) continue;
     auto d = p.grad();
     if (weight_decay_ != 0) d = d.add(p, weight_decay_);
-    buffers_[i].mul_(momentum_).add_(d);
-    p.add_(buffers_[i], -lr_);
+    if (!apply.defined()) {
+      buffers_[i].mul_(momentum_).add_(d);
+      p.add_(buffers_[i], -lr_);
+      continue;
+    }
+    // The same kernels out of place, then kept only where `apply`.
+    const auto buffer = buffers_[i].mul(momentum_).add_(d);
+    const auto moved = p.add(buffer, -lr_);
+    buffers_[i].copy_(torch::where(apply, buffer, buffers_[i]));
+    p.copy_(torch::where(apply, moved, p));
   }
 }
 

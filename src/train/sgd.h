@@ -18,7 +18,10 @@ class MomentumSgd {
   void set_lr(double lr) { lr_ = lr; }
   double lr() const { return lr_; }
   void zero_grad();
-  void step();
+  // With `apply` (a bool scalar on the parameters' device) false, parameters and buffers keep their
+  // values (a step skipped on the device: see Note [Skipping a step on the device]); true or
+  // undefined, the update above, bit for bit.
+  void step(const torch::Tensor& apply = {});
   // One per parameter, same order, shape and memory order.
   const std::vector<torch::Tensor>& momentum_buffers() const { return buffers_; }
 

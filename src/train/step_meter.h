@@ -2,7 +2,7 @@
 // and loss, accuracies and shuffle traffic of the steps that trained)
 #pragma once
 
-#include "train/step_agreement.h"
+#include "train/step_records.h"
 
 #include <cmath>
 #include <cstdint>
@@ -16,14 +16,14 @@ struct StepMeter {
   double loss = 0, acc1 = 0, acc5 = 0;  // sums over the trained steps
   int64_t shuffle_bytes = 0;            // over the trained steps
 
-  void add(const StepAgreement& agreed, double step_seconds, bool skipped, int64_t step_shuffle_bytes) {
-    seconds += step_seconds;
-    data_wait_s += agreed.data_wait_s;
-    if (!skipped) {
-      acc1 += agreed.acc1;
-      acc5 += agreed.acc5;
-      loss += agreed.loss;
-      shuffle_bytes += step_shuffle_bytes;
+  void add(const StepReport& report) {
+    seconds += report.seconds;
+    data_wait_s += report.data_wait_s;
+    if (report.trained()) {
+      acc1 += report.acc1;
+      acc5 += report.acc5;
+      loss += report.loss;
+      shuffle_bytes += report.shuffle_bytes;
       ++trained_steps;
     }
     ++steps;

@@ -19,8 +19,7 @@
 #include "train/schedule.h"
 #include "train/setup.h"
 #include "train/sgd.h"
-#include "train/step_agreement.h"
-#include "train/step_meter.h"
+#include "train/step_book.h"
 #include "train/train_log.h"
 #include "train/train_state.h"
 
@@ -32,7 +31,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <optional>
-#include <tuple>
 
 namespace moco::train {
 namespace {
@@ -55,13 +53,6 @@ model::ResNetOptions encoder_options(const Config& c, int64_t in_channels, int w
   auto e = backbone_options(c, in_channels);
   e.bn_splits = bn_splits_per_rank(c, world_size);
   return e;
-}
-
-// The contrastive task's accuracy (%): how often the positive outscores every negative, and all but
-// at most 4. A flat acc@1 is the first sign of a broken setup (the official code prints it).
-std::pair<double, double> positive_rank_accuracy(const torch::Tensor& positive_rank) {
-  const double n = static_cast<double>(positive_rank.size(0));
-  return {100.0 * positive_rank.eq(0).sum().item<double>() / n, 100.0 * positive_rank.lt(5).sum().item<double>() / n};
 }
 
 // "rank 1: all_to_all #5 did not complete" -> "rank 1: step 7: all_to_all #5 did not complete".
@@ -206,37 +197,22 @@ struct StepHooks {
 };
 
 // Algorithm 1's step `step + 1` on this rank's share of the batch: the forward (the key encoder's
-// momentum update, shuffled keys, the enqueue), then, unless a rank's queries hold NaN or Inf (every
-// rank skips the step), the backward, the gradient all-reduce and the SGD step.
+// momentum update, shuffled keys, the enqueue), the backward, the gradient all-reduce and the SGD
+// step. Where a rank's queries hold NaN or Inf, every rank keeps its state instead, decided on the
+// device (Note [Skipping a step on the device]).
 model::MocoOutput moco_step(TrainingRun& run, StepHooks& hooks, const data::TwoViewBatch& batch, int64_t step) {
   const bool channels_last = run.config.train.channels_last;
   hooks.debug.before_forward();
   auto query = to_device(batch.query, run.context.device, channels_last);
   if (hooks.nan.hits(step + 1, run.rank)) query.fill_(std::nan(""));
   auto out = run.moco->forward(query, to_device(batch.key, run.context.device, channels_last));
-  if (out.skipped()) {
-    hooks.bad_steps.skipped(step + 1, out.skipped_by);
-    return out;
-  }
-  hooks.bad_steps.trained();
-  hooks.debug.after_forward(step + 1);
+  hooks.debug.after_forward(step + 1, out.trained);
   run.optimizer->zero_grad();
   out.loss.backward();
   run.reducer->finalize();
-  run.optimizer->step();
+  run.optimizer->step(out.trained);
   hooks.debug.after_step(step + 1);
   return out;
-}
-
-// This rank's side of the step's agreement.
-StepAgreement own_share(const model::MocoOutput& out, double rank0_seconds, double data_wait) {
-  StepAgreement mine;
-  if (!out.skipped()) std::tie(mine.acc1, mine.acc5) = positive_rank_accuracy(out.positive_rank);
-  mine.loss = out.skipped() ? 0.0 : out.loss.item<double>();
-  mine.train_seconds = rank0_seconds;
-  mine.stop_signal = preempt::preemption_signal();
-  mine.data_wait_s = data_wait;
-  return mine;
 }
 
 // Where the run stands after step `step`, the `batches_done`-th of `epoch`: the loader's position.
@@ -308,7 +284,7 @@ TrainResult train(const Config& config, const RunContext& context) {
   const RunControl control(config, run.shape.total_steps, run.checkpointing);
   StepHooks hooks{DebugChecks(config.debug, *run.moco), sys::hooks().nan_injection(),
                   BadSteps(config.train.max_bad_steps, run.checkpointing.root())};
-  StepMeter interval, epoch_meter;
+  StepBook book(run.group, hooks.bad_steps, at.step, at.train_seconds);
   int64_t step = at.step;
   bool done = control.stops_after(step, result.train_seconds);
   if (done) spdlog::info("nothing to train: the run is at step {} of {}", step, run.shape.total_steps);
@@ -326,28 +302,30 @@ TrainResult train(const Config& config, const RunContext& context) {
         dist::note_step(step + 1);  // for the NCCL watchdog's message, written from its own thread
         run.replicas.before_step(step + 1);
         const auto out = moco_step(run, hooks, *batch, step);
-        const double step_seconds = seconds_since(step_start);
-        const StepAgreement agreed = agree_on_step(
-            own_share(out, run.rank == 0 ? result.train_seconds + step_seconds : 0.0, data_wait), run.group);
-        if (!std::isfinite(agreed.loss))
-          throw std::runtime_error(fmt::format("the loss became {} at step {}", agreed.loss, step));
-        result.train_seconds = agreed.train_seconds;
         advance_progress(at, ++step, epoch, batch_in_epoch, run.shape.steps_per_epoch);
+        book.after_step(step, out, seconds_since(step_start), data_wait, run.moco->last_shuffle_bytes());
+        // Decided on the agreement every rank has (Note [The step's agreement does not block the step]).
+        done = control.stops_after(step, book.agreed().train_seconds, book.agreed().stop_signal);
+        if (step % config.train.log_every == 0 || done) {
+          book.catch_up();
+          done = control.stops_after(step, book.agreed().train_seconds, book.agreed().stop_signal);
+          report_interval(run, book.interval, step, lr, hooks.bad_steps.total(),
+                          control.progress(step, book.agreed().train_seconds), book.agreed().train_seconds);
+        }
+        result.train_seconds = book.agreed().train_seconds;
+        result.preempted_by = book.agreed().stop_signal;
         run.replicas.check_after_step(step);
-        for (StepMeter* meter : {&interval, &epoch_meter})
-          meter->add(agreed, step_seconds, out.skipped(), run.moco->last_shuffle_bytes());
-        result.preempted_by = agreed.stop_signal;
-        done = control.stops_after(step, result.train_seconds, agreed.stop_signal);
-        if (step % config.train.log_every == 0 || done)
-          report_interval(run, interval, step, lr, hooks.bad_steps.total(),
-                          control.progress(step, result.train_seconds), result.train_seconds);
         if (done) break;
-        if (control.checkpoint_due(step, result.train_seconds))
+        if (control.checkpoint_due(step, result.train_seconds)) {
+          book.catch_up();  // a checkpoint never holds a step that should have ended the run
           save_train_checkpoint(run, state, at, step, result.train_seconds);
+        }
       }
-      if (!done)
-        log_epoch(epoch_meter, epoch + 1, hooks.bad_steps.total(), result.train_seconds, run.splits.train->bad_files());
-      epoch_meter.reset();
+      if (!done) {
+        book.catch_up();
+        log_epoch(book.epoch, epoch + 1, hooks.bad_steps.total(), result.train_seconds, run.splits.train->bad_files());
+      }
+      book.epoch.reset();
       if (!done && control.knn_due(epoch + 1)) {
         run.replicas.broadcast_bn_for_eval();
         knn.evaluate(run.moco->encoder_q, "trained", step, static_cast<double>(epoch + 1));

@@ -1,0 +1,17 @@
+// defines: read_on_host (a tensor copied to the host, counted), host_reads (the count so far): every
+// place where the trainer waits for the device goes through it, so a test counts a step's syncs
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace moco::train {
+
+// tensor.to(kCPU), counted. On CUDA this waits for everything queued before it: call it only where
+// the host needs a value (see docs/distributed.md, "Host syncs").
+torch::Tensor read_on_host(const torch::Tensor& tensor);
+// How many read_on_host calls this process has made (all threads).
+int64_t host_reads();
+
+}  // namespace moco::train
