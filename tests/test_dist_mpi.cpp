@@ -473,6 +473,22 @@ TEST(DistCheck, DisagreementGroupsRanksAndNamesShapes) {
   EXPECT_FALSE(find_disagreement(all).has_value());
 }
 
+// NCCL checks each distinct collective once: a later call differing only in its sequence number is
+// known; any other difference (op, dtype, shape, root or reduce op) is checked again.
+TEST(DistCheck, AgreedCollectivesKnowACallByAllButItsSequenceNumber) {
+  const torch::Tensor four = torch::zeros({4, 128}), five = torch::zeros({5, 128}),
+                      ints = torch::zeros({4, 128}, torch::kInt);
+  AgreedCollectives agreed;
+  EXPECT_FALSE(agreed.contains(describe_collective(CollectiveOp::kAllGather, 17, &four, 0)));
+  agreed.insert(describe_collective(CollectiveOp::kAllGather, 17, &four, 0));
+  EXPECT_TRUE(agreed.contains(describe_collective(CollectiveOp::kAllGather, 18, &four, 0)));
+  EXPECT_FALSE(agreed.contains(describe_collective(CollectiveOp::kAllGather, 18, &five, 0)));
+  EXPECT_FALSE(agreed.contains(describe_collective(CollectiveOp::kAllGather, 18, &ints, 0)));
+  EXPECT_FALSE(agreed.contains(describe_collective(CollectiveOp::kBroadcast, 18, &four, 0)));
+  agreed.insert(describe_collective(CollectiveOp::kBroadcast, 19, &four, 0));
+  EXPECT_FALSE(agreed.contains(describe_collective(CollectiveOp::kBroadcast, 20, &four, 1)));
+}
+
 TEST(DistCheck, AllToAllComparesEveryDimButTheRows) {
   const torch::Tensor a = torch::zeros({4, 3}), b = torch::zeros({7, 3}), c = torch::zeros({4, 2});
   std::vector<CollectiveDescriptor> all = {describe_collective(CollectiveOp::kAllToAll, 2, &a, 0),

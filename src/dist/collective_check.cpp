@@ -180,4 +180,10 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
+std::vector<int64_t> AgreedCollectives::key(const CollectiveDescriptor& d) {
+  std::vector<int64_t> words = {d.op, d.dtype, d.ndim, d.numel, d.arg};
+  words.insert(words.end(), d.shape.begin(), d.shape.end());
+  return words;
+}
+
 }  // namespace moco::dist

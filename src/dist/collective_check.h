@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,21 @@ std::vector<int> ranks_with_invalid_arguments(const std::vector<CollectiveDescri
 // counts[r] holds rank r's send counts then its receive counts (2 * world values). nullopt when
 // every rank expects from each peer exactly what that peer sends; otherwise names the pairs.
 std::optional<std::string> find_count_mismatch(const std::vector<std::vector<int64_t>>& counts);
+
+// The collectives every rank has agreed on once, by descriptor without its sequence number: for a
+// backend whose check is a host rendezvous that stalls the GPU's launch queue (NCCL), so that each
+// distinct collective is checked the first time only, not every step. A later call like one agreed
+// before is not compared again: ranks that diverge only between such calls are not caught by the
+// check (the NCCL watchdog ends the hang that follows, after dist.timeout_s).
+class AgreedCollectives {
+ public:
+  bool contains(const CollectiveDescriptor& descriptor) const { return agreed_.count(key(descriptor)) > 0; }
+  void insert(const CollectiveDescriptor& descriptor) { agreed_.insert(key(descriptor)); }
+
+ private:
+  static std::vector<int64_t> key(const CollectiveDescriptor& descriptor);
+  std::set<std::vector<int64_t>> agreed_;
+};
 
 // "rank 3", "ranks 0-2,5": short even for large worlds.
 std::string rank_list(const std::vector<int>& ranks);

@@ -447,12 +447,13 @@ std::string NcclProcessGroup::tensor_problem(const torch::Tensor& tensor, bool i
 // invalid: this rank throws its own reason, every other rank throws naming it. Nothing was launched
 // on the GPU, so the group stays usable. The messages are the MPI backend's (collective_check.h).
 // With check_collectives off there is no exchange and only this rank throws.
-void NcclProcessGroup::agree(CollectiveDescriptor descriptor, const std::string& problem, bool exchange) {
+bool NcclProcessGroup::agree(CollectiveDescriptor descriptor, const std::string& problem, bool exchange) {
   const std::string what = name(static_cast<CollectiveOp>(descriptor.op), descriptor.seq);
   if (!options_.check_collectives || !exchange) {
     if (!problem.empty()) throw DistError(rank_, what + ": " + problem);
-    return;
+    return false;
   }
+  if (problem.empty() && agreed_.contains(descriptor)) return false;
   descriptor.invalid_arguments = problem.empty() ? 0 : 1;
   std::vector<CollectiveDescriptor> all(static_cast<std::size_t>(world_size_));
   host_.all_gather(&descriptor, all.data(), sizeof(CollectiveDescriptor));
@@ -464,6 +465,8 @@ void NcclProcessGroup::agree(CollectiveDescriptor descriptor, const std::string&
                                " arguments (see " + (invalid.size() == 1 ? "its" : "their") + " error)" + usable);
   }
   if (auto disagreement = find_disagreement(all)) throw DistError(rank_, *disagreement + usable);
+  agreed_.insert(descriptor);
+  return true;
 }
 
 std::shared_ptr<Work> NcclProcessGroup::all_reduce_async(torch::Tensor& tensor, ReduceOp op) {
@@ -560,8 +563,7 @@ torch::Tensor NcclProcessGroup::all_to_all(const torch::Tensor& input, const std
                 std::to_string(input.size(0));
     }
   }
-  agree(describe_collective(CollectiveOp::kAllToAll, seq, &input, 0), problem);
-  if (options_.check_collectives) {
+  if (agree(describe_collective(CollectiveOp::kAllToAll, seq, &input, 0), problem)) {
     // Every rank gets the whole count matrix, so every rank reaches the same verdict.
     std::vector<int64_t> mine(send_counts);
     mine.insert(mine.end(), recv_counts.begin(), recv_counts.end());

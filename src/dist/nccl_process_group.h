@@ -35,8 +35,9 @@ struct NcclOptions {
   // As MpiOptions::check_collectives: before each collective the ranks all-gather a 128-byte
   // descriptor (sequence number, op, dtype, shape, root; for all_to_all also the counts) through
   // HostExchange::all_gather, and every rank throws DistError naming the ranks that disagree. NCCL
-  // itself would hang or read out of bounds instead. Costs a host round trip per collective, and
-  // makes each call a host rendezvous; the GPU work still overlaps.
+  // itself would hang or read out of bounds instead. Unlike MPI's check, once per distinct collective
+  // (AgreedCollectives): each check is a host rendezvous, which would stall the GPU's launch queue
+  // every step.
   bool check_collectives = true;
   // How long a host-side wait (NcclWork::wait_host, barrier, teardown) lets a collective run before
   // it aborts the communicator. As in c10d: a peer that died or diverged otherwise hangs the job.
@@ -115,13 +116,15 @@ class NcclProcessGroup final : public ProcessGroup {
   int64_t begin();
   static std::string name(CollectiveOp op, int64_t seq);
   std::string tensor_problem(const torch::Tensor& tensor, bool in_place) const;
-  void agree(CollectiveDescriptor descriptor, const std::string& problem, bool exchange = true);
+  // True when the ranks exchanged descriptors (the first call of its kind), false when skipped.
+  bool agree(CollectiveDescriptor descriptor, const std::string& problem, bool exchange = true);
   std::shared_ptr<Work> start_all_reduce(torch::Tensor& tensor, ReduceOp op, bool agree_first);
 
   int rank_;
   int world_size_;
   int device_;
   HostExchange host_;
+  AgreedCollectives agreed_;  // checked once per kind (see AgreedCollectives)
   NcclOptions options_;
   int64_t seq_ = 0;  // collectives started, for messages and the descriptors
   std::shared_ptr<detail::NcclComm> comm_;
