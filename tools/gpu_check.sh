@@ -144,6 +144,10 @@ world_of_one_nccl() {
     grep -q "collectives: MPI, NCCL for CUDA tensors across 1 rank" "$run_dir/nccl1/rank0.log"
 }
 check world_of_one_nccl 90 world_of_one_nccl
+# No host sync inside a step that does not report (docs/distributed.md, "Host syncs"), through the
+# NCCL group, the CUDA reducer hooks and the CUDA shuffle: LibTorch's sync debug mode makes any an error.
+check no_host_sync_in_step 90 train nosync dist.world_group_at_one=true debug.check_step_syncs=true \
+  dist.queue_check_every=0 train.log_every=10 train.stop_at_step=30
 stop_resume_verify() {  # SIGUSR1 mid-run, resumed to step 30, every checkpoint verified
   local out=$run_dir/stop
   "$build/moco_dist" "${tiny[@]}" train.epochs=1000 "train.output_dir=$out" &

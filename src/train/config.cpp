@@ -371,6 +371,10 @@ std::vector<Field> ckpt_dist_debug_fields() {
       MOCO_FIELD(debug.check_invariants,
                  "each step, check that the key encoder moved by exactly m*k + (1-m)*q and got no gradient, and that "
                  "the queue holds unit keys and no graph (slow)"),
+      MOCO_FIELD(debug.check_step_syncs,
+                 "CUDA: a call that makes the host wait for the device inside a training step, up to its reports "
+                 "(log steps, checkpoints, epoch ends), is an error naming the op; set dist.queue_check_every=0 "
+                 "with it (the queue check reads the queue)"),
   };
 }
 

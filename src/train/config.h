@@ -108,6 +108,7 @@ struct Config {
   struct Debug {
     bool anomaly_detection = false;  // autograd anomaly mode: a NaN/Inf in backward names its op
     bool check_invariants = false;   // each step: the momentum update, no key-encoder gradient, a clean queue
+    bool check_step_syncs = false;   // CUDA: a step that makes the host wait for the device is an error
   } debug;
   struct Knn {
     int64_t k = 200;

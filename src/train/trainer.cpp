@@ -20,6 +20,7 @@
 #include "train/setup.h"
 #include "train/sgd.h"
 #include "train/step_book.h"
+#include "train/step_sync_check.h"
 #include "train/train_log.h"
 #include "train/train_state.h"
 
@@ -300,10 +301,13 @@ TrainResult train(const Config& config, const RunContext& context) {
         const double lr = learning_rate(config, control.progress(step, result.train_seconds) * config.train.epochs);
         run.optimizer->set_lr(lr);
         dist::note_step(step + 1);  // for the NCCL watchdog's message, written from its own thread
-        run.replicas.before_step(step + 1);
-        const auto out = moco_step(run, hooks, *batch, step);
-        advance_progress(at, ++step, epoch, batch_in_epoch, run.shape.steps_per_epoch);
-        book.after_step(step, out, seconds_since(step_start), data_wait, run.moco->last_shuffle_bytes());
+        {
+          const StepSyncCheck no_host_sync(config.debug.check_step_syncs, context.device);
+          run.replicas.before_step(step + 1);
+          const auto out = moco_step(run, hooks, *batch, step);
+          advance_progress(at, ++step, epoch, batch_in_epoch, run.shape.steps_per_epoch);
+          book.after_step(step, out, seconds_since(step_start), data_wait, run.moco->last_shuffle_bytes());
+        }
         // Decided on the agreement every rank has (Note [The step's agreement does not block the step]).
         done = control.stops_after(step, book.agreed().train_seconds, book.agreed().stop_signal);
         if (step % config.train.log_every == 0 || done) {
