@@ -4,7 +4,7 @@
 //     initialisation, the lr of every epoch around the milestones, SGD momentum and weight decay,
 //     the batch, the training view's crop scale, the val view's Resize(256) + CenterCrop(224), the
 //     frozen backbone with its BatchNorm statistics;
-//   - the kNN monitor (Wu et al. 2018's weighted kNN, the MoCo CIFAR demo's k = 200, t = 0.1): k, the
+//   - the kNN monitor (Wu et al. 2018's weighted kNN, MoCo's CIFAR-10 demo's k = 200, t = 0.1): k, the
 //     temperature of the vote weights, the L2 normalisation, train split as memory, test as queries.
 // docs/evaluation.md summarises the tables ("The constants and where they are pinned").
 #include "constant_table.h"
@@ -411,8 +411,8 @@ TEST(KnnProtocolTest, MemoryIsTheTrainSplitQueriesTheTestSplit) {
 // knn.* of the shipped configs: the defaults (k 200, t 0.1) except where a small run chose otherwise.
 TEST(KnnProtocolTest, ShippedConfigsUseTheMonitorsConstantsOrSayWhy) {
   const std::vector<Constant> monitor = {
-      {"knn.k", "200", "Wu et al. 2018 §3.4 / MoCo's CIFAR kNN monitor: k = 200"},
-      {"knn.temperature", "0.1", "Wu et al. 2018 (tau = 0.1 in exp(sim/tau)); MoCo CIFAR demo knn_t = 0.1"},
+      {"knn.k", "200", "Wu et al. 2018 §3.4 (k = 200); MoCo's CIFAR-10 demo knn_k = 200"},
+      {"knn.temperature", "0.1", "MoCo's CIFAR-10 demo knn_t = 0.1 in Wu et al.'s weights exp(sim/t)"},
   };
   for (const char* name : {"moco_v1_r50_imagenet.yaml", "moco_v2_r50_imagenet.yaml", "moco_v1_lincls_imagenet.yaml",
                            "moco_v2_lincls_imagenet.yaml", "fashion_mnist_lincls.yaml"})
