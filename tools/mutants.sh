@@ -120,6 +120,27 @@ loss_read_every_step|src/train/trainer.cpp|        if (step % config.train.log_e
 step_record_acc_off_by_one|src/train/step_records.cpp|  return positive_rank.lt(k).sum()|  return positive_rank.le(k).sum()|^StepRecordsTest\.
 step_record_flags_misread|src/train/step_records.cpp|      if (row[3 + r] != 0) report.skipped_by.push_back(r);|      if (row[2 + r] != 0) report.skipped_by.push_back(r);|^StepRecordsTest\.|^faults\.nan_skip$
 nccl_check_ignores_dtype|src/dist/collective_check.cpp|  std::vector<int64_t> words = {d.op, d.dtype, d.ndim, d.numel, d.arg};|  std::vector<int64_t> words = {d.op, d.ndim, d.numel, d.arg};|^DistCheck\.AgreedCollectives
+lincls_fc_init_scale|src/lincls/linear_classifier.cpp|fc_->weight.normal_(0.0, 0.01);|fc_->weight.normal_(0.0, 0.1);|^LinclsProtocolTest\.
+lincls_fc_bias_not_zero|src/lincls/linear_classifier.cpp|fc_->bias.zero_();|fc_->bias.fill_(0.01);|^LinclsProtocolTest\.
+lincls_milestone_off_by_one|src/lincls/lincls.cpp|if (static_cast<double>(epoch) >= milestone) lr *= c.lincls.gamma;|if (static_cast<double>(epoch) > milestone) lr *= c.lincls.gamma;|^LinclsProtocolTest\.
+lincls_momentum_drifts|configs/moco_v2_lincls_imagenet.yaml|  momentum: 0.9|  momentum: 0.99|^LinclsProtocolTest\.
+lincls_weight_decay_drifts|configs/moco_v1_lincls_imagenet.yaml|  weight_decay: 0|  weight_decay: 0.0001|^LinclsProtocolTest\.
+lincls_batch_drifts|configs/moco_v2_lincls_imagenet.yaml|  batch_size: 256|  batch_size: 512|^LinclsProtocolTest\.
+lincls_lr_drifts|configs/moco_v1_lincls_imagenet.yaml|  base_lr: 30.0|  base_lr: 3.0|^LinclsProtocolTest\.
+lincls_crop_scale_of_pretraining|src/lincls/views.cpp|  a.scale_min = c.lincls.crop_scale_min;|  (void)0;|^LinclsProtocolTest\.
+lincls_backbone_bn_not_frozen|src/lincls/backbone.cpp|  net->eval();|  net->train();|^LinclsProtocolTest\.|^LinclsTest\.
+eval_resize_not_256|src/data/encoded_views.cpp|static_cast<double>(out_size) * 256.0 / 224.0|static_cast<double>(out_size) * 288.0 / 224.0|^LinclsProtocolTest\.|^ImageFolderTest\.
+eval_crop_off_centre|src/data/encoded_views.cpp|std::nearbyint(static_cast<double>(r.width - out_size) / 2.0)|std::nearbyint(static_cast<double>(r.width - out_size) / 3.0)|^LinclsProtocolTest\.|^ImageFolderTest\.
+knn_k_drifts|src/train/knn_monitor.cpp|  options.k = config_.knn.k;|  options.k = config_.knn.k - 1;|^KnnProtocolTest\.
+knn_temperature_drifts|src/train/knn_monitor.cpp|  options.temperature = config_.knn.temperature;|  options.temperature = 0.07;|^KnnProtocolTest\.
+knn_queries_not_normalised|src/eval/knn.cpp|    const auto queries = F::normalize(
+        query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start)), unit);|    const auto queries = query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start));|^KnnProtocolTest\.
+knn_memory_is_the_test_split|src/train/knn_monitor.cpp|eval::extract_features(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_);|eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size, config_.knn.memory_size, &group_);|^KnnProtocolTest\.
+v2_temperature_drifts|configs/moco_v2_r50_imagenet.yaml|  temperature: 0.2|  temperature: 0.07|^PaperConfigTest\.
+v1_milestone_drifts|configs/moco_v1_r50_imagenet.yaml|  milestones: [120, 160]|  milestones: [120, 180]|^PaperConfigTest\.
+v2_jitter_always|configs/moco_v2_r50_imagenet.yaml|  jitter_prob: 0.8|  jitter_prob: 1.0|^PaperConfigTest\.
+mlp_hidden_not_2048|src/model/resnet.cpp|nn::Sequential(nn::Linear(in, in), nn::ReLU(), nn::Linear(in, options.out_dim))|nn::Sequential(nn::Linear(in, 512), nn::ReLU(), nn::Linear(512, options.out_dim))|^PaperConfigTest\.
+step_milestone_off_by_one|src/train/schedule.cpp|if (epoch >= milestone) lr *= config.optim.gamma;|if (epoch > milestone) lr *= config.optim.gamma;|^PaperConfigTest\.|^ScheduleTest\.
 LIST
 )
 

@@ -30,13 +30,16 @@ using train::Clock;
 using train::Config;
 using train::seconds_since;
 
-// main_lincls.py's adjust_learning_rate: x gamma at each milestone reached (epochs counted from 0).
+}  // namespace
+
 double learning_rate(const Config& c, int64_t epoch) {
   double lr = c.lincls.base_lr * static_cast<double>(c.lincls.batch_size) / 256.0;
   for (double milestone : c.lincls.milestones)
     if (static_cast<double>(epoch) >= milestone) lr *= c.lincls.gamma;
   return lr;
 }
+
+namespace {
 
 // Where a run stands, as tensors that its checkpoints carry (progress/<name>).
 class Progress {

@@ -22,6 +22,11 @@ struct LinclsResult {
   std::string checkpoint;      // the last one written
 };
 
+// main_lincls.py's adjust_learning_rate at `epoch` (counted from 0, as its loop counts): lincls.base_lr
+// x lincls.batch_size/256, times lincls.gamma for each milestone reached (epoch >= milestone). With the
+// official values: 30 for epochs 0-59, 3 for 60-79, 0.3 for 80-99 (tests/test_protocol_lincls.cpp).
+double learning_rate(const train::Config& config, int64_t epoch);
+
 // Every rank calls it with the same config and an equal backbone; rank 0 writes config.yaml and
 // metrics.jsonl ({"event":"lincls",...} per epoch, {"event":"lincls_result",...} at the end) in
 // train.output_dir, checkpoints go to train.output_dir/checkpoints and a run started again resumes
