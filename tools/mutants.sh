@@ -112,6 +112,8 @@ watchdog_grace_skipped|src/dist/nccl_watchdog.cpp|if (clock_.now() - fault_at_ <
 watchdog_never_ends_process|src/dist/nccl_watchdog.cpp|    end_process_(end_with);|    (void)end_with;|^NcclWatchdog
 settle_past_deadline|src/dist/nccl_watchdog.cpp|if (clock.now() >= deadline) return CommProgress::kInProgress;|if (clock.now() >= deadline + timeout) return CommProgress::kInProgress;|^NcclWatchdogSettle\.
 watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
+wait_at_launch_ignored|src/dist/reducer.cpp|  if (wait_at_launch_) wait_in_hook(bucket);|  (void)0;|^ReducerFake\.|^ReducerWorld\.
+wait_at_launch_not_set|src/dist/reducer.cpp|  wait_at_launch_ = wait;|  (void)wait;|^ReducerFake\.|^ReducerWorld\.
 LIST
 )
 
