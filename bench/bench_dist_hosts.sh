@@ -52,10 +52,10 @@ mpirun_args=(--hostfile "$out/hostfile" -np 2 --map-by node --oversubscribe -x O
 # tbf's bucket: 1 ms at RATE (at least tc's 32kbit). A bucket much smaller than what the kernel
 # sends per timer tick or per GSO packet keeps the link well below RATE at gigabit rates.
 burst_for() {
+  [[ $1 =~ ^[0-9]+[gm]bit$ ]] || die "rate '$1': give it as whole gbit or mbit (e.g. 10gbit, 500mbit), or none"
   case $1 in
   *gbit) echo "$(( ${1%gbit} * 1000 ))kbit" ;;
   *mbit) echo "$(( ${1%mbit} > 32 ? ${1%mbit} : 32 ))kbit" ;;
-  *) die "rate '$1': give it in gbit or mbit (e.g. 10gbit), or none" ;;
   esac
 }
 # RATE in GB/s (bytes), for the share of it the raw all-reduce reached.
@@ -114,10 +114,10 @@ PY
 }
 
 command -v bc >/dev/null || die "no bc"
+for rate in "${rates[@]}"; do [ "$rate" = none ] || burst_for "$rate" >/dev/null; done  # all checked first
 echo "$(date '+%F %T'): $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores; rates ${rates[*]}, $repeats runs each" \
   | tee -a "$out/summary.txt"
 for rate in "${rates[@]}"; do
-  [ "$rate" = none ] || burst_for "$rate" >/dev/null
   for run in $(seq "$repeats"); do run_once "$rate" "$run"; done
   run_once "$rate" yield "${yielding[@]}"
 done
