@@ -11,7 +11,11 @@
 //    on a shared machine, and a synchronous step waits for the last one whatever its collectives
 //    cost, so that wait is the floor's, not the communication's. The older measure (the slowest
 //    rank's median step without communication) is printed beside it, and every step's time per rank
-//    is in the JSON.
+//    is in the JSON. The same step with every gradient bucket waited for as soon as it is launched
+//    (GradientReducer::set_wait_at_launch: no overlap with backward) is timed in the same rotation,
+//    against the same floor: what the overlap saves is the ratio of the two exposed times.
+//    --step-model resnet18 (32 px, 3 channels) has gradients large enough for that to show on a
+//    slow link; resnet_tiny (28 px, 1 channel, the default) is the older figure.
 #include "dist/bootstrap.h"
 #include "dist/mpi_comm.h"
 #include "dist/mpi_process_group.h"
@@ -29,6 +33,8 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
+#include <string>
 
 namespace {
 
@@ -111,32 +117,56 @@ nlohmann::json shuffle_bench(ProcessGroup& group, int64_t b, int64_t side, int i
           {"all_gather_s", gather_s}, {"all_gather_bytes_received_per_rank", (n - 1) * b * row_bytes}};
 }
 
-// One training step of MoCo on resnet_tiny: forward, backward with the reducer, optimizer step.
+// The network of the step benchmark and its input.
+struct StepModel {
+  std::string arch;
+  int64_t channels = 1;
+  int64_t side = 28;
+};
+
+StepModel step_model(const std::string& name) {
+  if (name == "resnet_tiny") return {name, 1, 28};
+  if (name == "resnet18") return {name, 3, 32};
+  throw std::invalid_argument("--step-model: '" + name + "' is not resnet_tiny or resnet18");
+}
+
+// How a step's gradients travel: overlapped with backward (the trainer's way), each bucket waited
+// for at its launch (no overlap), or not at all (a world of one: the floor).
+enum class Comm { kOverlap, kWaitAtLaunch, kNone };
+
+// One training step of MoCo: forward, backward with the reducer, optimizer step.
 class StepRunner {
  public:
-  StepRunner(std::shared_ptr<ProcessGroup> group, int64_t b, bool communicate)
+  StepRunner(std::shared_ptr<ProcessGroup> group, const StepModel& model, int64_t b, Comm comm)
       : group_(group),
-        communicate_(communicate),
-        moco_(encoder("resnet_tiny", 1, 1), options(), group, 0),
+        comm_(comm),
+        moco_(encoder(model.arch, model.channels, 1), options(), group, 0),
         sgd_(moco_->trainable_parameters(), torch::optim::SGDOptions(0.03).momentum(0.9)),
         reducer_(moco_->trainable_parameters(), group),
-        im_q_(torch::randn({b, 1, 28, 28})),
-        im_k_(torch::randn({b, 1, 28, 28})) {
+        im_q_(torch::randn({b, model.channels, model.side, model.side})),
+        im_k_(torch::randn({b, model.channels, model.side, model.side})) {
     moco_->train();
+    reducer_.set_wait_at_launch(comm == Comm::kWaitAtLaunch);
     buffers_ = moco_->encoder_q->buffers();
     for (const auto& t : moco_->encoder_k->buffers()) buffers_.push_back(t);
   }
 
   double timed_step() {
     const auto start = Clock::now();
-    if (communicate_) moco::dist::broadcast_parameters(buffers_, *group_);
+    if (comm_ != Comm::kNone) moco::dist::broadcast_parameters(buffers_, *group_);
     auto out = moco_->forward(im_q_, im_k_);
     sgd_.zero_grad();
     out.loss.backward();
     reducer_.finalize();
     sgd_.step();
+    const auto& stats = reducer_.last_stats();
+    reducer_waits_.push_back(stats.launch_wait_seconds + stats.finalize_wait_seconds);
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
+
+  // Per step: the time this rank's reducer waited for gradient all-reduces (in the hooks and in
+  // finalize()); the communication that the step did not hide, as this rank saw it.
+  const std::vector<double>& reducer_waits() const { return reducer_waits_; }
 
  private:
   static moco::model::MocoOptions options() {
@@ -145,12 +175,13 @@ class StepRunner {
     return o;
   }
   std::shared_ptr<ProcessGroup> group_;
-  bool communicate_;
+  Comm comm_;
   moco::model::Moco moco_;
   torch::optim::SGD sgd_;
   moco::dist::GradientReducer reducer_;
   torch::Tensor im_q_, im_k_;
   std::vector<torch::Tensor> buffers_;
+  std::vector<double> reducer_waits_;
 };
 
 // Every rank's time of every step: [ranks, steps].
@@ -159,22 +190,36 @@ torch::Tensor all_ranks(ProcessGroup& group, const std::vector<double>& per_step
   return group.all_gather(mine).view({group.world_size(), -1});
 }
 
-// The same per-rank step with the world's communication and without it (a world of one), in
-// alternating steps so that drift in the machine's speed falls on both alike. Both kinds of step
-// start together on every rank, so the slowest rank of a step without communication is what a
-// synchronous step would take if its collectives cost nothing.
-// Returns every rank's time of every step, with and without communication.
-std::pair<torch::Tensor, torch::Tensor> step_seconds(std::shared_ptr<ProcessGroup> group, int64_t b, int iters) {
-  StepRunner with(group, b, true), without(std::make_shared<moco::dist::LocalProcessGroup>(), b, false);
-  for (int i = 0; i < 2; ++i) with.timed_step(), without.timed_step();
-  std::vector<double> t_with, t_without;
+// Every rank's time of every step [ranks, steps] of each kind, and every rank's reducer waits.
+struct StepTimes {
+  torch::Tensor overlap, wait_at_launch, none;
+  torch::Tensor overlap_waits, wait_at_launch_waits;
+};
+
+// The same per-rank step with the world's communication overlapped, with it waited for at each
+// bucket's launch, and without it (a world of one), in turn and in a rotating order so that drift
+// in the machine's speed falls on all three alike. Every step starts together on every rank, so the
+// slowest rank of a step without communication is what a synchronous step would take if its
+// collectives cost nothing.
+StepTimes step_seconds(std::shared_ptr<ProcessGroup> group, const StepModel& model, int64_t b, int iters) {
+  StepRunner overlap(group, model, b, Comm::kOverlap), at_launch(group, model, b, Comm::kWaitAtLaunch),
+      none(std::make_shared<moco::dist::LocalProcessGroup>(), model, b, Comm::kNone);
+  StepRunner* runners[] = {&overlap, &at_launch, &none};
+  for (int i = 0; i < 2; ++i)
+    for (StepRunner* r : runners) r->timed_step();
+  std::vector<double> t[3];
   for (int i = 0; i < iters; ++i) {
-    group->barrier();
-    t_with.push_back(with.timed_step());
-    group->barrier();
-    t_without.push_back(without.timed_step());
+    for (int k = 0; k < 3; ++k) {
+      const int which = (i + k) % 3;
+      group->barrier();
+      t[which].push_back(runners[which]->timed_step());
+    }
   }
-  return {all_ranks(*group, t_with), all_ranks(*group, t_without)};
+  auto timed_waits = [&](const StepRunner& r) {
+    return std::vector<double>(r.reducer_waits().end() - iters, r.reducer_waits().end());  // not the warm-up's
+  };
+  return {all_ranks(*group, t[0]), all_ranks(*group, t[1]), all_ranks(*group, t[2]),
+          all_ranks(*group, timed_waits(overlap)), all_ranks(*group, timed_waits(at_launch))};
 }
 
 // The step's figures from every rank's step times [ranks, steps]: medians over steps of the slowest
@@ -189,11 +234,15 @@ nlohmann::json step_figures(const torch::Tensor& with, const torch::Tensor& with
     return r;
   };
   const double step = median(slowest(with)), floor = median(slowest(without));
+  // Each step against the floor step timed beside it: a second view of the exposed time, less
+  // moved by a slow stretch of the run than the difference of the medians.
+  const double paired = median(slowest(with) - slowest(without));
   const double rank_median = std::get<0>(without.median(1)).max().item<double>();
   return {{"step_s", step},
           {"step_without_comm_s", floor},
           {"exposed_comm_s", step - floor},
           {"exposed_share", (step - floor) / step},
+          {"exposed_comm_paired_median_s", paired},
           {"slowest_rank_median_step_without_comm_s", rank_median},
           {"exposed_share_against_slowest_rank_median", (step - rank_median) / step},
           {"rank_spread_without_comm_s", median(slowest(without) - std::get<0>(without.min(0)))},
@@ -201,15 +250,117 @@ nlohmann::json step_figures(const torch::Tensor& with, const torch::Tensor& with
           {"per_rank_steps_without_comm_s", rows(without)}};
 }
 
+// What the overlap saves: the exposed communication of the overlapped step as a share of the
+// no-overlap step's, and the reducer's own waits (slowest rank, median over steps) of both.
+nlohmann::json overlap_figures(const nlohmann::json& overlap, const nlohmann::json& at_launch, const StepTimes& t) {
+  auto slowest_median = [](const torch::Tensor& w) { return std::get<0>(w.max(0)).median().item<double>(); };
+  const double exposed = overlap["exposed_comm_s"].get<double>();
+  const double exposed_at_launch = at_launch["exposed_comm_s"].get<double>();
+  const double paired = overlap["exposed_comm_paired_median_s"].get<double>();
+  const double paired_at_launch = at_launch["exposed_comm_paired_median_s"].get<double>();
+  return {{"exposed_overlap_over_no_overlap", exposed / exposed_at_launch},
+          {"exposed_paired_overlap_over_no_overlap", paired / paired_at_launch},
+          {"reducer_wait_overlap_s", slowest_median(t.overlap_waits)},
+          {"reducer_wait_no_overlap_s", slowest_median(t.wait_at_launch_waits)}};
+}
+
+void print_step(const nlohmann::json& s, const std::string& what) {
+  std::cout << fmt::format(
+      "  {:<22} {:>8.1f} ms, {:>7.1f} ms exposed ({:>5.1f}% of the step); paired median {:.1f} ms\n", what,
+      s["step_s"].get<double>() * 1e3, s["exposed_comm_s"].get<double>() * 1e3, 100 * s["exposed_share"].get<double>(),
+      s["exposed_comm_paired_median_s"].get<double>() * 1e3);
+}
+
+void print_allreduce(const nlohmann::json& results) {
+  std::cout << fmt::format("{:<12} {:>10} {:>8} {:>14} {:>14} {:>14} {:>14} {:>14}\n", "all-reduce", "MiB", "buckets",
+                           "reducer algbw", "reducer busbw", "raw MPI algbw", "raw MPI busbw", "reducer/raw");
+  for (const auto& r : results["allreduce"])
+    std::cout << fmt::format(
+        "{:<12} {:>10.2f} {:>8} {:>11.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>13.0f}%\n",
+        r["model"].get<std::string>(), r["bytes"].get<double>() / 1048576, r["buckets"].get<int>(),
+        r["reducer_algbw_GBps"].get<double>(), r["reducer_busbw_GBps"].get<double>(),
+        r["raw_mpi_algbw_GBps"].get<double>(), r["raw_mpi_busbw_GBps"].get<double>(),
+        100 * r["raw_mpi_s"].get<double>() / r["reducer_s"].get<double>());
+}
+
+void print_shuffle(const nlohmann::json& results) {
+  std::cout << fmt::format("\n{:<16} {:>18} {:>22} {:>18} {:>24}\n", "shuffle-BN", "all-to-all ms",
+                           "all-to-all KiB sent", "all-gather ms", "all-gather KiB received");
+  for (const auto& r : results["shuffle"])
+    std::cout << fmt::format(
+        "b={} {}px{:>10} {:>18.2f} {:>22.1f} {:>18.2f} {:>24.1f}\n", r["per_rank_batch"].get<int>(),
+        r["image"].get<int>(), "", r["all_to_all_s"].get<double>() * 1e3,
+        r["all_to_all_bytes_sent_per_rank"].get<double>() / 1024, r["all_gather_s"].get<double>() * 1e3,
+        r["all_gather_bytes_received_per_rank"].get<double>() / 1024);
+}
+
+void print_steps(const nlohmann::json& results) {
+  const auto& s = results["step"];
+  std::cout << fmt::format(
+      "\nstep ({}, {} per rank; medians over steps of the slowest rank): {:.1f} ms with "
+      "communication, {:.1f} ms without: {:.1f} ms exposed ({:.1f}% of the step)\n",
+      s["model"].get<std::string>(), s["per_rank_batch"].get<int>(), s["step_s"].get<double>() * 1e3,
+      s["step_without_comm_s"].get<double>() * 1e3, s["exposed_comm_s"].get<double>() * 1e3,
+      100 * s["exposed_share"].get<double>());
+  std::cout << fmt::format(
+      "  without communication the ranks finished {:.1f} ms apart (median); against the slowest "
+      "rank's median step ({:.1f} ms) the exposed share is {:.1f}%\n",
+      s["rank_spread_without_comm_s"].get<double>() * 1e3,
+      s["slowest_rank_median_step_without_comm_s"].get<double>() * 1e3,
+      100 * s["exposed_share_against_slowest_rank_median"].get<double>());
+  const auto& o = results["overlap"];
+  std::cout << fmt::format("overlap against no overlap (every bucket waited for at its launch), floor {:.1f} ms:\n",
+                           s["step_without_comm_s"].get<double>() * 1e3);
+  print_step(s, "bucketed overlap");
+  print_step(results["step_no_overlap"], "no overlap");
+  std::cout << fmt::format(
+      "  exposed: overlap/no-overlap {:.2f} (paired medians {:.2f}); the reducer waited {:.1f} ms with "
+      "overlap, {:.1f} ms without (slowest rank, median)\n",
+      o["exposed_overlap_over_no_overlap"].get<double>(), o["exposed_paired_overlap_over_no_overlap"].get<double>(),
+      o["reducer_wait_overlap_s"].get<double>() * 1e3, o["reducer_wait_no_overlap_s"].get<double>() * 1e3);
+}
+
+struct Settings {
+  int iters = 10;
+  std::string json_path = "bench_dist.json";
+  std::string step_model = "resnet_tiny";
+  int64_t step_batch = 64;
+  bool allreduce_only = false;
+};
+
+nlohmann::json measure(std::shared_ptr<ProcessGroup> group, const Settings& set) {
+  nlohmann::json results;
+  results["ranks"] = group->world_size();
+  results["threads_per_rank"] = torch::get_num_threads();
+  results["allreduce"] = {allreduce_bench(*group, "resnet_tiny", set.iters),
+                          allreduce_bench(*group, "resnet18", set.iters)};
+  if (set.allreduce_only) return results;
+  results["shuffle"] = {shuffle_bench(*group, 32, 32, set.iters),
+                        shuffle_bench(*group, 32, 224, std::max(2, set.iters / 4))};
+  const StepModel model = step_model(set.step_model);
+  const StepTimes times = step_seconds(group, model, set.step_batch, std::max(set.iters, 20));
+  results["step"] = step_figures(times.overlap, times.none);
+  results["step"]["model"] = fmt::format("{} {}px", model.arch, model.side);
+  results["step"]["per_rank_batch"] = set.step_batch;
+  results["step_no_overlap"] = step_figures(times.wait_at_launch, times.none);
+  results["overlap"] = overlap_figures(results["step"], results["step_no_overlap"], times);
+  return results;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   moco::sys::keep_freed_host_memory();
   CLI::App app{"bench_dist: collective bandwidth, shuffle-BN cost and exposed communication; run under mpirun"};
-  int iters = 10;
-  std::string json_path = "bench_dist.json";
-  app.add_option("--iters", iters, "timed repetitions of each measurement");
-  app.add_option("--json", json_path, "where rank 0 writes the results");
+  Settings set;
+  app.add_option("--iters", set.iters, "timed repetitions of each measurement");
+  app.add_option("--json", set.json_path, "where rank 0 writes the results");
+  app.add_option("--step-model", set.step_model,
+                 "network of the step benchmark: resnet_tiny (28 px) or resnet18 (32 px)")
+      ->check(CLI::IsMember({"resnet_tiny", "resnet18"}));
+  app.add_option("--step-batch", set.step_batch, "per-rank batch of the step benchmark")->check(CLI::PositiveNumber);
+  app.add_flag("--allreduce-only", set.allreduce_only,
+               "only the all-reduce bandwidths (a quick second look under other MPI settings)");
   CLI11_PARSE(app, argc, argv);
 
   const auto world = moco::dist::init_world(&argc, &argv);
@@ -220,52 +371,13 @@ int main(int argc, char** argv) {
   }
   {
     moco::dist::MpiOptions options;
-    auto group = std::make_shared<moco::dist::MpiProcessGroup>(options);
-    nlohmann::json results;
-    results["ranks"] = world.world_size;
-    results["threads_per_rank"] = torch::get_num_threads();
-    results["allreduce"] = {allreduce_bench(*group, "resnet_tiny", iters), allreduce_bench(*group, "resnet18", iters)};
-    results["shuffle"] = {shuffle_bench(*group, 32, 32, iters), shuffle_bench(*group, 32, 224, std::max(2, iters / 4))};
-    const int64_t b = 64;
-    const auto [with, without] = step_seconds(group, b, std::max(iters, 20));
-    results["step"] = step_figures(with, without);
-    results["step"]["model"] = "resnet_tiny 28px";
-    results["step"]["per_rank_batch"] = b;
-
+    const nlohmann::json results = measure(std::make_shared<moco::dist::MpiProcessGroup>(options), set);
     if (world.rank == 0) {
       std::cout << fmt::format("{} ranks, {} threads each\n\n", world.world_size, torch::get_num_threads());
-      std::cout << fmt::format("{:<12} {:>10} {:>8} {:>14} {:>14} {:>14} {:>14} {:>14}\n", "all-reduce", "MiB",
-                               "buckets", "reducer algbw", "reducer busbw", "raw MPI algbw", "raw MPI busbw",
-                               "reducer/raw");
-      for (const auto& r : results["allreduce"])
-        std::cout << fmt::format(
-            "{:<12} {:>10.2f} {:>8} {:>11.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>9.3f} GB/s {:>13.0f}%\n",
-            r["model"].get<std::string>(), r["bytes"].get<double>() / 1048576, r["buckets"].get<int>(),
-            r["reducer_algbw_GBps"].get<double>(), r["reducer_busbw_GBps"].get<double>(),
-            r["raw_mpi_algbw_GBps"].get<double>(), r["raw_mpi_busbw_GBps"].get<double>(),
-            100 * r["raw_mpi_s"].get<double>() / r["reducer_s"].get<double>());
-      std::cout << fmt::format("\n{:<16} {:>18} {:>22} {:>18} {:>24}\n", "shuffle-BN", "all-to-all ms",
-                               "all-to-all KiB sent", "all-gather ms", "all-gather KiB received");
-      for (const auto& r : results["shuffle"])
-        std::cout << fmt::format(
-            "b={} {}px{:>10} {:>18.2f} {:>22.1f} {:>18.2f} {:>24.1f}\n", r["per_rank_batch"].get<int>(),
-            r["image"].get<int>(), "", r["all_to_all_s"].get<double>() * 1e3,
-            r["all_to_all_bytes_sent_per_rank"].get<double>() / 1024, r["all_gather_s"].get<double>() * 1e3,
-            r["all_gather_bytes_received_per_rank"].get<double>() / 1024);
-      const auto& s = results["step"];
-      std::cout << fmt::format(
-          "\nstep (resnet_tiny 28px, {} per rank; medians over steps of the slowest rank): {:.1f} ms with "
-          "communication, {:.1f} ms without: {:.1f} ms exposed ({:.1f}% of the step)\n",
-          b, s["step_s"].get<double>() * 1e3, s["step_without_comm_s"].get<double>() * 1e3,
-          s["exposed_comm_s"].get<double>() * 1e3, 100 * s["exposed_share"].get<double>());
-      std::cout << fmt::format(
-          "  without communication the ranks finished {:.1f} ms apart (median); against the slowest "
-          "rank's median step ({:.1f} ms) the exposed share is {:.1f}%\n",
-          s["rank_spread_without_comm_s"].get<double>() * 1e3,
-          s["slowest_rank_median_step_without_comm_s"].get<double>() * 1e3,
-          100 * s["exposed_share_against_slowest_rank_median"].get<double>());
-      std::ofstream(json_path) << results.dump(2) << "\n";
-      std::cout << "results written to " << json_path << "\n";
+      print_allreduce(results);
+      if (!set.allreduce_only) print_shuffle(results), print_steps(results);
+      std::ofstream(set.json_path) << results.dump(2) << "\n";
+      std::cout << "results written to " << set.json_path << "\n";
     }
   }
   moco::dist::finalize_world();

@@ -20,11 +20,14 @@ namespace {
 
 // The result of a sum over W ranks that all hold our tensor, applied when waited for: a reducer
 // that copied the bucket back before waiting would see the unreduced values.
+// `on_wait` runs at the first wait (the test records when that was).
 class DeferredSumWork final : public Work {
  public:
-  DeferredSumWork(torch::Tensor tensor, int64_t factor) : tensor_(std::move(tensor)), factor_(factor) {}
+  DeferredSumWork(torch::Tensor tensor, int64_t factor, std::function<void()> on_wait)
+      : tensor_(std::move(tensor)), factor_(factor), on_wait_(std::move(on_wait)) {}
   void wait() override {
     if (done_) return;
+    on_wait_();
     torch::NoGradGuard no_grad;
     tensor_.mul_(factor_);
     done_ = true;
@@ -33,6 +36,7 @@ class DeferredSumWork final : public Work {
  private:
   torch::Tensor tensor_;
   int64_t factor_;
+  std::function<void()> on_wait_;
   bool done_ = false;
 };
 
@@ -41,6 +45,9 @@ struct AllReduceCall {
   const void* data;
   bool during_backward;
   bool had_nan;  // some slot of the bucket was not written when the bucket launched
+  // When it was first waited for: during backward, and how many all-reduces had been launched by then.
+  bool waited_during_backward = false;
+  size_t launched_when_waited = 0;
 };
 
 struct BroadcastCall {
@@ -56,8 +63,12 @@ class RecordingProcessGroup final : public ProcessGroup {
   int world_size() const override { return world_; }
 
   std::shared_ptr<Work> all_reduce_async(torch::Tensor& tensor, ReduceOp op) override {
+    const size_t index = all_reduces.size();
     all_reduces.push_back({tensor.numel(), tensor.data_ptr(), in_backward, tensor.isnan().any().item<bool>()});
-    return std::make_shared<DeferredSumWork>(tensor, op == ReduceOp::kSum ? world_ : 1);
+    return std::make_shared<DeferredSumWork>(tensor, op == ReduceOp::kSum ? world_ : 1, [this, index] {
+      all_reduces[index].waited_during_backward = in_backward;
+      all_reduces[index].launched_when_waited = all_reduces.size();
+    });
   }
   torch::Tensor all_gather(const torch::Tensor& tensor) override {
     return torch::cat(std::vector<torch::Tensor>(static_cast<size_t>(world_), tensor));
@@ -318,6 +329,45 @@ TEST_F(ReducerFake, BucketsLaunchInIndexOrderFirstBeforeBackwardEnds) {
   }
 }
 
+TEST_F(ReducerFake, WaitAtLaunchHoldsBackwardAtEachBucketAndAveragesAlike) {
+  const size_t n_buckets = reducer->buckets().size();
+  for (int step = 0; step < kSteps; ++step) {
+    // The overlapped step, then the same backward with each bucket waited for at launch.
+    reducer->set_wait_at_launch(false);
+    backward(600 + step);
+    reducer->finalize();
+    const auto overlapped = grads_of(params.tensors);
+    EXPECT_EQ(reducer->last_stats().buckets_waited_at_launch, 0);
+    EXPECT_EQ(reducer->last_stats().launch_wait_seconds, 0.0);
+    const size_t first = group->all_reduces.size();
+
+    reducer->set_wait_at_launch(true);
+    backward(600 + step);
+    reducer->finalize();
+    const ReducerStats& stats = reducer->last_stats();
+    EXPECT_EQ(stats.launch_order, (std::vector<int64_t>{0, 1, 2, 3}));
+    EXPECT_EQ(stats.buckets_waited_at_launch, static_cast<int64_t>(n_buckets));
+    EXPECT_GE(stats.launch_wait_seconds, 0.0);
+    ASSERT_EQ(group->all_reduces.size(), first + n_buckets);
+    for (size_t b = 0; b < n_buckets; ++b) {
+      const AllReduceCall& call = group->all_reduces[first + b];
+      EXPECT_TRUE(call.during_backward) << "bucket " << b;
+      // Waited for inside backward, before the next bucket was launched.
+      EXPECT_TRUE(call.waited_during_backward) << "step " << step << " bucket " << b << " waited in finalize()";
+      EXPECT_EQ(call.launched_when_waited, first + b + 1) << "step " << step << " bucket " << b;
+    }
+    for (size_t i = 0; i < overlapped.size(); ++i) {
+      EXPECT_TRUE(torch::equal(params.tensors[i].grad(), overlapped[i])) << "step " << step << " " << params.names[i];
+    }
+  }
+  // The overlapped mode waits in finalize(), after backward.
+  reducer->set_wait_at_launch(false);
+  const size_t first = group->all_reduces.size();
+  backward(700);
+  reducer->finalize();
+  for (size_t b = 0; b < n_buckets; ++b) EXPECT_FALSE(group->all_reduces[first + b].waited_during_backward);
+}
+
 TEST_F(ReducerFake, DisabledReducerTouchesNothing) {
   reducer->set_enabled(false);
   const auto local = backward(400);
@@ -471,6 +521,29 @@ TEST(ReducerWorld, GradientsAreTheMeanOverRanks) {
 
 // See Note [Layout agreed once]: the buckets skip the per-call check, so a rank whose model differs
 // must be named when the reducer is made, on every rank, and the group must stay usable.
+TEST(ReducerWorld, WaitAtLaunchGivesTheOverlappedAveragesBitForBit) {
+  auto group = test_world_group();
+  torch::manual_seed(0);
+  TinyNet net;
+  const auto params = named_params(net);
+  broadcast_parameters(params.tensors, *group);
+  GradientReducer reducer(params.tensors, group, kTinyCap, kTinyFirstCap, params.names);
+  reducer.set_enabled(true);  // the full path even at world size 1
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::vector<torch::Tensor>> averaged;
+    for (const bool wait : {false, true}) {
+      reducer.set_wait_at_launch(wait);
+      clear_grads(params.tensors);
+      tiny_loss(net, 10 * step + group->rank()).backward();  // every rank sees different data
+      reducer.finalize();
+      averaged.push_back(grads_of(params.tensors));
+      EXPECT_EQ(reducer.last_stats().buckets_waited_at_launch, wait ? 4 : 0);
+    }
+    for (size_t i = 0; i < params.tensors.size(); ++i)
+      EXPECT_TRUE(torch::equal(averaged[0][i], averaged[1][i])) << "step " << step << " " << params.names[i];
+  }
+}
+
 TEST(ReducerWorld, ARankWithAnotherLayoutIsNamedWhenTheReducerIsMade) {
   auto group = test_world_group();
   if (group->world_size() == 1) GTEST_SKIP() << "needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";

@@ -141,6 +141,8 @@ v1_milestone_drifts|configs/moco_v1_r50_imagenet.yaml|  milestones: [120, 160]| 
 v2_jitter_always|configs/moco_v2_r50_imagenet.yaml|  jitter_prob: 0.8|  jitter_prob: 1.0|^PaperConfigTest\.
 mlp_hidden_not_2048|src/model/resnet.cpp|nn::Sequential(nn::Linear(in, in), nn::ReLU(), nn::Linear(in, options.out_dim))|nn::Sequential(nn::Linear(in, 512), nn::ReLU(), nn::Linear(512, options.out_dim))|^PaperConfigTest\.
 step_milestone_off_by_one|src/train/schedule.cpp|if (epoch >= milestone) lr *= config.optim.gamma;|if (epoch > milestone) lr *= config.optim.gamma;|^PaperConfigTest\.|^ScheduleTest\.
+wait_at_launch_ignored|src/dist/reducer.cpp|  if (wait_at_launch_) wait_in_hook(bucket);|  (void)0;|^ReducerFake\.|^ReducerWorld\.
+wait_at_launch_not_set|src/dist/reducer.cpp|  wait_at_launch_ = wait;|  (void)wait;|^ReducerFake\.|^ReducerWorld\.
 LIST
 )
 

@@ -13,7 +13,7 @@ enum class ReduceOp { kSum, kAvg };
 
 // A collective started but maybe not finished. wait() returns once the result is in place (for
 // CUDA tensors: once it is ordered before later work on the current stream) and rethrows the
-// collective's error, if any.
+// collective's error, if any. Once it has returned, a second wait() returns at once.
 class Work {
  public:
   virtual ~Work() = default;

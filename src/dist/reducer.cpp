@@ -196,6 +196,15 @@ void GradientReducer::set_enabled(bool enabled) {
   enabled_.store(enabled);
 }
 
+void GradientReducer::set_wait_at_launch(bool wait) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (hooks_fired_ > 0) {
+    throw std::logic_error(
+        "GradientReducer::set_wait_at_launch: a backward has started feeding gradients; call finalize() first");
+  }
+  wait_at_launch_ = wait;
+}
+
 namespace {
 
 // `segment` (a flat slice of a bucket) as a tensor of `param`'s shape and memory order: a
@@ -266,6 +275,16 @@ void GradientReducer::launch(size_t bucket) {
   stats_.bytes_reduced += buckets_[bucket].bytes;
   // The layout was agreed once (see Note [Layout agreed once]); a world of one forced on agrees trivially.
   work_[bucket] = group_->all_reduce_async_preagreed(flat_[bucket], ReduceOp::kSum);
+  if (wait_at_launch_) wait_in_hook(bucket);
+}
+
+void GradientReducer::wait_in_hook(size_t bucket) {
+  // Backward is held here until the bucket is reduced: the no-overlap baseline. finalize() waits
+  // again, which returns at once for a finished collective.
+  const auto start = std::chrono::steady_clock::now();
+  work_[bucket]->wait();
+  stats_.launch_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++stats_.buckets_waited_at_launch;
 }
 
 void GradientReducer::throw_if_any_missing() const {

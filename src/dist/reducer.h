@@ -38,7 +38,9 @@ struct ReducerStats {
   std::vector<int64_t> hooks_fired_at_launch;  // per bucket: gradient hooks fired when it started
   int64_t num_params = 0;
   int64_t bytes_reduced = 0;
-  double finalize_wait_seconds = 0.0;  // time finalize() spent waiting for the all-reduces
+  double finalize_wait_seconds = 0.0;    // time finalize() spent waiting for the all-reduces
+  int64_t buckets_waited_at_launch = 0;  // buckets whose all-reduce the launching hook waited for
+  double launch_wait_seconds = 0.0;      // time the hooks spent in those waits (inside backward)
 };
 
 // Averages the gradients of `params` over the ranks of `group` while backward runs.
@@ -74,6 +76,14 @@ class GradientReducer {
   void set_enabled(bool enabled);
   bool enabled() const { return enabled_.load(); }
 
+  // For benchmarks only (bench_dist's no-overlap step): when on, the hook that launches a bucket
+  // waits for its all-reduce before backward goes on, so no communication overlaps backward. The
+  // collectives, their order and the averages are those of the overlapped mode, bit for bit; what
+  // changes is only when backward is held (on CUDA a wait orders streams: it holds the backward's
+  // stream, not the host). Between steps only (throws like set_enabled).
+  void set_wait_at_launch(bool wait);
+  bool wait_at_launch() const { return wait_at_launch_; }
+
   // After backward, before the optimizer step. Throws naming any parameter that got no gradient.
   void finalize();
 
@@ -100,6 +110,7 @@ class GradientReducer {
   void on_gradient(size_t param_index, const torch::Tensor& grad);
   void launch_ready_buckets_in_order();
   void launch(size_t bucket);
+  void wait_in_hook(size_t bucket);
   void throw_if_any_missing() const;
   void reset_step();
   std::string describe(size_t param_index) const;
@@ -109,7 +120,8 @@ class GradientReducer {
   std::shared_ptr<ProcessGroup> group_;
   std::vector<BucketSpec> buckets_;
   std::atomic<bool> enabled_{false};
-  bool armed_ = false;  // buffers allocated and hooks registered
+  bool wait_at_launch_ = false;  // guarded by mutex_
+  bool armed_ = false;           // buffers allocated and hooks registered
   std::vector<unsigned> hook_handles_;
 
   // Step state. Hooks of parameters on different devices run on different autograd threads.

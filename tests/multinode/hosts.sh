@@ -12,9 +12,12 @@
 #   hosts.sh exec I CMD...       run CMD on host I (its network and UTS namespaces, same files)
 #   hosts.sh link I up|down      host I's interface (eth0, inside its namespace)
 #   hosts.sh pids I              the processes inside host I
-#   hosts.sh shape I RATE LOSS   host I's link, both ways: tc tbf at RATE (e.g. 100mbit) and nftables
+#   hosts.sh shape I RATE LOSS [BURST]
+#                                host I's link, both ways: tc tbf at RATE (e.g. 100mbit) and nftables
 #                                dropping LOSS percent of the packets at random (netdev ingress of both
-#                                ends of the link); this kernel has no netem, so no delay
+#                                ends of the link); this kernel has no netem, so no delay. BURST (tbf's
+#                                bucket, default 32kbit) must grow with RATE: at 10gbit 32kbit is a
+#                                3 us bucket, which holds the link far below its rate
 #   hosts.sh drops I             how many packets the LOSS rules of host I's link have dropped
 #
 # DIR (default $MOCO_HOSTS_DIR, else /tmp/moco_hosts) keeps the state: the namespace names, one
@@ -120,12 +123,12 @@ down() {
   echo "hosts.sh: down, nothing left"
 }
 
-shape() {  # I RATE LOSS
-  local i=$1 rate=$2 loss=$3 end
+shape() {  # I RATE LOSS [BURST]
+  local i=$1 rate=$2 loss=$3 burst=${4:-32kbit} end
   command -v nft >/dev/null || die "shape: no nft (Debian's nftables: tools/install_deps.sh)"
   for end in "$(ns "$i") eth0" "$(ns sw) h$i"; do
     set -- $end
-    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 32kbit latency 400ms
+    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst "$burst" latency 400ms
     ip netns exec "$1" nft -f - <<EOF
 table netdev moco {
   chain lossy { type filter hook ingress device "$2" priority 0; numgen random mod 100 < $loss counter drop; }
@@ -157,7 +160,7 @@ down)
 exec) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; i=$1; shift; host_exec "$i" "$@" ;;
 link) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; ip -n "$(ns "$1")" link set eth0 "$2" ;;
 pids) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; pids "$1" ;;
-shape) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; shape "${1:?shape I RATE LOSS}" "${2:?RATE}" "${3:?LOSS}" ;;
+shape) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; shape "${1:?shape I RATE LOSS [BURST]}" "${2:?RATE}" "${3:?LOSS}" "${4:-}" ;;
 drops) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; drops "$1" ;;
-*) sed -n '2,24p' "$self"; exit 2 ;;
+*) sed -n '2,27p' "$self"; exit 2 ;;
 esac
