@@ -22,7 +22,7 @@ TEST(StepRecordsTest, GivesEachStepsLossAccuraciesAndSkipsInOrderWithOneHostRead
   moco::dist::LocalProcessGroup group;
   moco::train::StepRecords records(group);
   // Ranks of the positive among the negatives: 0 is a top-1 hit, 0-4 top-5.
-  records.record(7, step_output(2.5f, {0, 3, 0, 9}, 0), 0.25, 100);
+  records.record(7, step_output(2.5f, {0, 1, 0, 5}, 0), 0.25, 100);  // ranks 1 and 5: just outside top-1 and top-5
   records.record(8, step_output(NAN, {1, 1, 1, 1}, 1), 0.5, 200);
   records.agreed({7, 0.0, 0, 0.125});
   records.agreed({8, 0.0, 0, 0.375});
