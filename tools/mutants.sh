@@ -113,6 +113,7 @@ watchdog_never_ends_process|src/dist/nccl_watchdog.cpp|    end_process_(end_with
 settle_past_deadline|src/dist/nccl_watchdog.cpp|if (clock.now() >= deadline) return CommProgress::kInProgress;|if (clock.now() >= deadline + timeout) return CommProgress::kInProgress;|^NcclWatchdogSettle\.
 watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
 skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);|    (void)k_buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
+bn_restore_bumps_version|src/model/moco.cpp|    auto values = now[i].variable_data();  // same storage, a version counter of its own|    auto values = now[i];|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
 momentum_swapped_when_checked|src/model/moco.cpp|k_params[i].mul(m).add_(q_params[i], 1.0 - m);|k_params[i].mul(1.0 - m).add_(q_params[i], m);|^MocoTest\.AStepWithNonFinite
 skipped_step_enqueues|src/model/contrastive.cpp|  if (apply.defined()) keys_by_column = torch::where(apply, keys_by_column, queue.index_select(1, columns));|  (void)apply;|^ContrastiveTest\.EnqueueKeeps|^MocoTest\.AStepWithNonFinite
 skipped_step_moves_weights|src/train/sgd.cpp|    p.copy_(torch::where(apply, moved, p));|    p.copy_(moved);|^MomentumSgdTest\.AStepNotApplied
