@@ -14,6 +14,11 @@
 
 namespace moco::constant_table {
 
+// The shipped configs (configs/ at the repository's root).
+inline std::string config_path(const std::string& name) {
+  return std::string(MOCO_TEST_DATA_DIR) + "/../../configs/" + name;
+}
+
 struct Constant {
   const char* key;     // dotted config key, as in the YAML files ("moco.temperature")
   const char* value;   // YAML, as a config file writes it: "0.2", "[120, 160]", "cosine", "true"

@@ -519,8 +519,7 @@ TEST(ReducerWorld, GradientsAreTheMeanOverRanks) {
   }
 }
 
-// See Note [Layout agreed once]: the buckets skip the per-call check, so a rank whose model differs
-// must be named when the reducer is made, on every rank, and the group must stay usable.
+// bench_dist's no-overlap step: waiting for each bucket at launch averages the same, bit for bit.
 TEST(ReducerWorld, WaitAtLaunchGivesTheOverlappedAveragesBitForBit) {
   auto group = test_world_group();
   torch::manual_seed(0);
@@ -544,6 +543,8 @@ TEST(ReducerWorld, WaitAtLaunchGivesTheOverlappedAveragesBitForBit) {
   }
 }
 
+// See Note [Layout agreed once]: the buckets skip the per-call check, so a rank whose model differs
+// must be named when the reducer is made, on every rank, and the group must stay usable.
 TEST(ReducerWorld, ARankWithAnotherLayoutIsNamedWhenTheReducerIsMade) {
   auto group = test_world_group();
   if (group->world_size() == 1) GTEST_SKIP() << "needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";

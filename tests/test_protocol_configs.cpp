@@ -21,8 +21,6 @@ using constant_table::Constant;
 
 namespace protocol_configs_test {
 
-const std::string kPaperConfigDir = std::string(MOCO_TEST_DATA_DIR) + "/../../configs/";
-
 // Shared by v1 and v2: main_moco.py's argparse defaults (v2 changes only flags, README "MoCo v2"),
 // MoCo v1 §3.3 "Technical details" and §4 (ImageNet-1M), MoCo v2 §3 ("same as v1 otherwise").
 const std::vector<Constant> kMainMoco = {
@@ -107,18 +105,18 @@ double lr_at(const train::Config& c, double epoch) { return train::learning_rate
 using namespace protocol_configs_test;
 
 TEST(PaperConfigTest, MocoV1IsThePapersAndMainMocoPys) {
-  constant_table::expect_constants(train::load_config(kPaperConfigDir + "moco_v1_r50_imagenet.yaml"), kMocoV1,
-                                   "moco_v1_r50_imagenet.yaml");
+  constant_table::expect_constants(train::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml")),
+                                   kMocoV1, "moco_v1_r50_imagenet.yaml");
 }
 
 TEST(PaperConfigTest, MocoV2IsThePapersAndMainMocoPys) {
-  constant_table::expect_constants(train::load_config(kPaperConfigDir + "moco_v2_r50_imagenet.yaml"), kMocoV2,
-                                   "moco_v2_r50_imagenet.yaml");
+  constant_table::expect_constants(train::load_config(constant_table::config_path("moco_v2_r50_imagenet.yaml")),
+                                   kMocoV2, "moco_v2_r50_imagenet.yaml");
 }
 
 TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
-  constant_table::expect_constants(train::load_config(kPaperConfigDir + "fashion_mnist_quick.yaml"), kFashionMnistQuick,
-                                   "fashion_mnist_quick.yaml");
+  constant_table::expect_constants(train::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
+                                   kFashionMnistQuick, "fashion_mnist_quick.yaml");
   // The defaults a config without moco.* or optim.* gets are v1's (train::Config, --help).
   constant_table::expect_constants(train::Config{},
                                    {{"moco.queue_size", "65536", "main_moco.py --moco-k"},
@@ -140,11 +138,11 @@ TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
 // lr changes every step), which agrees at every epoch boundary. The lr is for the batch of 256 and
 // scales linearly (the MoCo README: "linear lr scaling", --lr 0.015 for a batch of 128).
 TEST(PaperConfigTest, LrSchedulesAtTheirMilestonesAndAlongTheCosine) {
-  const auto v1 = train::load_config(kPaperConfigDir + "moco_v1_r50_imagenet.yaml");
+  const auto v1 = train::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml"));
   const std::map<double, double> step = {{0, 0.03},    {119, 0.03},  {119.999, 0.03}, {120, 0.003},
                                          {121, 0.003}, {159, 0.003}, {160, 0.0003},   {199, 0.0003}};
   for (const auto& [epoch, lr] : step) EXPECT_NEAR(lr_at(v1, epoch), lr, lr * 1e-12) << "v1, epoch " << epoch;
-  const auto v2 = train::load_config(kPaperConfigDir + "moco_v2_r50_imagenet.yaml");
+  const auto v2 = train::load_config(constant_table::config_path("moco_v2_r50_imagenet.yaml"));
   const std::map<double, double> cosine = {{0, 0.03}, {50, 0.015 * (1 + std::sqrt(0.5))}, {100, 0.015}, {200, 0}};
   for (const auto& [epoch, lr] : cosine) EXPECT_NEAR(lr_at(v2, epoch), lr, 1e-12) << "v2, epoch " << epoch;
   auto half = v1;
@@ -156,7 +154,7 @@ TEST(PaperConfigTest, LrSchedulesAtTheirMilestonesAndAlongTheCosine) {
 // 2048), ReLU, Linear(2048, 128). v1: fc = Linear(2048, 128).
 TEST(PaperConfigTest, HeadIsLinearForV1AndA2048HiddenMlpForV2) {
   auto shapes_of = [](const char* name) {
-    const auto c = train::load_config(kPaperConfigDir + name);
+    const auto c = train::load_config(constant_table::config_path(name));
     model::ResNet net(train::backbone_options(c, train::dataset_channels(c)));
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& p : net->named_parameters())
@@ -182,7 +180,7 @@ TEST(PaperConfigTest, AugmentationGatesFireAtThePapersProbabilities) {
     double jitter = 0, grayscale = 0, blur = 0, flip = 0, least_area = 1, sigma_min = 100, sigma_max = 0;
   };
   auto rates_of = [](const char* name) {
-    const auto options = train::augment_options(train::load_config(kPaperConfigDir + name));
+    const auto options = train::augment_options(train::load_config(constant_table::config_path(name)));
     Rates r;
     const int draws = 5000;
     for (int seed = 0; seed < draws; ++seed) {

@@ -32,8 +32,6 @@ using constant_table::Constant;
 
 namespace protocol_lincls_test {
 
-const std::string kConfigDir = std::string(MOCO_TEST_DATA_DIR) + "/../../configs/";
-
 // main_lincls.py's argparse defaults and its model/transform code (facebookresearch/moco, main
 // branch); the same protocol for v1 (He et al. 2020 §4.1) and v2 (Chen et al. 2020: "linear
 // classification ... following [MoCo v1]").
@@ -192,7 +190,7 @@ TEST(LinclsProtocolTest, LrOfEveryEpochAroundTheMilestones) {
   const std::map<int64_t, double> official = {{0, 30}, {1, 30},   {59, 30},  {60, 3},  {61, 3},
                                               {79, 3}, {80, 0.3}, {81, 0.3}, {99, 0.3}};
   for (const char* name : {"moco_v1_lincls_imagenet.yaml", "moco_v2_lincls_imagenet.yaml"}) {
-    const auto c = train::load_config(kConfigDir + name);
+    const auto c = train::load_config(constant_table::config_path(name));
     for (const auto& [epoch, lr] : official)
       EXPECT_LT(relative_gap(lincls::learning_rate(c, epoch), lr), 1e-12)
           << name << " epoch " << epoch << ": lr " << lincls::learning_rate(c, epoch) << ", official " << lr;
@@ -210,12 +208,12 @@ TEST(LinclsProtocolTest, LrOfEveryEpochAroundTheMilestones) {
 
 TEST(LinclsProtocolTest, ConfigsAndDefaultsAreMainLinclsPys) {
   constant_table::expect_constants(train::Config{}, kMainLincls, "train::Config defaults (lincls.*)");
-  constant_table::expect_constants(train::load_config(kConfigDir + "moco_v1_lincls_imagenet.yaml"),
+  constant_table::expect_constants(train::load_config(constant_table::config_path("moco_v1_lincls_imagenet.yaml")),
                                    imagenet_lincls_table(false), "moco_v1_lincls_imagenet.yaml");
-  constant_table::expect_constants(train::load_config(kConfigDir + "moco_v2_lincls_imagenet.yaml"),
+  constant_table::expect_constants(train::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml")),
                                    imagenet_lincls_table(true), "moco_v2_lincls_imagenet.yaml");
-  constant_table::expect_constants(train::load_config(kConfigDir + "fashion_mnist_lincls.yaml"), kFashionMnistLincls,
-                                   "fashion_mnist_lincls.yaml");
+  constant_table::expect_constants(train::load_config(constant_table::config_path("fashion_mnist_lincls.yaml")),
+                                   kFashionMnistLincls, "fashion_mnist_lincls.yaml");
 }
 
 // torch.optim.SGD(fc params, lr, momentum=0.9, weight_decay=0) as main_lincls.py builds it, with the
@@ -223,7 +221,7 @@ TEST(LinclsProtocolTest, ConfigsAndDefaultsAreMainLinclsPys) {
 // p -= lr*buf). A momentum of 0 or 0.99 moves the second step. (A weight decay of 1e-4 on weights of
 // 0.01 would move it by less than float precision: the tables above pin lincls.weight_decay.)
 TEST(LinclsProtocolTest, SgdStepsAreTorchsWithTheConfiguredMomentumAndNoWeightDecay) {
-  const auto c = train::load_config(kConfigDir + "moco_v2_lincls_imagenet.yaml");
+  const auto c = train::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
   lincls::LinearClassifier classifier(16, 5, c.lincls.momentum, c.lincls.weight_decay,
                                       std::make_shared<dist::LocalProcessGroup>(), 3, torch::kCPU);
   auto w = classifier.fc()->weight.detach().clone().requires_grad_(true);
@@ -250,7 +248,7 @@ TEST(LinclsProtocolTest, SgdStepsAreTorchsWithTheConfiguredMomentumAndNoWeightDe
 // main_lincls.py's training view: RandomResizedCrop(224) (torchvision's scale (0.08, 1), ratio
 // (3/4, 4/3)) and RandomHorizontalFlip(), no colour change: whatever the pre-training's augmentation.
 TEST(LinclsProtocolTest, TrainViewIsRandomResizedCropFromEightPercentAndAFlip) {
-  const auto c = train::load_config(kConfigDir + "moco_v2_lincls_imagenet.yaml");
+  const auto c = train::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
   const auto view = lincls::train_view(c);
   EXPECT_EQ(view.out_size, 224);
   EXPECT_DOUBLE_EQ(view.scale_min, 0.08);
@@ -416,10 +414,10 @@ TEST(KnnProtocolTest, ShippedConfigsUseTheMonitorsConstantsOrSayWhy) {
   };
   for (const char* name : {"moco_v1_r50_imagenet.yaml", "moco_v2_r50_imagenet.yaml", "moco_v1_lincls_imagenet.yaml",
                            "moco_v2_lincls_imagenet.yaml", "fashion_mnist_lincls.yaml"})
-    constant_table::expect_constants(train::load_config(kConfigDir + name), monitor, name);
+    constant_table::expect_constants(train::load_config(constant_table::config_path(name)), monitor, name);
   constant_table::expect_constants(train::Config{}, monitor, "train::Config defaults");
   constant_table::expect_constants(
-      train::load_config(kConfigDir + "fashion_mnist_quick.yaml"),
+      train::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
       {monitor[0],
        monitor[1],
        {"knn.memory_size", "10000", "project choice: the first 10000 train images, ~30 s per evaluation on 2 cores"},
@@ -427,6 +425,6 @@ TEST(KnnProtocolTest, ShippedConfigsUseTheMonitorsConstantsOrSayWhy) {
       "fashion_mnist_quick.yaml");
   for (const char* name : {"debug.yaml", "imagefolder_quick.yaml"})
     constant_table::expect_constants(
-        train::load_config(kConfigDir + name),
+        train::load_config(constant_table::config_path(name)),
         {{"knn.k", "20", "project choice: seconds-long smoke runs on 512 images or fewer"}, monitor[1]}, name);
 }
