@@ -43,20 +43,36 @@ AsyncSaver::AsyncSaver(dist::ProcessGroup& group, std::function<void(int64_t)> o
 AsyncSaver::~AsyncSaver() {
   if (!thread_.joinable()) return;
   thread_.join();
-  if (!error_.empty()) spdlog::error("asynchronous checkpoint: {}", error_);
+  if (error_.empty()) return;
+  spdlog::error("asynchronous checkpoint: {}", error_);
+  if (group_.rank() == 0) detail::discard_failed_save(tmp_dir_);
 }
 
 void AsyncSaver::wait() {
   if (thread_.joinable()) thread_.join();
   std::string error;
   std::swap(error, error_);
-  agree_no_errors(error, group_);
+  detail::agree_or_discard(error, tmp_dir_, group_);
+}
+
+void AsyncSaver::wait_logged(int64_t step) {
+  const bool waits = writing();
+  const auto start = std::chrono::steady_clock::now();
+  if (waits)
+    spdlog::info("checkpoint of step {}: the save of step {} is still being written; waiting for it", step, step_);
+  wait();
+  if (waits)
+    spdlog::info(
+        "checkpoint of step {}: waited {:.2f}s for the save of step {} (a file system slower than the cadence)", step,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), step_);
 }
 
 std::string AsyncSaver::save(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info) {
-  wait();
+  wait_logged(info.step);
   const std::string tmp_dir = step_dir(root, info.step) + ".tmp";
-  agree_no_errors(group_.rank() == 0 ? detail::prepare_save_dir(root, info.step) : "", group_);
+  tmp_dir_ = tmp_dir;
+  step_ = info.step;
+  detail::agree_or_discard(group_.rank() == 0 ? detail::prepare_save_dir(root, info.step) : "", tmp_dir, group_);
   auto token = torch::tensor({static_cast<int64_t>(std::random_device{}() & 0x7fffffff) + 1}, torch::kInt64);
   group_.broadcast(token, 0);
   // A host copy of what this rank writes (its share and its rank-local state); of the rest only the
@@ -72,6 +88,7 @@ std::string AsyncSaver::save(const std::string& root, const std::vector<StateEnt
                             : torch::empty(e.tensor.sizes(), e.tensor.options().device(torch::kMeta)),
                         e.rank_local});
   }
+  writing_ = true;
   thread_ = std::thread(&AsyncSaver::write_in_background, this, root, tmp_dir, std::move(snapshot), writers, info,
                         token.item<int64_t>());
   return step_dir(root, info.step);
@@ -86,6 +103,8 @@ void AsyncSaver::write_in_background(std::string root, std::string tmp_dir, std:
     crc = detail::write_shard(tmp_dir, snapshot, writers, rank, world, info.step);
   } catch (const std::exception& e) {
     error = e.what();
+    std::error_code ignored;  // a full disk gets its space back now, not once every rank agrees
+    fs::remove(fs::path(tmp_dir) / shard_file_name(rank, world), ignored);
   }
   try {
     write_marker(tmp_dir, rank, token, crc, error);
@@ -94,6 +113,7 @@ void AsyncSaver::write_in_background(std::string root, std::string tmp_dir, std:
   }
   if (rank != 0) {
     error_ = error;
+    writing_ = false;
     return;
   }
   // Rank 0 gathers every rank's slots from the markers, then commits.
@@ -136,6 +156,7 @@ void AsyncSaver::write_in_background(std::string root, std::string tmp_dir, std:
     }
   }
   error_ = error;
+  writing_ = false;
 }
 
 }  // namespace moco::ckpt

@@ -6,6 +6,7 @@
 
 #include "ckpt/checkpoint.h"
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -26,14 +27,18 @@ class AsyncSaver {
   AsyncSaver& operator=(const AsyncSaver&) = delete;
 
   // Collective, at a step boundary: finishes the save in flight (its failure throws here, on every
-  // rank), snapshots `state` and starts writing it. Returns the folder it will commit.
+  // rank), snapshots `state` and starts writing it. Returns the folder it will commit. A save still
+  // being written when the next is due (a file system slower than the cadence) is waited for, and
+  // the log says so: never two saves, nor two snapshots, at once.
   std::string save(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info);
   // Collective: waits for the save in flight, if any; a failure throws the same CheckpointError on
-  // every rank.
+  // every rank, once rank 0 has removed the failed save's .tmp folder.
   void wait();
   bool in_flight() const { return thread_.joinable(); }
+  bool writing() const { return writing_.load(); }  // in flight and not yet done
 
  private:
+  void wait_logged(int64_t step);  // wait(), logged when a save is in flight as `step` is due
   void write_in_background(std::string root, std::string tmp_dir, std::vector<StateEntry> snapshot,
                            std::vector<int> writers, SaveInfo info, int64_t token);
 
@@ -42,6 +47,9 @@ class AsyncSaver {
   std::chrono::seconds timeout_;
   std::thread thread_;
   std::string error_;  // written by the thread, read after join
+  std::atomic<bool> writing_{false};
+  std::string tmp_dir_;  // of the save in flight
+  int64_t step_ = -1;    // of the save in flight
 };
 
 }  // namespace moco::ckpt

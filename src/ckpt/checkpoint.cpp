@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -208,13 +209,28 @@ void commit(const std::string& root, const std::string& tmp, const std::vector<S
   write_latest(root, info.step);
 }
 
+void discard_failed_save(const std::string& tmp_dir) {
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);
+  if (ec) spdlog::warn("{}: cannot remove the failed checkpoint's folder: {}", tmp_dir, ec.message());
+}
+
+void agree_or_discard(const std::string& error, const std::string& tmp_dir, dist::ProcessGroup& group) {
+  try {
+    agree_no_errors(error, group);
+  } catch (const CheckpointError&) {
+    if (group.rank() == 0) discard_failed_save(tmp_dir);
+    throw;
+  }
+}
+
 }  // namespace detail
 
 std::string save_checkpoint(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info,
                             dist::ProcessGroup& group) {
   const int rank = group.rank(), world = group.world_size();
   const std::string tmp_dir = step_dir(root, info.step) + ".tmp";
-  agree_no_errors(rank == 0 ? detail::prepare_save_dir(root, info.step) : "", group);
+  detail::agree_or_discard(rank == 0 ? detail::prepare_save_dir(root, info.step) : "", tmp_dir, group);
 
   const auto writers = assign_writers(state, world);
   std::string error;
@@ -224,7 +240,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<StateEntr
   } catch (const std::exception& e) {
     error = e.what();
   }
-  agree_no_errors(error, group);
+  detail::agree_or_discard(error, tmp_dir, group);
   auto crcs = torch::from_blob(crc.data(), {static_cast<int64_t>(crc.size())}, torch::kInt64);
   if (world > 1) group.all_reduce(crcs, dist::ReduceOp::kSum);  // each slot is written by one rank
 
@@ -235,7 +251,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<StateEntr
       error = step_dir(root, info.step) + ": commit failed: " + e.what();
     }
   }
-  agree_no_errors(error, group);
+  detail::agree_or_discard(error, tmp_dir, group);
   return step_dir(root, info.step);
 }
 

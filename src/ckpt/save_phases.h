@@ -21,4 +21,12 @@ std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<S
 void commit(const std::string& root, const std::string& tmp_dir, const std::vector<StateEntry>& state,
             const std::vector<int>& writers, const std::vector<int64_t>& crc, const SaveInfo& info, int world);
 
+// Rank 0, once every rank is done with a failed save: its .tmp folder removed, so that a full or
+// failing file system keeps nothing of it. A folder that cannot be removed is logged, not thrown
+// (the next commit deletes leftovers).
+void discard_failed_save(const std::string& tmp_dir);
+
+// agree_no_errors, and on a failure rank 0 discards tmp_dir before the error is thrown on every rank.
+void agree_or_discard(const std::string& error, const std::string& tmp_dir, dist::ProcessGroup& group);
+
 }  // namespace moco::ckpt::detail

@@ -11,12 +11,13 @@ namespace moco::h5 {
 
 // HDF5 prints its error stack to stderr by default; callers turn each failure into one exception
 // with the innermost messages instead (error_text). Also: no HDF5 file locks unless the user asks
-// for them (HDF5_USE_FILE_LOCKING). Every file here has one writer by construction (a checkpoint's
-// rank in its .tmp folder, a shard's packing thread under a temporary name), and flock fails on many
-// cluster file systems (NFS, Lustre), where HDF5 would then refuse to open anything.
+// for them (HDF5_USE_FILE_LOCKING). And no cleanup at exit (H5dont_atexit): see the .cpp. Every file here has one
+// writer by construction (a checkpoint's rank in its .tmp folder, a shard's packing thread under a temporary name), and
+// flock fails on many cluster file systems (NFS, Lustre), where HDF5 would then refuse to open anything.
 void init_once();
 
-// The innermost messages of HDF5's error stack, which is then cleared.
+// The innermost messages of HDF5's error stack, and the system's error (errno's text) where the
+// low-level driver reported one; the stack is then cleared.
 std::string error_text();
 
 // Closes an HDF5 handle of any kind when it goes out of scope.

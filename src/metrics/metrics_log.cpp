@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 namespace moco::metrics {
@@ -108,9 +110,12 @@ void MetricsLog::write(const LinclsResultRecord& r) {
 }
 
 void MetricsLog::write_line(const std::string& line) {
+  errno = 0;
   out_ << line << '\n';
   out_.flush();
-  if (!out_) throw std::runtime_error(path_ + ": write failed");
+  // The stream keeps no error code; the failed write(2) left its errno (no space, read-only, ...).
+  if (!out_)
+    throw std::runtime_error(path_ + ": write failed" + (errno ? std::string(": ") + std::strerror(errno) : ""));
 }
 
 }  // namespace moco::metrics

@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 namespace moco::metrics {
@@ -66,8 +68,9 @@ void TensorBoardWriter::write_record(const std::string& bytes) {
   put_le(record, masked_crc32c(header.data(), header.size()), 4);
   record += bytes;
   put_le(record, masked_crc32c(bytes.data(), bytes.size()), 4);
+  errno = 0;
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0)
-    throw std::runtime_error(path_ + ": write failed");
+    throw std::runtime_error(path_ + ": write failed" + (errno ? std::string(": ") + std::strerror(errno) : ""));
 }
 
 }  // namespace moco::metrics

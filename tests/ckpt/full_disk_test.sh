@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# A file system that fails under a run: full, removed, read-only, slow. One case per ctest entry:
+#   full_disk_test.sh CASE BUILD_DIR WORK_DIR
+#   full_async, full_sync  train.output_dir on a 6 MiB tmpfs, a checkpoint (4 MiB) every 8 steps: step 8
+#                  commits, step 16 finds the disk full. Exit 1 naming the shard and "No space left
+#                  on device", no crash, no .tmp left, step 8 still `latest` and verifying; with
+#                  room again the same command resumes from step 8 and finishes
+#   full_metrics, full_tensorboard  the tmpfs filled up after step 8's commit: the resumed run
+#                  cannot append to metrics.jsonl (train.tensorboard=false) or to its TensorBoard
+#                  event file; exit 1 naming it, step 8 still verifies; with room again it finishes
+#   removed        checkpoints/ deleted while a shard is being written: exit 1 naming the file, no crash
+#   read_only      checkpoints/ made read-only (a read-only bind mount) while a shard is being
+#                  written: exit 1 naming the file; the committed step 8 verifies
+#   slow_writer    a save slower than the cadence (MOCO_CKPT_FAULT=pause_in_shard@8 holds it 5 s,
+#                  a checkpoint every 2 steps): the next save waits for it and the log says so
+# Exit 77 (skipped) where a tmpfs cannot be mounted (not root, no mount permission).
+set -euo pipefail
+case_name=$1 build=$(cd "$2" && pwd) work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+export OMP_NUM_THREADS=1
+fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 20 "$work/console" >&2; exit 1; }
+disk=$work/disk run=$work/disk/run
+cleanup() {
+  mountpoint -q "$run/checkpoints" 2>/dev/null && umount "$run/checkpoints"
+  mountpoint -q "$disk" 2>/dev/null && umount "$disk"
+  return 0
+}
+trap cleanup EXIT
+cleanup
+rm -rf "$work" && mkdir -p "$disk"
+mount -t tmpfs -o size=6m tmpfs "$disk" 2>/dev/null || { echo "SKIP ($case_name): cannot mount a tmpfs here"; exit 77; }
+args=(--config "$src/tests/data/tiny_synthetic.yaml" train.output_dir="$run" train.threads=1 train.epochs=2
+      ckpt.every_steps=8 ckpt.every_minutes=0 knn.memory_size=128 knn.query_size=64)
+
+# CMD...: runs it into $work/console, echoes its exit code.
+run_rc() { local rc=0; "$@" >"$work/console" 2>&1 || rc=$?; echo "$rc"; }
+# The failure's guarantees: exit 1 (no crash), the named file in the error, step 8 committed and whole.
+check_failed_cleanly() {  # RC TEXT
+  [ "$1" -eq 1 ] || fail "exit $1, not 1"
+  grep -q "\[error\].*$2" "$work/console" || fail "no error naming '$2'"
+  ! grep -q "HDF5-DIAG\|Segmentation\|Aborted" "$work/console" || fail "HDF5's stack or a crash in the output"
+  [ "$(cat "$run/checkpoints/latest")" = step_00000008 ] || fail "latest is $(cat "$run/checkpoints/latest")"
+  "$build/moco_ckpt" verify "$run" >/dev/null || fail "step 8 does not verify"
+}
+check_resumes() {
+  mount -o remount,size=64m "$disk"
+  [ "$(run_rc "$build/moco_dist" "${args[@]}")" -eq 0 ] || fail "the resumed run failed"
+  grep -q "resumed from $run/checkpoints/step_00000008" "$work/console" || fail "did not resume from step 8"
+  grep -q "kNN top-1: .*after 32 steps" "$work/console" || fail "the resumed run did not finish"
+}
+# Waits until the writer thread holds its shard half-written (MOCO_CKPT_FAULT=pause_in_shard).
+wait_for_pause() {  # PID
+  for _ in $(seq 300); do
+    grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" && return 0
+    kill -0 "$1" 2>/dev/null || fail "the run ended before the pause"
+    sleep 0.1
+  done
+  fail "no pause within 30 s"
+}
+
+case $case_name in
+full_async | full_sync)
+  async=true
+  [ "$case_name" = full_sync ] && async=false
+  rc=$(run_rc "$build/moco_dist" "${args[@]}" ckpt.async=$async)
+  check_failed_cleanly "$rc" "step_00000016.tmp/shard-0-of-1.h5.*No space left on device"
+  ! ls -d "$run"/checkpoints/*.tmp 2>/dev/null || fail "a .tmp folder is left"
+  echo "disk full at step 16 (ckpt.async=$async): exit 1, $(grep -o 'rank 0: [^(]*' "$work/console" | head -n 1)"
+  check_resumes
+  ;;
+full_metrics | full_tensorboard)
+  file=metrics.jsonl tb=false
+  [ "$case_name" = full_tensorboard ] && file=tfevents tb=true
+  args+=(train.tensorboard=$tb)
+  [ "$(run_rc "$build/moco_dist" "${args[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
+  dd if=/dev/zero of="$disk/filler" bs=64k 2>/dev/null || true  # until the disk is full
+  rc=$(run_rc "$build/moco_dist" "${args[@]}")
+  check_failed_cleanly "$rc" "$run/.*$file.*No space left on device"
+  rm "$disk/filler"
+  echo "disk full for $file: exit 1, $(grep '\[error\]' "$work/console" | head -n 1 | cut -c27-)"
+  check_resumes
+  ;;
+removed | read_only)
+  mount -o remount,size=64m "$disk"
+  [ "$(run_rc "$build/moco_dist" "${args[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
+  MOCO_CKPT_FAULT=pause_in_shard@16 "$build/moco_dist" "${args[@]}" >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_pause "$pid"
+  if [ "$case_name" = removed ]; then
+    rm -rf "$run/checkpoints"
+  else
+    mount --bind "$run/checkpoints" "$run/checkpoints" && mount -o remount,bind,ro "$run/checkpoints"
+  fi
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+  ! grep -q "HDF5-DIAG\|Segmentation\|Aborted" "$work/console" || fail "HDF5's stack or a crash in the output"
+  grep -q "\[error\].*$run/checkpoints/step_00000016" "$work/console" || fail "no error naming the checkpoint"
+  echo "$case_name: exit 1, $(grep '\[error\]' "$work/console" | head -n 1)"
+  if [ "$case_name" = read_only ]; then
+    [ "$(cat "$run/checkpoints/latest")" = step_00000008 ] || fail "latest is not step 8"
+    "$build/moco_ckpt" verify "$run" >/dev/null || fail "step 8 does not verify"
+    umount "$run/checkpoints"
+    check_resumes
+  fi
+  ;;
+slow_writer)
+  mount -o remount,size=64m "$disk"
+  rc=$(run_rc env MOCO_CKPT_FAULT=pause_in_shard@8 "$build/moco_dist" "${args[@]}" ckpt.every_steps=2 train.epochs=1)
+  [ "$rc" -eq 0 ] || fail "exit $rc"
+  grep -q "checkpoint of step 10: the save of step 8 is still being written; waiting for it" "$work/console" ||
+    fail "no line saying that the save of step 10 waits"
+  grep -Eq "checkpoint of step 10: waited [2-5]\.[0-9]+s for the save of step 8" "$work/console" ||
+    fail "no line saying how long it waited"
+  n=$(grep -c "still being written" "$work/console")
+  [ "$n" -eq 1 ] || fail "$n saves waited, not 1 (only step 10's save comes while step 8's is held)"
+  "$build/moco_ckpt" verify "$run" >/dev/null || fail "the last checkpoint does not verify"
+  grep "waited" "$work/console" | cut -c27-
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "PASS ($case_name)"
