@@ -11,8 +11,11 @@
 # train.resume=... still wins).
 #
 # Stopping with a checkpoint: `kill -USR1 <moco.sh pid>` (passed to mpirun, which forwards it to every rank; they
-# finish their step, commit a checkpoint and exit 0); the same command resumes. SIGTERM to moco.sh
-# tears the job down (its ranks still try to checkpoint, but mpirun does not wait long for them).
+# finish their step, commit a checkpoint and exit 0); the same command resumes. SIGTERM, SIGINT or
+# SIGHUP to moco.sh do the same and it exits 0 too: the script sends that signal to the ranks on
+# this host itself (mpirun would tear the job down and exit 1), and the ranks agree to stop after
+# the same step; with no rank on this host it sends SIGUSR1 to mpirun. A second such signal ends
+# the job at once (the ranks die, mpirun and the script exit non-zero).
 #
 # MOCO_MPIRUN_ARGS: more mpirun options, split at spaces, e.g. across hosts
 #   MOCO_MPIRUN_ARGS="--mca btl_tcp_if_include 10.0.0.0/24 --mca oob_tcp_if_include 10.0.0.0/24"
@@ -28,7 +31,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     -n | -np) ranks=$2; shift 2 ;;
     --hostfile) hostfile=$2; shift 2 ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -70,15 +73,35 @@ while IFS= read -r var; do mpi+=(-x "$var"); done < <(compgen -e | grep '^NCCL_'
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 echo "[moco.sh] ${mpi[*]} $binary --config $config train.resume=auto ${extra[*]} $*"
 
-# mpirun runs as a child: SIGUSR1 and SIGTERM to this script reach it (it forwards them to the
-# ranks), and the script can end it when it waits for a host it lost.
-mpirun_pid=
+# mpirun runs as a child: SIGUSR1 to this script reaches it (it forwards it to the ranks), and the
+# script can end it when it waits for a host it lost.
+mpirun_pid= stop_signal=
+# The ranks mpirun started on this host (its children running the binary).
+local_rank_pids() { pgrep -P "$mpirun_pid" -f "^$binary " 2>/dev/null || true; }
+local_ranks() { local_rank_pids | wc -l; }
+# SIG: the first stops the ranks after their step with a checkpoint; a second ends them at once.
+stop_ranks() {
+  [ -n "$mpirun_pid" ] || return 0
+  local pids
+  pids=$(local_rank_pids)
+  if [ -n "$stop_signal" ]; then
+    echo "[moco.sh] second signal ($1): ending the job now" >&2
+    # shellcheck disable=SC2086  # one pid a word
+    [ -z "$pids" ] || kill -"$1" $pids 2>/dev/null || true
+    kill -TERM "$mpirun_pid" 2>/dev/null || true
+    return 0
+  fi
+  stop_signal=$1
+  echo "[moco.sh] SIG$1: the ranks stop after their step with a checkpoint (a second signal ends them at once)" >&2
+  # shellcheck disable=SC2086
+  if [ -n "$pids" ]; then kill -"$1" $pids 2>/dev/null || true; else kill -USR1 "$mpirun_pid" 2>/dev/null || true; fi
+}
 trap '[ -z "$mpirun_pid" ] || kill -USR1 "$mpirun_pid" 2>/dev/null || true' USR1
-trap '[ -z "$mpirun_pid" ] || kill -TERM "$mpirun_pid" 2>/dev/null || true' TERM INT
+trap 'stop_ranks TERM' TERM
+trap 'stop_ranks INT' INT
+trap 'stop_ranks HUP' HUP
 "${mpi[@]}" "$binary" --config "$config" train.resume=auto "${extra[@]}" "$@" &
 mpirun_pid=$!
-# The ranks mpirun started on this host (its children running the binary).
-local_ranks() { pgrep -P "$mpirun_pid" -f "^$binary " 2>/dev/null | wc -l; }
 seen=0 gone=0
 while kill -0 "$mpirun_pid" 2>/dev/null; do
   if [ "$(local_ranks)" -gt 0 ]; then

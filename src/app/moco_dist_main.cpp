@@ -47,8 +47,8 @@ void add_options(CLI::App& app, Options& o) {
       ->excludes("--dry-run");
   app.footer(
       "Config keys (YAML sections in the file, dotted on the command line):\n" + moco::train::config_reference() +
-      "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
-      "command resumes); a second SIGTERM ends the process at once.\n"
+      "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
+      "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
       "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config.");
 }
 

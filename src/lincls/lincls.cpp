@@ -283,7 +283,7 @@ void save_lincls_checkpoint(LinclsRun& run, Progress& at, const std::vector<ckpt
 
 void log_stopped_early(LinclsRun& run, int stop_signal, int64_t step, const std::string& checkpoint) {
   if (stop_signal != 0) {
-    const std::string signal = stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+    const std::string signal = preempt::signal_name(stop_signal);
     if (run.metrics) run.metrics->write(metrics::PreemptRecord{step, signal, checkpoint});
     spdlog::info("lincls: stopped by {} after step {}: checkpoint {}; the same command continues from it", signal, step,
                  checkpoint);

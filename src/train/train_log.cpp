@@ -1,5 +1,7 @@
 #include "train/train_log.h"
 
+#include "preempt/preemption.h"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -85,7 +87,7 @@ void log_preempted(int signal, int64_t step, int64_t total_steps, const std::str
   spdlog::info(
       "preempted by {} after step {} of {}: checkpoint {} committed; the same command continues from it "
       "(train.resume=auto)",
-      signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM", step, total_steps, checkpoint);
+      preempt::signal_name(signal), step, total_steps, checkpoint);
 }
 
 void log_stopped(int64_t step, int64_t total_steps, const std::string& checkpoint) {

@@ -253,8 +253,7 @@ TrainResult finish_run(TrainingRun& run, const RunControl& control, TrainState& 
   result.checkpoint = ckpt::step_dir(run.checkpointing.root(), step);
   if (result.preempted_by != 0) {
     if (run.metrics)
-      run.metrics->write(
-          metrics::PreemptRecord{step, result.preempted_by == SIGUSR1 ? "SIGUSR1" : "SIGTERM", result.checkpoint});
+      run.metrics->write(metrics::PreemptRecord{step, preempt::signal_name(result.preempted_by), result.checkpoint});
     log_preempted(result.preempted_by, step, run.shape.total_steps, result.checkpoint);
     return result;
   }

@@ -4,6 +4,11 @@
 #   mpirun_usr1     launch/mpirun/moco.sh with 2 ranks; SIGUSR1 to mpirun mid-run: exit 0, a checkpoint,
 #                   the line saying how to resume; the same command finishes, every step logged once
 #   plain_sigterm   a plain moco_dist (world of one) gets SIGTERM: the same
+#   plain_sigint, plain_sighup   the same with SIGINT (Ctrl-C) and SIGHUP
+#   second_signal   SIGTERM, and another while the stop's checkpoint is written: the process ends at once
+#                   (killed by SIGTERM), no stop line
+#   mpirun_sigterm  SIGTERM to launch/mpirun/moco.sh with 2 ranks: as mpirun_usr1, exit 0 (the script
+#                   signals the ranks itself; mpirun would tear the job down and exit 1)
 #   dry_run         --dry-run prints the config and the plan, exits 0, writes nothing
 set -euo pipefail
 case_name=$1 build=$(cd "$2" && pwd) work=$3
@@ -53,16 +58,46 @@ mpirun_usr1)
   grep -q "kNN top-1: .*random init" "$work/console" || fail "the resumed run did not finish"
   check_continuous SIGUSR1
   ;;
-plain_sigterm)
+plain_sigterm | plain_sigint | plain_sighup)
+  sig=${case_name#plain_sig}
+  sig=${sig^^}
   "$build/moco_dist" --config "${args[@]}" train.threads=1 >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_step "$pid" 10
+  kill -"$sig" "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "exit $rc after SIG$sig"
+  grep -q "preempted by SIG$sig after step" "$work/console" || fail "no stop line"
+  "$build/moco_dist" --config "${args[@]}" train.threads=1 >"$work/console" 2>&1 || fail "the resumed run failed"
+  check_continuous "SIG$sig"
+  ;;
+second_signal)
+  # The stop's checkpoint held 5 s (MOCO_CKPT_FAULT), so that the second signal comes while it is written.
+  MOCO_CKPT_FAULT=pause_in_shard "$build/moco_dist" --config "${args[@]}" train.threads=1 >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_step "$pid" 10
+  kill -TERM "$pid"
+  for _ in $(seq 100); do grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" && break; sleep 0.1; done
+  grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" || fail "no checkpoint after the first SIGTERM"
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 143 ] || fail "exit $rc after two SIGTERMs, not 143 (killed by SIGTERM)"
+  ! grep -q "preempted by" "$work/console" || fail "it stopped gracefully after a second signal"
+  echo "two SIGTERMs: exit $rc at once"
+  ;;
+mpirun_sigterm)
+  "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 &
   pid=$!
   wait_for_step "$pid" 10
   kill -TERM "$pid"
   rc=0
   wait "$pid" || rc=$?
-  [ "$rc" -eq 0 ] || fail "exit $rc after SIGTERM"
-  grep -q "preempted by SIGTERM after step" "$work/console" || fail "no stop line"
-  "$build/moco_dist" --config "${args[@]}" train.threads=1 >"$work/console" 2>&1 || fail "the resumed run failed"
+  [ "$rc" -eq 0 ] || fail "exit $rc after SIGTERM to moco.sh"
+  grep -q "preempted by SIGTERM after step [0-9]*.*the same command continues from it" "$work/console" || fail "no resume hint"
+  "$build/moco_ckpt" verify "$run" >/dev/null || fail "the checkpoint does not verify"
+  "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 || fail "the resumed run failed"
   check_continuous SIGTERM
   ;;
 dry_run)
