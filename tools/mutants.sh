@@ -87,6 +87,7 @@ sighup_not_handled|src/preempt/preemption.cpp|constexpr int kRanked[] = {SIGUSR1
 stop_signals_all_read_as_sigterm|src/preempt/preemption.cpp|    if (sum >= code) found = ranked;|    if (sum > 0) found = ranked;|^launch\.plain_sigint$
 second_signal_only_recorded|src/preempt/preemption.cpp|if (!recorded.compare_exchange_strong(none, sig) && sig != SIGUSR1) {|if (!recorded.compare_exchange_strong(none, sig) && false) {|^launch\.second_signal$
 moco_sh_sigterm_to_mpirun|launch/mpirun/moco.sh|trap 'stop_ranks TERM' TERM|trap 'kill -TERM "$mpirun_pid"' TERM|^launch\.mpirun_sigterm$
+moco_sh_second_signal_as_first|launch/mpirun/moco.sh|  if [ -n "$stop_signal" ]; then|  if false; then|^launch\.mpirun_second_signal$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: m[1].str() == "pause_in_shard" ? CheckpointFaultKind::kPauseInShard|: m[1].str() == "pause_in_shard" ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$

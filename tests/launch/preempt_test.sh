@@ -9,6 +9,8 @@
 #                   (killed by SIGTERM), no stop line
 #   mpirun_sigterm  SIGTERM to launch/mpirun/moco.sh with 2 ranks: as mpirun_usr1, exit 0 (the script
 #                   signals the ranks itself; mpirun would tear the job down and exit 1)
+#   mpirun_second_signal  SIGTERM to moco.sh, and another while the stop's checkpoint is written: the
+#                   job ends at once (non-zero), that checkpoint not committed
 #   dry_run         --dry-run prints the config and the plan, exits 0, writes nothing
 set -euo pipefail
 case_name=$1 build=$(cd "$2" && pwd) work=$3
@@ -113,6 +115,24 @@ dry_run)
   rc=0
   "$build/moco_dist" --config "${args[@]}" --dry-run data.dataset=mnist data.root="$work/nowhere" >"$work/console" 2>&1 || rc=$?
   [ "$rc" -ne 0 ] && grep -q "$work/nowhere" "$work/console" || fail "a missing data root passed the dry run"
+  ;;
+mpirun_second_signal)
+  MOCO_CKPT_FAULT=pause_in_shard "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_step "$pid" 10
+  kill -TERM "$pid"
+  for _ in $(seq 100); do grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" && break; sleep 0.1; done
+  grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" || fail "no checkpoint after the first SIGTERM"
+  start=$(date +%s)
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -ne 0 ] || fail "exit 0 after a second SIGTERM"
+  [ $(($(date +%s) - start)) -lt 4 ] || fail "it took $(($(date +%s) - start)) s to end (the pause is 5 s)"
+  grep -q "second signal (TERM): ending the job now" "$work/console" || fail "no line about the second signal"
+  ! grep -q "preempted by" "$work/console" || fail "it stopped gracefully after a second signal"
+  [ ! -e "$run/checkpoints/latest" ] || fail "the interrupted checkpoint was committed"
+  echo "two SIGTERMs to moco.sh: exit $rc at once, the stop's checkpoint not committed"
   ;;
 *) fail "unknown case" ;;
 esac
