@@ -5,6 +5,7 @@
 #                  commits, step 16 finds the disk full. Exit 1 naming the shard and "No space left
 #                  on device", no crash, no .tmp left, step 8 still `latest` and verifying; with
 #                  room again the same command resumes from step 8 and finishes
+#   full_async_np2 the same on 2 ranks (mpirun): the error names rank 1's shard
 #   full_metrics, full_tensorboard  the tmpfs filled up after step 8's commit: the resumed run
 #                  cannot append to metrics.jsonl (train.tensorboard=false) or to its TensorBoard
 #                  event file; exit 1 naming it, step 8 still verifies; with room again it finishes
@@ -17,7 +18,7 @@
 set -euo pipefail
 case_name=$1 build=$(cd "$2" && pwd) work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
-export OMP_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 20 "$work/console" >&2; exit 1; }
 disk=$work/disk run=$work/disk/run
 cleanup() {
@@ -37,8 +38,8 @@ run_rc() { local rc=0; "$@" >"$work/console" 2>&1 || rc=$?; echo "$rc"; }
 # The failure's guarantees: exit 1 (no crash), the named file in the error, step 8 committed and whole.
 check_failed_cleanly() {  # RC TEXT
   [ "$1" -eq 1 ] || fail "exit $1, not 1"
-  grep -q "\[error\].*$2" "$work/console" || fail "no error naming '$2'"
-  ! grep -q "HDF5-DIAG\|Segmentation\|Aborted" "$work/console" || fail "HDF5's stack or a crash in the output"
+  grep -Eq "\[(error|critical)\].*$2" "$work/console" || fail "no error naming '$2'"
+  ! grep -q "HDF5-DIAG\|Segmentation\|Aborted\|signal 11" "$work/console" || fail "HDF5's stack or a crash in the output"
   [ "$(cat "$run/checkpoints/latest")" = step_00000008 ] || fail "latest is $(cat "$run/checkpoints/latest")"
   "$build/moco_ckpt" verify "$run" >/dev/null || fail "step 8 does not verify"
 }
@@ -66,6 +67,13 @@ full_async | full_sync)
   check_failed_cleanly "$rc" "step_00000016.tmp/shard-0-of-1.h5.*No space left on device"
   ! ls -d "$run"/checkpoints/*.tmp 2>/dev/null || fail "a .tmp folder is left"
   echo "disk full at step 16 (ckpt.async=$async): exit 1, $(grep -o 'rank 0: [^(]*' "$work/console" | head -n 1)"
+  check_resumes
+  ;;
+full_async_np2)
+  rc=$(run_rc mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS "$build/moco_dist" "${args[@]}")
+  check_failed_cleanly "$rc" "rank 1: .*step_00000016.tmp/shard-1-of-2.h5.*No space left on device"
+  ! ls -d "$run"/checkpoints/*.tmp 2>/dev/null || fail "a .tmp folder is left"
+  echo "disk full at step 16 on 2 ranks: exit 1, $(grep -o 'rank 1: [^(]*' "$work/console" | head -n 1)"
   check_resumes
   ;;
 full_metrics | full_tensorboard)
