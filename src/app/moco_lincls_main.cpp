@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
       "lincls.*,\n"
       "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.{keep_last,async} and dist.*):\n" +
       moco::train::config_reference() +
-      "\nSignals: SIGUSR1 or SIGTERM stop every rank after the same step with a checkpoint (exit 0; the same\n"
-      "command resumes).\n"
+      "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
+      "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
       "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running (or a corrupt checkpoint), 2 bad\n"
       "command line or config (a model.pretrained that does not fit model.*, naming the tensor).");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;

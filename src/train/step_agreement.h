@@ -14,7 +14,7 @@ namespace moco::train {
 struct HostAgreement {
   int64_t step = 0;          // agreed after this step (0: none yet)
   double train_seconds = 0;  // rank 0's training clock after the step (the others give 0)
-  int stop_signal = 0;       // SIGUSR1 or SIGTERM if any rank had received one, else 0
+  int stop_signal = 0;       // the strongest stop signal any rank had received, else 0
   double data_wait_s = 0;    // seconds waited for the step's batch, mean over ranks
 };
 
