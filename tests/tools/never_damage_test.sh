@@ -60,6 +60,8 @@ export_existing)
   mkdir -p "$work/folder/inner"
   expect 2 "$work/folder is a folder" -- "$ckpt" export "$work/run" "$work/folder" --force
   [ -d "$work/folder/inner" ] || fail "the folder was touched"
+  expect 1 "no tensor of module 'nosuch' to export" -- "$ckpt" export "$work/run" "$work/none.h5" --module nosuch
+  absent "$work/none.h5"
   ! ls "$work" | grep -q "tmp" || fail "a temporary file was left: $(ls "$work")"
   ;;
 diff_bad_flags)
@@ -103,6 +105,8 @@ queue_too_large)
   ;;
 config_two_documents)
   printf 'model: {arch: resnet_tiny}\n---\noptim: {batch_size: 8}\n' >"$work/two.yaml"
+  # --print-config: read with its second document dropped, the file would print and exit 0 at once.
+  expect 2 "$work/two.yaml: holds 2 YAML documents" -- "$dist" --config "$work/two.yaml" --print-config
   expect 2 "$work/two.yaml: holds 2 YAML documents" -- "$dist" --config "$work/two.yaml" train.output_dir="$work/out"
   absent "$work/out"
   ;;
