@@ -162,6 +162,7 @@ lincls_pretrained_file_unnamed|src/lincls/backbone.cpp|    throw ConfigError(
         fmt::format("model.pretrained: {} is a file but not|^tools\.lincls_pretrained_not_hdf5_np1$
 lincls_run_above_checkpoint_ignored|src/lincls/lincls.cpp|  if (path.parent_path().filename() == "checkpoints") folders.push_back|  if (false) folders.push_back|^tools\.lincls_inside_run_np1$
 refusal_log_kept|src/app/moco_dist_main.cpp|    if (log_undo) log_undo->undo();|    (void)log_undo;|^tools\.resume_refused_writes_nothing_np1$
+export_module_unchecked|src/app/moco_ckpt_main.cpp|  check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
 refusal_log_appended|src/train/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
 LIST
 )

@@ -69,10 +69,20 @@ void check_export_target(const std::string& dir, const std::string& out, bool fo
     throw Refusal(fmt::format("export: OUT {} exists already (--force replaces it)", out));
 }
 
+// --module must name a module the checkpoint holds (the group of its tensors' names).
+void check_export_module(const std::string& dir, const std::string& module) {
+  std::set<std::string> modules;
+  for (const auto& t : moco::ckpt::read_manifest(dir).tensors) modules.insert(t.name.substr(0, t.name.find('/')));
+  if (!modules.count(module))
+    throw Refusal(fmt::format("export: --module '{}': {} holds no such module (it has: {})", module, dir,
+                              fmt::join(modules, ", ")));
+}
+
 int export_backbone(const std::string& path, const std::string& out, const std::string& module, bool keep_head,
                     bool force) {
   const auto dir = moco::ckpt::resolve_checkpoint_dir(path);
   check_export_target(dir, out, force);
+  check_export_module(dir, module);
   const auto summary = moco::ckpt::export_module(
       dir, module, keep_head ? std::vector<std::string>{} : std::vector<std::string>{"fc."}, out);
   std::cout << fmt::format("{}: {} tensors of {} ({:.2f} MiB) from {} (step {})\n", out, summary.tensors, module,

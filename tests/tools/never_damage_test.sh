@@ -60,7 +60,11 @@ export_existing)
   mkdir -p "$work/folder/inner"
   expect 2 "$work/folder is a folder" -- "$ckpt" export "$work/run" "$work/folder" --force
   [ -d "$work/folder/inner" ] || fail "the folder was touched"
-  expect 1 "no tensor of module 'nosuch' to export" -- "$ckpt" export "$work/run" "$work/none.h5" --module nosuch
+  expect 2 "export: --module 'nosuch': $step holds no such module (it has: " -- \
+    "$ckpt" export "$work/run" "$work/none.h5" --module nosuch
+  absent "$work/none.h5"
+  # rng holds rank-local tensors only: found, then nothing to export, after the file was begun.
+  expect 1 "no tensor of module 'rng' to export" -- "$ckpt" export "$work/run" "$work/none.h5" --module rng
   absent "$work/none.h5"
   ! ls "$work" | grep -q "tmp" || fail "a temporary file was left: $(ls "$work")"
   ;;
