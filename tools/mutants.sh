@@ -154,6 +154,26 @@ mlp_hidden_not_2048|src/model/resnet.cpp|nn::Sequential(nn::Linear(in, in), nn::
 step_milestone_off_by_one|src/train/schedule.cpp|if (epoch >= milestone) lr *= config.optim.gamma;|if (epoch > milestone) lr *= config.optim.gamma;|^PaperConfigTest\.|^ScheduleTest\.
 wait_at_launch_ignored|src/dist/reducer.cpp|  if (wait_at_launch_) wait_in_hook(bucket);|  (void)0;|^ReducerFake\.|^ReducerWorld\.
 wait_at_launch_not_set|src/dist/reducer.cpp|  wait_at_launch_ = wait;|  (void)wait;|^ReducerFake\.|^ReducerWorld\.
+export_inside_source_allowed|src/app/moco_ckpt_main.cpp|  if (moco::sys::lies_within(out, dir))|  if (false)|^tools\.export_inside_source$
+export_existing_replaced|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !force)|  if (false)|^tools\.export_existing$
+export_folder_accepted|src/app/moco_ckpt_main.cpp|  if (std::filesystem::is_directory(out, ec))|  if (false)|^tools\.export_existing$
+export_tmp_left|src/ckpt/export.cpp|    std::filesystem::remove(tmp, ec);|    (void)ec;|^tools\.export_existing$
+diff_bad_ignore_exits_1|src/app/moco_ckpt_main.cpp|      throw Refusal(fmt::format("diff: --ignore|      throw std::runtime_error(fmt::format("diff: --ignore|^tools\.diff_bad_flags$
+diff_negative_atol_accepted|src/app/moco_ckpt_main.cpp|>= 0 ? std::string() : "must be >= 0, not " + v;|>= -1e300 ? std::string() : "must be >= 0, not " + v;|^tools\.diff_bad_flags$
+pack_out_in_src_allowed|src/app/moco_pack_main.cpp|  if (moco::sys::lies_within(out, src)) {|  if (false) {|^tools\.pack_inside_src$
+pack_rename_errno_lost|src/data/image_pack.cpp|" to it: " + why +|" to it: " + std::error_code().message() +|^tools\.pack_all_or_none$
+pack_renamed_shards_kept|src/data/image_pack.cpp|    for (size_t j = 0; j < i; ++j) fs::remove(tasks[j].final_path, ignored);|    (void)ignored;|^tools\.pack_all_or_none$
+pack_leftovers_kept|src/data/image_pack.cpp|    if (fs::remove(entry.path(), removed))|    if (false)|^tools\.pack_leftovers_removed$
+pack_live_tmp_removed|src/data/image_pack.cpp|::kill(static_cast<pid_t>(pid), 0) == 0|false|^tools\.pack_leftovers_removed$
+queue_size_unchecked|src/train/config.cpp|  if (job == Job::kMoco) check_queue_fits(c, where);|  (void)job;|^tools\.queue_too_large_np1$
+config_second_document_ignored|src/train/config.cpp|  if (documents.size() > 1)|  if (false)|^tools\.config_two_documents$
+lincls_pretrained_file_unnamed|src/lincls/backbone.cpp|    throw ConfigError(
+        fmt::format("model.pretrained: {} is a file but not|    throw std::runtime_error(
+        fmt::format("model.pretrained: {} is a file but not|^tools\.lincls_pretrained_not_hdf5_np1$
+lincls_run_above_checkpoint_ignored|src/lincls/lincls.cpp|  if (path.parent_path().filename() == "checkpoints") folders.push_back|  if (false) folders.push_back|^tools\.lincls_inside_run_np1$
+refusal_log_kept|src/app/moco_dist_main.cpp|    if (log_undo) log_undo->undo();|    (void)log_undo;|^tools\.resume_refused_writes_nothing_np1$
+export_module_unchecked|src/app/moco_ckpt_main.cpp|  check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
+refusal_log_appended|src/train/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
 LIST
 )
 

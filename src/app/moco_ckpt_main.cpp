@@ -3,12 +3,14 @@
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/export.h"
 #include "ckpt/manifest.h"
+#include "sys/paths.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -18,6 +20,11 @@ namespace {
 
 using moco::ckpt::CheckpointError;
 using moco::ckpt::CheckpointReader;
+
+// A request refused before any work: exit 2, nothing written.
+struct Refusal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   return shape.empty() ? "scalar" : fmt::format("{}", fmt::join(shape, "x"));
@@ -51,8 +58,31 @@ int verify(const std::string& path) {
   return 0;
 }
 
-int export_backbone(const std::string& path, const std::string& out, const std::string& module, bool keep_head) {
+// OUT may not lie inside the checkpoint it reads, nor be a folder; an existing file only with --force.
+void check_export_target(const std::string& dir, const std::string& out, bool force) {
+  if (moco::sys::lies_within(out, dir))
+    throw Refusal(fmt::format("export: OUT {} lies inside the checkpoint {} it reads: write it elsewhere", out, dir));
+  std::error_code ec;
+  if (std::filesystem::is_directory(out, ec))
+    throw Refusal(fmt::format("export: OUT {} is a folder: name a file to write", out));
+  if (std::filesystem::exists(out, ec) && !force)
+    throw Refusal(fmt::format("export: OUT {} exists already (--force replaces it)", out));
+}
+
+// --module must name a module the checkpoint holds (the group of its tensors' names).
+void check_export_module(const std::string& dir, const std::string& module) {
+  std::set<std::string> modules;
+  for (const auto& t : moco::ckpt::read_manifest(dir).tensors) modules.insert(t.name.substr(0, t.name.find('/')));
+  if (!modules.count(module))
+    throw Refusal(fmt::format("export: --module '{}': {} holds no such module (it has: {})", module, dir,
+                              fmt::join(modules, ", ")));
+}
+
+int export_backbone(const std::string& path, const std::string& out, const std::string& module, bool keep_head,
+                    bool force) {
   const auto dir = moco::ckpt::resolve_checkpoint_dir(path);
+  check_export_target(dir, out, force);
+  check_export_module(dir, module);
   const auto summary = moco::ckpt::export_module(
       dir, module, keep_head ? std::vector<std::string>{} : std::vector<std::string>{"fc."}, out);
   std::cout << fmt::format("{}: {} tensors of {} ({:.2f} MiB) from {} (step {})\n", out, summary.tensors, module,
@@ -60,13 +90,23 @@ int export_backbone(const std::string& path, const std::string& out, const std::
   return 0;
 }
 
+// Every --ignore compiled before any checkpoint is read: a bad one is the command line's fault.
+std::vector<std::regex> ignore_patterns(const std::vector<std::string>& ignore) {
+  std::vector<std::regex> patterns;
+  for (const auto& p : ignore) try {
+      patterns.emplace_back(p);
+    } catch (const std::regex_error& e) {
+      throw Refusal(fmt::format("diff: --ignore '{}' is not a regular expression: {}", p, e.what()));
+    }
+  return patterns;
+}
+
 // Bitwise comparison by name (rank-local tensors by name and shard); exit 1 on any difference.
 // With atol > 0, tensors whose elements all lie within atol of each other count as equal (and the
 // largest such difference is reported).
 int diff(const std::string& path_a, const std::string& path_b, const std::vector<std::string>& ignore, double atol) {
+  const auto patterns = ignore_patterns(ignore);
   CheckpointReader a(moco::ckpt::resolve_checkpoint_dir(path_a)), b(moco::ckpt::resolve_checkpoint_dir(path_b));
-  std::vector<std::regex> patterns;
-  for (const auto& p : ignore) patterns.emplace_back(p);
   auto ignored = [&](const std::string& name) {
     for (const auto& p : patterns)
       if (std::regex_search(name, p)) return true;
@@ -132,7 +172,7 @@ int main(int argc, char** argv) {
       "output_dir (both meaning the checkpoint `latest` names)."};
   app.require_subcommand(1);
   std::string a, b, out, module = "encoder_q";
-  bool keep_head = false;
+  bool keep_head = false, force = false;
   std::vector<std::string> ignore;
   double atol = 0;
   auto* inspect_cmd = app.add_subcommand(
@@ -147,6 +187,7 @@ int main(int argc, char** argv) {
   export_cmd->add_option("OUT", out, "output HDF5 file")->required();
   export_cmd->add_option("--module", module, "which module to export")->capture_default_str();
   export_cmd->add_flag("--keep-head", keep_head, "keep the fc head as well");
+  export_cmd->add_flag("--force", force, "replace OUT if it exists (atomically: the old file until the new is whole)");
   auto* diff_cmd =
       app.add_subcommand("diff", "compare two checkpoints tensor by tensor, bitwise; exit 1 if any differs");
   diff_cmd->add_option("A", a)->required();
@@ -154,14 +195,25 @@ int main(int argc, char** argv) {
   diff_cmd->add_option(
       "--ignore", ignore,
       "skip tensors whose name this regular expression matches (e.g. progress/train_seconds, a wall-clock time)");
-  diff_cmd->add_option("--atol", atol, "tolerate element differences up to this (default 0: bitwise)");
-  app.footer("Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line.");
+  diff_cmd->add_option("--atol", atol, "tolerate element differences up to this (default 0: bitwise)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            // A non-number is left to CLI11's own conversion message.
+            return std::strtod(v.c_str(), nullptr) >= 0 ? std::string() : "must be >= 0, not " + v;
+          },
+          "X>=0"));
+  app.footer(
+      "Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line (a bad --ignore, an\n"
+      "export OUT inside the checkpoint it reads, a folder, or an existing file without --force; nothing written).");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
   try {
     if (*inspect_cmd) return inspect(a);
     if (*verify_cmd) return verify(a);
-    if (*export_cmd) return export_backbone(a, out, module, keep_head);
+    if (*export_cmd) return export_backbone(a, out, module, keep_head, force);
     if (*diff_cmd) return diff(a, b, ignore, atol);
+  } catch (const Refusal& e) {
+    std::cerr << "moco_ckpt: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "moco_ckpt: " << e.what() << "\n";
     return 1;

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   if (o.dry_run) std::cout << moco::train::to_yaml(config);
 
   moco::dist::WorldInfo world;
+  std::optional<moco::train::LogUndo> log_undo;
   // Nothing may reach std::terminate: every failure ends as exit 1 or 2 with a message, and with
   // several ranks takes the others down too (they may wait in a collective this rank never joins).
   auto fail = [&](const std::string& why, int code) {
@@ -117,6 +118,7 @@ int main(int argc, char** argv) {
     // reported before any folder is made or data read.
     moco::train::validate_for_world(config, world.world_size, o.source());
     moco::train::check_data(config, o.source(), world.rank == 0);
+    if (!o.dry_run && !o.eval_only) log_undo.emplace(config.train.output_dir, world.rank);
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
                                !o.dry_run && !o.eval_only);
     moco::sys::log_workarounds();
@@ -127,6 +129,7 @@ int main(int argc, char** argv) {
       moco::train::train(config, context);
     }
   } catch (const moco::train::ConfigError& e) {
+    if (log_undo) log_undo->undo();  // a refusal writes nothing: the log it started goes too
     // Found once the ranks could look (a checkpoint's saved config, the world size): still the
     // config's fault, still before any training.
     return fail(e.what(), 2);

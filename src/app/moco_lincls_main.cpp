@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   }
 
   moco::dist::WorldInfo world;
+  std::optional<moco::train::LogUndo> log_undo;
   auto fail = [&](const std::string& why, int code) {
     if (world.world_size > 1) moco::dist::abort_world(why, code);
     spdlog::error("{}", why);
@@ -77,12 +78,15 @@ int main(int argc, char** argv) {
     context.local_size = world.local_size;
     // Before any folder is made: a backbone that does not fit the config is the config's fault.
     const auto backbone = moco::lincls::Backbone::load(config, context.device);
+    moco::lincls::check_own_output_dir(config, backbone);
+    log_undo.emplace(config.train.output_dir, world.rank);
     moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
     spdlog::info("{}", moco::train::describe_placement(world, context.device));
     moco::sys::log_workarounds();
     context.group = moco::train::make_job_group(config, world.world_size, context.device);
     moco::lincls::run_lincls(config, context, backbone);
   } catch (const moco::train::ConfigError& e) {
+    if (log_undo) log_undo->undo();  // a refusal writes nothing: the log it started goes too
     return fail(e.what(), 2);
   } catch (const std::exception& e) {
     return fail(e.what(), 1);

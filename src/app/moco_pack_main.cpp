@@ -4,6 +4,7 @@
 #include "data/file_list_cache.h"
 #include "data/image_folder.h"
 #include "data/image_pack.h"
+#include "sys/paths.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -39,9 +40,15 @@ int main(int argc, char** argv) {
                "replace shards of these splits already in OUT (once the new ones are complete)");
   app.footer(
       "Exit codes: 0 done, 1 failed while packing (a file that cannot be read or written; no shard is left), 2 bad\n"
-      "command line, SRC not an ImageFolder, or OUT holding shards of a split already (without --overwrite).");
+      "command line, SRC not an ImageFolder, OUT inside SRC, or OUT holding shards of a split already (without\n"
+      "--overwrite). Temporary shards an interrupted pack left in OUT are removed by the next pack, which says so.");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
+  if (moco::sys::lies_within(out, src)) {
+    std::cerr << "moco_pack: OUT " << out << " lies inside SRC " << src
+              << ", which it reads: write the shards elsewhere\n";
+    return 2;
+  }
   const auto start = std::chrono::steady_clock::now();
   std::vector<moco::data::SplitToPack> todo;
   try {

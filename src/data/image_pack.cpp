@@ -4,6 +4,7 @@
 #include "data/image_shards.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 namespace moco::data {
@@ -225,6 +227,71 @@ void write_shards(std::vector<Task>& tasks, int threads_asked) {
   if (error) std::rethrow_exception(error);
 }
 
+void remove_tmps(const std::vector<Task>& tasks) {
+  std::error_code ec;
+  for (const auto& t : tasks) fs::remove(t.tmp_path, ec);
+}
+
+// A temporary shard "<split>-SSSSS-of-NNNNN.h5.tmp-<pid>" of a pack that no longer runs (killed,
+// or the machine went down): removed, saying so.
+void remove_leftovers(const std::vector<SplitToPack>& splits, const std::string& out_dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    const auto name = entry.path().filename().string();
+    const auto at = name.rfind(".tmp-");
+    if (at == std::string::npos) continue;
+    int s = 0, n = 0;
+    bool ours = false;
+    for (const auto& split : splits) ours = ours || parse_shard_file_name(name.substr(0, at), split.name, s, n);
+    const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+    if (!ours || pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
+    std::error_code removed;
+    if (fs::remove(entry.path(), removed))
+      std::cerr << "moco_pack: removed " << entry.path().string() << ", left by an interrupted pack (pid " << pid
+                << ")\n";
+  }
+}
+
+// SIGTERM, SIGINT and SIGHUP held back while the shards get their final names: a signal lands
+// after the whole set is in place, never between two renames.
+class SignalsHeld {
+ public:
+  SignalsHeld() {
+    sigset_t held;
+    sigemptyset(&held);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&held, sig);
+    pthread_sigmask(SIG_BLOCK, &held, &before_);
+  }
+  ~SignalsHeld() { pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t before_;
+};
+
+// Renames every temporary shard to its final name, then removes the old shards that no new one
+// replaced. A rename that fails takes back the ones made before it (an old shard that a new one
+// replaced is gone by then: --overwrite's risk), removes every temporary file and throws.
+void commit_shards(const std::vector<Task>& tasks, const std::vector<std::string>& old_shards) {
+  const SignalsHeld held;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    std::error_code ec;
+    fs::rename(tasks[i].tmp_path, tasks[i].final_path, ec);
+    if (!ec) continue;
+    const std::string why = ec.message();  // before the clean-up below reuses an error code
+    std::error_code ignored;
+    for (size_t j = 0; j < i; ++j) fs::remove(tasks[j].final_path, ignored);
+    remove_tmps(tasks);
+    throw std::runtime_error(tasks[i].final_path + ": cannot rename " + tasks[i].tmp_path + " to it: " + why +
+                             " (no shard of this pack is left)");
+  }
+  std::error_code ec;
+  for (const auto& old : old_shards)
+    if (std::none_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.final_path == old; }))
+      fs::remove(old, ec);
+}
+
 }  // namespace
 
 std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& splits, const std::string& out_dir,
@@ -240,27 +307,15 @@ std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& spli
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw std::runtime_error(out_dir + ": cannot create the folder: " + ec.message());
-
-  auto remove_tmps = [&] {
-    for (const auto& t : tasks) fs::remove(t.tmp_path, ec);
-  };
+  remove_leftovers(splits, out_dir);
   try {
     write_shards(tasks, options.threads);
   } catch (...) {
-    remove_tmps();
+    remove_tmps(tasks);
     throw;
   }
-  // Every shard is complete and synced: only now do final names appear.
-  for (const auto& old : old_shards)
-    if (std::none_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.final_path == old; }))
-      fs::remove(old, ec);
-  for (const auto& t : tasks) {
-    fs::rename(t.tmp_path, t.final_path, ec);
-    if (ec) {
-      remove_tmps();
-      throw std::runtime_error(t.final_path + ": cannot rename " + t.tmp_path + " to it: " + ec.message());
-    }
-  }
+  // Every shard is complete and synced: only now do final names appear, all of them or none.
+  commit_shards(tasks, old_shards);
   fsync_file(out_dir);
   for (auto& p : packed)
     for (const auto& file : p.files) p.bytes += static_cast<int64_t>(fs::file_size(file, ec));

@@ -48,11 +48,22 @@ void note_training_config(Source& source, const std::string& config_yaml, const 
   }
 }
 
+// A file given as model.pretrained must be a `moco_ckpt export`: anything else (a YAML file, say)
+// is the config's fault, named by its key.
+ckpt::H5TensorReader open_export(const std::string& path) {
+  try {
+    return ckpt::H5TensorReader(path);
+  } catch (const std::exception& e) {
+    throw ConfigError(
+        fmt::format("model.pretrained: {} is a file but not a `moco_ckpt export` (HDF5): {}", path, e.what()));
+  }
+}
+
 Source read_source(const std::string& path) {
   Source source;
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) {
-    const ckpt::H5TensorReader reader(path);
+    const auto reader = open_export(path);
     for (const auto& key : reader.list())
       if (!starts_with(key, "fc.")) source.tensors.emplace(key, reader.read(key));
     source.path = source.description = path;

@@ -11,6 +11,7 @@
 #include "metrics/metrics_log.h"
 #include "train/run_output.h"
 #include "train/setup.h"
+#include "sys/paths.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -68,17 +69,6 @@ class Progress {
   torch::Tensor counters_ = torch::zeros({4}, torch::kInt64);
   torch::Tensor values_ = torch::zeros({4}, torch::kFloat64);
 };
-
-// The pre-training run's checkpoints must not become this run's resume candidates.
-void check_own_output_dir(const Config& c, const Backbone& backbone) {
-  if (backbone.kind() != Backbone::Kind::kPretrained) return;
-  const auto mine = fs::weakly_canonical(fs::path(c.train.output_dir)).string();
-  const auto source = fs::weakly_canonical(fs::path(backbone.source())).string();
-  if (source == mine || source.rfind(mine + "/", 0) == 0)
-    throw train::ConfigError(
-        fmt::format("train.output_dir '{}' holds model.pretrained ({}): give the linear classifier a folder of its own",
-                    c.train.output_dir, backbone.source()));
-}
 
 void log_lincls_plan(const Config& config, const Backbone& backbone, const train::Splits& splits,
                      const train::RunContext& context) {
@@ -330,7 +320,27 @@ void finish_lincls(LinclsRun& run, Progress& at, LinclsResult& result) {
       result.last_top5, result.epochs, result.steps, result.train_seconds);
 }
 
+// The folders that model.pretrained reads: the path itself and, for a checkpoint folder or a
+// `checkpoints/` folder, the run's output folder above it.
+std::vector<std::string> pretrained_folders(const std::string& source) {
+  const auto path = fs::weakly_canonical(fs::path(source));
+  std::vector<std::string> folders{path.string()};
+  if (path.filename() == "checkpoints") folders.push_back(path.parent_path().string());
+  if (path.parent_path().filename() == "checkpoints") folders.push_back(path.parent_path().parent_path().string());
+  return folders;
+}
+
 }  // namespace
+
+void check_own_output_dir(const Config& c, const Backbone& backbone) {
+  if (backbone.kind() != Backbone::Kind::kPretrained) return;
+  for (const auto& folder : pretrained_folders(backbone.source()))
+    if (sys::lies_within(c.train.output_dir, folder) || sys::lies_within(folder, c.train.output_dir))
+      throw train::ConfigError(fmt::format(
+          "train.output_dir '{}' and model.pretrained ({}) overlap: the linear classifier may not write inside the "
+          "pre-training run it reads ({}), nor hold it; give it a folder of its own",
+          c.train.output_dir, backbone.source(), folder));
+}
 
 LinclsResult run_lincls(const Config& config, const train::RunContext& context, const Backbone& backbone) {
   torch::set_num_threads(config.train.threads > 0 ? config.train.threads : train::available_cores());

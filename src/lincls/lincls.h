@@ -27,6 +27,10 @@ struct LinclsResult {
 // official values: 30 for epochs 0-59, 3 for 60-79, 0.3 for 80-99 (tests/test_protocol_lincls.cpp).
 double learning_rate(const train::Config& config, int64_t epoch);
 
+// train.output_dir may neither lie inside the pre-training run that model.pretrained reads (its
+// folder, checkpoints/ or a checkpoint folder) nor hold it. Throws train::ConfigError naming both.
+void check_own_output_dir(const train::Config& config, const Backbone& backbone);
+
 // Every rank calls it with the same config and an equal backbone; rank 0 writes config.yaml and
 // metrics.jsonl ({"event":"lincls",...} per epoch, {"event":"lincls_result",...} at the end) in
 // train.output_dir, checkpoints go to train.output_dir/checkpoints and a run started again resumes

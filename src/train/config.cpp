@@ -1,6 +1,7 @@
 #include "train/config.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -561,6 +562,18 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
   require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
           fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share",
                       global_batch(c, job), world_size));
+  if (job == Job::kMoco) check_queue_fits(c, where);
+}
+
+// Every rank holds the whole queue (model.dim x moco.queue_size float32): one larger than this
+// machine's memory is the config's fault, said before any work.
+void check_queue_fits(const Config& c, const std::string& where) {
+  const double bytes = 4.0 * static_cast<double>(c.model.dim) * static_cast<double>(c.moco.queue_size);
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  require(memory <= 0 || bytes <= memory, where, "moco.queue_size",
+          fmt::format("({}) makes a queue of {} x {} float32, {:.0f} bytes: more than this machine's {:.0f} bytes of "
+                      "memory",
+                      c.moco.queue_size, c.model.dim, c.moco.queue_size, bytes, memory));
 }
 
 namespace {
@@ -633,12 +646,26 @@ Reading apply_root(const YAML::Node& root, const std::string& where) {
 
 }  // namespace
 
+namespace {
+
+// A file is read whole or refused: a second document ("---") would otherwise be dropped unread.
+YAML::Node single_document(const std::vector<YAML::Node>& documents, const std::string& path) {
+  if (documents.size() > 1)
+    throw ConfigError(fmt::format("{}: holds {} YAML documents (separated by '---'); a config is one document", path,
+                                  documents.size()));
+  return documents.empty() ? YAML::Node() : documents.front();
+}
+
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a folder, not a config file");
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = single_document(YAML::LoadAllFromFile(path), path);
+  } catch (const ConfigError&) {
+    throw;
   } catch (const YAML::BadFile&) {
     throw ConfigError(path + ": cannot open the config file");
   } catch (const YAML::Exception& e) {

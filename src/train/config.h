@@ -154,9 +154,14 @@ bool is_encoded_dataset(const Config& config);
 // Unknown keys, wrong types and out-of-range values throw ConfigError naming the file and the key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
-// What only the launched job knows: the job's global batch must split evenly over world_size ranks.
+// What only the launched job knows: the job's global batch must split evenly over world_size ranks;
+// a MoCo job's queue must fit in the machine's memory (check_queue_fits).
 // Throws ConfigError naming `where` (the config file) and the key.
 void validate_for_world(const Config& config, int world_size, const std::string& where, Job job = Job::kMoco);
+
+// model.dim x moco.queue_size float32 within this machine's physical memory (validate_for_world
+// checks it for a MoCo job). Throws ConfigError naming moco.queue_size.
+void check_queue_fits(const Config& config, const std::string& where);
 
 // The same from YAML text (a checkpoint's saved config); `where` names its origin in errors.
 Config load_config_text(const std::string& yaml, const std::string& where);

@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -64,6 +65,39 @@ void setup_logging(const std::string& output_dir, int rank, int world_size, bool
                                      : "[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+LogUndo::LogUndo(const std::string& output_dir, int rank)
+    : dir_(output_dir),
+      file_((std::filesystem::path(output_dir) / ("rank" + std::to_string(rank) + ".log")).string()),
+      rank_(rank) {
+  std::error_code ec;
+  dir_existed_ = std::filesystem::exists(dir_, ec);
+  file_existed_ = std::filesystem::is_regular_file(file_, ec);
+  if (file_existed_) file_size_ = std::filesystem::file_size(file_, ec);
+}
+
+void LogUndo::undo() const {
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
+                             [](const spdlog::sink_ptr& s) { return dynamic_cast<WrittenThroughFileSink*>(s.get()); }),
+              sinks.end());
+  std::error_code ec;
+  if (!dir_existed_) {
+    // Made by this run: every rank's log in it is this run's. Anything else (a checkpoint) keeps
+    // the folder.
+    std::filesystem::remove(file_, ec);
+    if (rank_ != 0) return;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+      const auto name = entry.path().filename().string();
+      if (name.rfind("rank", 0) == 0 && entry.path().extension() == ".log") std::filesystem::remove(entry.path(), ec);
+    }
+    std::filesystem::remove(dir_, ec);  // only if empty now
+  } else if (!file_existed_) {
+    std::filesystem::remove(file_, ec);
+  } else {
+    std::filesystem::resize_file(file_, file_size_, ec);
+  }
 }
 
 }  // namespace moco::train

@@ -1,7 +1,8 @@
-// defines: make_output_dir (train.output_dir, created or a clear error naming it), setup_logging (rank-prefixed spdlog
-// sinks: the console for rank 0 or all ranks, a file per rank)
+// defines: LogUndo (a refusal takes back the log it started), make_output_dir (train.output_dir, created or a clear
+// error naming it), setup_logging (rank-prefixed spdlog sinks: the console for rank 0 or all ranks, a file per rank)
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace moco::train {
@@ -15,5 +16,21 @@ void make_output_dir(const std::string& output_dir);
 // all_ranks_to_console. With several ranks each line carries "[rank N]".
 void setup_logging(const std::string& output_dir, int rank, int world_size, bool all_ranks_to_console,
                    bool to_files = true);
+
+// What setup_logging is about to add to the file system, noted first, so that a refusal (exit 2)
+// found after it leaves the file system as it found it: undo() stops logging to the file, puts
+// rank<N>.log back as it was (removed, or cut back to its old length) and, on rank 0, removes
+// train.output_dir if it was not there before and holds nothing else.
+class LogUndo {
+ public:
+  LogUndo(const std::string& output_dir, int rank);
+  void undo() const;
+
+ private:
+  std::string dir_, file_;
+  int rank_;
+  bool dir_existed_, file_existed_;
+  std::uintmax_t file_size_ = 0;
+};
 
 }  // namespace moco::train

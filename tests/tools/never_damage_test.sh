@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The tools never damage what they read, a refusal (exit 2) writes nothing, and every failure names
+# its cause (issue 24): moco_ckpt export/diff, moco_pack, moco_lincls and moco_dist's refusals. One
+# case per ctest entry:
+#   never_damage_test.sh CASE BUILD_DIR WORK_DIR [RANKS]
+set -euo pipefail
+case_name=$1 build=$2 work=$3 np=${4:-1}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+dist=$build/moco_dist ckpt=$build/moco_ckpt pack=$build/moco_pack lincls=$build/moco_lincls py=/usr/bin/python3
+tiny=$src/tests/data/tiny_synthetic.yaml
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -rf "$work" && mkdir -p "$work"
+
+fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
+ranks() { if [ "$np" -gt 1 ]; then mpirun -np "$np" --oversubscribe "$@"; else "$@"; fi; }
+
+# expect CODE TEXT... -- command...: exits CODE, prints every TEXT (fixed strings)
+expect() {
+  local code=$1 rc=0
+  shift
+  local texts=()
+  while [ "$1" != "--" ]; do texts+=("$1"); shift; done
+  shift
+  "$@" >"$work/last.out" 2>&1 || rc=$?
+  cat "$work/last.out"
+  [ "$rc" -eq "$code" ] || fail "expected exit $code, got $rc from: $*"
+  for t in "${texts[@]}"; do grep -qF -- "$t" "$work/last.out" || fail "expected '$t' from: $*"; done
+  ! grep -q "terminate called" "$work/last.out" || fail "std::terminate reached"
+}
+# A listing of every file under $1 with its checksum: compared before and after a refusal.
+snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 md5sum; find . | sort); }
+absent() { [ ! -e "$1" ] || fail "$1 was created"; }
+
+pretrain() {  # a 1-step run with a checkpoint in $work/run
+  ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run" train.stop_at_step=1 knn.k=5 \
+    >"$work/run.console" 2>&1 || { cat "$work/run.console"; fail "pre-training"; }
+}
+step=$work/run/checkpoints/step_00000001
+image_folder() {
+  "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 4 --val 2 >/dev/null
+}
+
+case $case_name in
+export_inside_source)
+  pretrain
+  snapshot "$work/run" >"$work/before"
+  shard=$(ls "$step"/shard-*.h5 | head -1)
+  expect 2 "lies inside the checkpoint" "$shard" "$step" -- "$ckpt" export "$work/run" "$shard"
+  expect 2 "lies inside the checkpoint" -- "$ckpt" export "$work/run" "$step/new.h5"
+  snapshot "$work/run" | diff "$work/before" - || fail "the checkpoint changed"
+  ;;
+export_existing)
+  pretrain
+  echo old >"$work/out.h5"
+  expect 2 "$work/out.h5 exists already (--force replaces it)" -- "$ckpt" export "$work/run" "$work/out.h5"
+  [ "$(cat "$work/out.h5")" = old ] || fail "an existing OUT was replaced without --force"
+  expect 0 "tensors of encoder_q" -- "$ckpt" export "$work/run" "$work/out.h5" --force
+  "$py" -c "import h5py, sys; assert 'layer1.0.conv1.weight' in h5py.File(sys.argv[1])" "$work/out.h5" \
+    || fail "--force did not replace OUT with an export"
+  mkdir -p "$work/folder/inner"
+  expect 2 "$work/folder is a folder" -- "$ckpt" export "$work/run" "$work/folder" --force
+  [ -d "$work/folder/inner" ] || fail "the folder was touched"
+  expect 2 "export: --module 'nosuch': $step holds no such module (it has: " -- \
+    "$ckpt" export "$work/run" "$work/none.h5" --module nosuch
+  absent "$work/none.h5"
+  # rng holds rank-local tensors only: found, then nothing to export, after the file was begun.
+  expect 1 "no tensor of module 'rng' to export" -- "$ckpt" export "$work/run" "$work/none.h5" --module rng
+  absent "$work/none.h5"
+  ! ls "$work" | grep -q "tmp" || fail "a temporary file was left: $(ls "$work")"
+  ;;
+diff_bad_flags)
+  pretrain
+  expect 2 "--ignore '([' is not a regular expression" -- "$ckpt" diff "$work/run" "$work/run" --ignore '(['
+  expect 2 "--atol: must be >= 0" -- "$ckpt" diff "$work/run" "$work/run" --atol -1
+  expect 0 "0 differ" -- "$ckpt" diff "$work/run" "$work/run" --ignore '^progress/'
+  ;;
+pack_inside_src)
+  image_folder
+  snapshot "$work/if" >"$work/before"
+  expect 2 "OUT $work/if/packed lies inside SRC $work/if" -- "$pack" "$work/if" "$work/if/packed"
+  snapshot "$work/if" | diff "$work/before" - || fail "SRC changed"
+  ;;
+pack_all_or_none)
+  # The second shard's final name is taken by a folder: its rename fails after the first one's
+  # succeeded. No shard may stay, no temporary file either, and the message says why (not "Success").
+  image_folder
+  mkdir -p "$work/out/train-00001-of-00002.h5/blocker"
+  expect 1 "cannot rename" "Is a directory" "no shard of this pack is left" -- \
+    "$pack" "$work/if" "$work/out" --shards 2 --overwrite
+  ! grep -q "Success" "$work/last.out" || fail "the rename's error is not its own"
+  left=$(cd "$work/out" && ls | grep -v '^train-00001-of-00002.h5$' || true)
+  [ -z "$left" ] || fail "a failed pack left: $left"
+  ;;
+pack_leftovers_removed)
+  image_folder
+  mkdir -p "$work/out"
+  echo x >"$work/out/train-00000-of-00001.h5.tmp-999999"  # no such process
+  echo x >"$work/out/val-00000-of-00001.h5.tmp-$$"       # a live one: this shell
+  expect 0 "removed $work/out/train-00000-of-00001.h5.tmp-999999, left by an interrupted pack" -- \
+    "$pack" "$work/if" "$work/out"
+  absent "$work/out/train-00000-of-00001.h5.tmp-999999"
+  [ -e "$work/out/val-00000-of-00001.h5.tmp-$$" ] || fail "a running pack's temporary file was removed"
+  [ -e "$work/out/train-00000-of-00001.h5" ] || fail "no shard"
+  ;;
+queue_too_large)
+  expect 2 "key 'moco.queue_size'" "bytes of memory" -- \
+    ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/out" moco.queue_size=1000000000
+  absent "$work/out"
+  ;;
+config_two_documents)
+  printf 'model: {arch: resnet_tiny}\n---\noptim: {batch_size: 8}\n' >"$work/two.yaml"
+  # --print-config: read with its second document dropped, the file would print and exit 0 at once.
+  expect 2 "$work/two.yaml: holds 2 YAML documents" -- "$dist" --config "$work/two.yaml" --print-config
+  expect 2 "$work/two.yaml: holds 2 YAML documents" -- "$dist" --config "$work/two.yaml" train.output_dir="$work/out"
+  absent "$work/out"
+  ;;
+resume_refused_writes_nothing)
+  pretrain
+  # Into a new folder: another model.dim, and a resume path that is no checkpoint.
+  expect 2 "model.dim" -- ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/new" model.dim=64 \
+    train.resume="$step"
+  absent "$work/new"
+  expect 2 "train.resume: '$work/nothing' is not a committed checkpoint" -- \
+    ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/new" train.resume="$work/nothing"
+  absent "$work/new"
+  # Into the run itself (train.resume=auto): its logs stay as they were.
+  snapshot "$work/run" >"$work/before"
+  expect 2 "model.dim" -- ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run" model.dim=64
+  snapshot "$work/run" | diff "$work/before" - || fail "the refused resume changed the run's folder"
+  ;;
+lincls_pretrained_not_hdf5)
+  printf 'model: {arch: resnet_tiny}\n' >"$work/a.yaml"
+  expect 2 "model.pretrained: $work/a.yaml is a file but not a \`moco_ckpt export\`" -- \
+    ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$work/a.yaml" train.output_dir="$work/out"
+  absent "$work/out"
+  ;;
+lincls_inside_run)
+  pretrain
+  snapshot "$work/run" >"$work/before"
+  for out in "$work/run/lincls" "$work/run/checkpoints/lincls"; do
+    expect 2 "train.output_dir '$out' and model.pretrained" "may not write inside the pre-training run" -- \
+      ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" train.output_dir="$out"
+  done
+  snapshot "$work/run" | diff "$work/before" - || fail "the run's folder changed"
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "PASS ($case_name)"
