@@ -25,6 +25,9 @@ class DeviceDispatchGroup final : public ProcessGroup {
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>& send_counts,
                            const std::vector<int64_t>& recv_counts) override;
   void barrier() override;
+  bool progresses_only_inside_calls() const override {
+    return cpu_->progresses_only_inside_calls() || cuda_->progresses_only_inside_calls();
+  }
 
  private:
   ProcessGroup& for_tensor(const torch::Tensor& tensor) const;

@@ -131,27 +131,29 @@ struct MpiProcessGroup::State {
   std::vector<std::shared_ptr<Pending>> in_flight;
   std::vector<char> heard_at_roll_call, answered_roll_call;  // by peer
 
+  // One MPI_Test of `pending` (which also advances every other operation in flight): whether it
+  // has completed. Throws if MPI reports its failure.
+  bool test(Pending& pending, CollectiveOp op, int64_t number) {
+    std::lock_guard<std::mutex> lock(mpi_mutex());
+    if (pending.done) return true;
+    int flag = 0;
+    const int rc = MPI_Test(&pending.request, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
+      broken = what + " failed";
+      pending.done = true;  // MPI has finished with the request, if not in the way we wanted
+      detail::throw_mpi_failed(rc, ("MPI_Test(" + what + ")").c_str(), __FILE__, __LINE__);
+    }
+    if (flag) pending.done = true;
+    return pending.done;
+  }
+
   // Polls until `pending` completes or the deadline passes (back_off between polls).
   void wait_for(Pending& pending, CollectiveOp op, int64_t number, const char* phase) {
     RunningDeadline deadline(options.timeout);
     BackOff back_off;
     for (;;) {
-      {
-        std::lock_guard<std::mutex> lock(mpi_mutex());
-        if (pending.done) return;
-        int flag = 0;
-        const int rc = MPI_Test(&pending.request, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-          const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
-          broken = what + " failed";
-          pending.done = true;  // MPI has finished with the request, if not in the way we wanted
-          detail::throw_mpi_failed(rc, ("MPI_Test(" + what + ")").c_str(), __FILE__, __LINE__);
-        }
-        if (flag) {
-          pending.done = true;
-          return;
-        }
-      }
+      if (test(pending, op, number)) return;
       if (deadline.passed()) {
         std::lock_guard<std::mutex> lock(mpi_mutex());
         const std::string what = std::string(collective_name(op)) + " #" + std::to_string(number);
@@ -390,6 +392,17 @@ class MpiWork final : public Work {
   MpiWork(std::shared_ptr<MpiProcessGroup::State> state, std::shared_ptr<Pending> pending, int64_t seq,
           std::function<void()> finish)
       : state_(std::move(state)), pending_(std::move(pending)), seq_(seq), finish_(std::move(finish)) {}
+
+  void progress() override {
+    if (error_) std::rethrow_exception(error_);
+    if (finished_) return;
+    try {
+      state_->test(*pending_, CollectiveOp::kAllReduce, seq_);
+    } catch (...) {
+      error_ = std::current_exception();
+      throw;
+    }
+  }
 
   void wait() override {
     if (error_) std::rethrow_exception(error_);

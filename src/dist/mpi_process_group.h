@@ -54,6 +54,8 @@ class MpiProcessGroup final : public ProcessGroup {
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>& send_counts,
                            const std::vector<int64_t>& recv_counts) override;
   void barrier() override;
+  // libnbc's schedules advance only inside MPI calls (MPI_Test among them).
+  bool progresses_only_inside_calls() const override { return true; }
 
   struct State;
 

@@ -18,6 +18,10 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Lets the collective advance without waiting for it, where the backend moves bytes only inside
+  // its calls (Open MPI's non-blocking collectives progress only while some MPI call runs). A
+  // no-op for backends that progress by themselves (NCCL). Throws the collective's error, if any.
+  virtual void progress() {}
 };
 
 // Collective operations over the ranks of one job. Every rank must call the same collectives in the
@@ -50,6 +54,9 @@ class ProcessGroup {
   virtual torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<int64_t>& send_counts,
                                    const std::vector<int64_t>& recv_counts) = 0;
   virtual void barrier() = 0;
+  // Whether a non-blocking collective moves bytes only while some call of the backend runs, so that
+  // a caller overlapping it with work of its own must call Work::progress() meanwhile (Open MPI).
+  virtual bool progresses_only_inside_calls() const { return false; }
 };
 
 // The whole world is this process: every collective is the identity.
