@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_world.h"  // test_world_group(): every rank of this run
@@ -25,6 +28,8 @@ class DeferredSumWork final : public Work {
  public:
   DeferredSumWork(torch::Tensor tensor, int64_t factor, std::function<void()> on_wait)
       : tensor_(std::move(tensor)), factor_(factor), on_wait_(std::move(on_wait)) {}
+  void progress() override { ++progress_calls_; }
+  int64_t progress_calls() const { return progress_calls_.load(); }
   void wait() override {
     if (done_) return;
     on_wait_();
@@ -38,6 +43,7 @@ class DeferredSumWork final : public Work {
   int64_t factor_;
   std::function<void()> on_wait_;
   bool done_ = false;
+  std::atomic<int64_t> progress_calls_{0};  // from the reducer's progress thread
 };
 
 struct AllReduceCall {
@@ -65,11 +71,13 @@ class RecordingProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> all_reduce_async(torch::Tensor& tensor, ReduceOp op) override {
     const size_t index = all_reduces.size();
     all_reduces.push_back({tensor.numel(), tensor.data_ptr(), in_backward, tensor.isnan().any().item<bool>()});
-    return std::make_shared<DeferredSumWork>(tensor, op == ReduceOp::kSum ? world_ : 1, [this, index] {
+    works.push_back(std::make_shared<DeferredSumWork>(tensor, op == ReduceOp::kSum ? world_ : 1, [this, index] {
       all_reduces[index].waited_during_backward = in_backward;
       all_reduces[index].launched_when_waited = all_reduces.size();
-    });
+    }));
+    return works.back();
   }
+  bool progresses_only_inside_calls() const override { return needs_progress; }
   torch::Tensor all_gather(const torch::Tensor& tensor) override {
     return torch::cat(std::vector<torch::Tensor>(static_cast<size_t>(world_), tensor));
   }
@@ -85,7 +93,9 @@ class RecordingProcessGroup final : public ProcessGroup {
 
   bool in_backward = false;  // set by the test around backward (CPU backward runs on its thread)
   std::vector<AllReduceCall> all_reduces;
+  std::vector<std::shared_ptr<DeferredSumWork>> works;  // one per all-reduce
   std::vector<BroadcastCall> broadcasts;
+  bool needs_progress = false;  // read when a reducer is made
 
  private:
   int world_;
@@ -389,6 +399,68 @@ TEST_F(ReducerFake, DestroyedReducerLeavesNoHooks) {
 }
 
 // Hooks fire once per backward, so "ready twice" means a second backward before finalize().
+// See Note [Driving the all-reduces during backward].
+std::vector<int64_t> progress_calls(const RecordingProcessGroup& group) {
+  std::vector<int64_t> calls;
+  for (const auto& work : group.works) calls.push_back(work->progress_calls());
+  return calls;
+}
+
+TEST(ReducerProgress, LaunchedBucketsAreDrivenUntilFinalizeWhereTheBackendNeedsIt) {
+  for (const bool needs : {true, false}) {
+    auto group = std::make_shared<RecordingProcessGroup>(4);
+    group->needs_progress = needs;
+    torch::manual_seed(0);
+    auto net = std::make_shared<TinyNet>();
+    const NamedParams params = named_params(*net);
+    GradientReducer reducer(params.tensors, group, kTinyCap, kTinyFirstCap, params.names);
+    tiny_loss(*net, 1).backward();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // between backward and finalize
+    const auto before_finalize = progress_calls(*group);
+    reducer.finalize();
+    const auto after_finalize = progress_calls(*group);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(before_finalize.size(), reducer.buckets().size());
+    for (size_t b = 0; b < before_finalize.size(); ++b) {
+      if (needs) {
+        EXPECT_GT(before_finalize[b], 0) << "bucket " << b << " was not driven before finalize()";
+      } else {
+        EXPECT_EQ(after_finalize[b], 0) << "bucket " << b << ": this backend progresses by itself";
+      }
+    }
+    EXPECT_EQ(progress_calls(*group), after_finalize) << "driven after finalize() (needs progress: " << needs << ")";
+  }
+}
+
+// A work whose progress() throws: dropped, while the others are still driven until pause().
+class CountingWork final : public Work {
+ public:
+  explicit CountingWork(bool throws) : throws_(throws) {}
+  void wait() override {}
+  void progress() override {
+    ++calls;
+    if (throws_) throw std::runtime_error("the collective failed");
+  }
+  std::atomic<int64_t> calls{0};
+
+ private:
+  bool throws_;
+};
+
+TEST(ReducerProgress, ThreadDropsAFailingWorkAndStopsAtPause) {
+  ProgressThread thread(std::chrono::microseconds(100));
+  auto failing = std::make_shared<CountingWork>(true), healthy = std::make_shared<CountingWork>(false);
+  thread.add(failing);
+  thread.add(healthy);
+  while (healthy->calls.load() < 20) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  thread.pause();
+  EXPECT_EQ(failing->calls.load(), 1);
+  const int64_t at_pause = healthy->calls.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(healthy->calls.load(), at_pause);
+  EXPECT_GE(thread.passes(), 20);
+}
+
 TEST(ReducerErrors, MarkedReadyTwiceThrowsNamingParameter) {
   const torch::Tensor w = torch::ones({3}, torch::requires_grad());
   GradientReducer reducer({w}, std::make_shared<RecordingProcessGroup>(2), kTinyCap, kTinyFirstCap, {"head.w"});

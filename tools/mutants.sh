@@ -152,8 +152,12 @@ v1_milestone_drifts|configs/moco_v1_r50_imagenet.yaml|  milestones: [120, 160]| 
 v2_jitter_always|configs/moco_v2_r50_imagenet.yaml|  jitter_prob: 0.8|  jitter_prob: 1.0|^PaperConfigTest\.
 mlp_hidden_not_2048|src/model/resnet.cpp|nn::Sequential(nn::Linear(in, in), nn::ReLU(), nn::Linear(in, options.out_dim))|nn::Sequential(nn::Linear(in, 512), nn::ReLU(), nn::Linear(512, options.out_dim))|^PaperConfigTest\.
 step_milestone_off_by_one|src/train/schedule.cpp|if (epoch >= milestone) lr *= config.optim.gamma;|if (epoch > milestone) lr *= config.optim.gamma;|^PaperConfigTest\.|^ScheduleTest\.
-wait_at_launch_ignored|src/dist/reducer.cpp|  if (wait_at_launch_) wait_in_hook(bucket);|  (void)0;|^ReducerFake\.|^ReducerWorld\.
+wait_at_launch_ignored|src/dist/reducer.cpp|    wait_in_hook(bucket);|    (void)0;|^ReducerFake\.|^ReducerWorld\.
 wait_at_launch_not_set|src/dist/reducer.cpp|  wait_at_launch_ = wait;|  (void)wait;|^ReducerFake\.|^ReducerWorld\.
+buckets_not_driven|src/dist/reducer.cpp|    progress_->add(work_[bucket]);  // see Note [Driving the all-reduces during backward]|    (void)0;|^ReducerProgress\.
+driven_after_finalize|src/dist/reducer.cpp|    if (progress_) progress_->pause();  // wait() below is this thread's alone|    (void)0;|^ReducerProgress\.
+progress_driven_everywhere|src/dist/reducer.cpp|  if (group_->progresses_only_inside_calls()) progress_ =|  if (true) progress_ =|^ReducerProgress\.
+failing_work_kept|src/dist/progress_thread.cpp|        failed.push_back(work.get());  // its wait() rethrows|        (void)0;|^ReducerProgress\.
 export_inside_source_allowed|src/app/moco_ckpt_main.cpp|  if (moco::sys::lies_within(out, dir))|  if (false)|^tools\.export_inside_source$
 export_existing_replaced|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !force)|  if (false)|^tools\.export_existing$
 export_folder_accepted|src/app/moco_ckpt_main.cpp|  if (std::filesystem::is_directory(out, ec))|  if (false)|^tools\.export_existing$

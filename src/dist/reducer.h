@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dist/process_group.h"
+#include "dist/progress_thread.h"
 
 namespace moco::dist {
 
@@ -134,6 +135,9 @@ class GradientReducer {
   int64_t hooks_fired_ = 0;
   ReducerStats stats_;
   ReducerStats last_stats_;
+  // See Note [Driving the all-reduces during backward]. Null where the backend needs no driving.
+  // Last: destroyed (joined) first.
+  std::unique_ptr<ProgressThread> progress_;
 };
 
 // Makes every rank's `tensors` equal to root's (model parameters and buffers at start). Tensors of
