@@ -61,11 +61,12 @@ moco::model::ResNetOptions encoder(const std::string& arch, int64_t channels, in
   return o;
 }
 
-nlohmann::json allreduce_bench(ProcessGroup& group, const std::string& arch, int iters) {
+nlohmann::json allreduce_bench(ProcessGroup& group, const std::string& arch, int64_t bucket_bytes, int iters) {
   const int n = group.world_size();
   moco::model::ResNet net(encoder(arch, 3, 1));
   const auto params = net->parameters();
-  const auto buckets = moco::dist::compute_bucket_layout(params, 25 << 20, 1 << 20);
+  const auto buckets =
+      moco::dist::compute_bucket_layout(params, bucket_bytes, moco::dist::GradientReducer::kDefaultFirstBucketCapBytes);
   std::vector<torch::Tensor> flats;
   int64_t bytes = 0;
   for (const auto& b : buckets) {
@@ -137,12 +138,12 @@ enum class Comm { kOverlap, kWaitAtLaunch, kNone };
 // One training step of MoCo: forward, backward with the reducer, optimizer step.
 class StepRunner {
  public:
-  StepRunner(std::shared_ptr<ProcessGroup> group, const StepModel& model, int64_t b, Comm comm)
+  StepRunner(std::shared_ptr<ProcessGroup> group, const StepModel& model, int64_t b, int64_t bucket_bytes, Comm comm)
       : group_(group),
         comm_(comm),
         moco_(encoder(model.arch, model.channels, 1), options(), group, 0),
         sgd_(moco_->trainable_parameters(), torch::optim::SGDOptions(0.03).momentum(0.9)),
-        reducer_(moco_->trainable_parameters(), group),
+        reducer_(moco_->trainable_parameters(), group, bucket_bytes),
         im_q_(torch::randn({b, model.channels, model.side, model.side})),
         im_k_(torch::randn({b, model.channels, model.side, model.side})) {
     moco_->train();
@@ -201,9 +202,11 @@ struct StepTimes {
 // in the machine's speed falls on all three alike. Every step starts together on every rank, so the
 // slowest rank of a step without communication is what a synchronous step would take if its
 // collectives cost nothing.
-StepTimes step_seconds(std::shared_ptr<ProcessGroup> group, const StepModel& model, int64_t b, int iters) {
-  StepRunner overlap(group, model, b, Comm::kOverlap), at_launch(group, model, b, Comm::kWaitAtLaunch),
-      none(std::make_shared<moco::dist::LocalProcessGroup>(), model, b, Comm::kNone);
+StepTimes step_seconds(std::shared_ptr<ProcessGroup> group, const StepModel& model, int64_t b, int64_t bucket_bytes,
+                       int iters) {
+  StepRunner overlap(group, model, b, bucket_bytes, Comm::kOverlap),
+      at_launch(group, model, b, bucket_bytes, Comm::kWaitAtLaunch),
+      none(std::make_shared<moco::dist::LocalProcessGroup>(), model, b, bucket_bytes, Comm::kNone);
   StepRunner* runners[] = {&overlap, &at_launch, &none};
   for (int i = 0; i < 2; ++i)
     for (StepRunner* r : runners) r->timed_step();
@@ -325,20 +328,23 @@ struct Settings {
   std::string json_path = "bench_dist.json";
   std::string step_model = "resnet_tiny";
   int64_t step_batch = 64;
+  double bucket_mb = moco::dist::GradientReducer::kDefaultBucketCapBytes / 1048576.0;
   bool allreduce_only = false;
+  int64_t bucket_bytes() const { return static_cast<int64_t>(bucket_mb * 1048576); }
 };
 
 nlohmann::json measure(std::shared_ptr<ProcessGroup> group, const Settings& set) {
   nlohmann::json results;
   results["ranks"] = group->world_size();
   results["threads_per_rank"] = torch::get_num_threads();
-  results["allreduce"] = {allreduce_bench(*group, "resnet_tiny", set.iters),
-                          allreduce_bench(*group, "resnet18", set.iters)};
+  results["bucket_cap_bytes"] = set.bucket_bytes();
+  results["allreduce"] = {allreduce_bench(*group, "resnet_tiny", set.bucket_bytes(), set.iters),
+                          allreduce_bench(*group, "resnet18", set.bucket_bytes(), set.iters)};
   if (set.allreduce_only) return results;
   results["shuffle"] = {shuffle_bench(*group, 32, 32, set.iters),
                         shuffle_bench(*group, 32, 224, std::max(2, set.iters / 4))};
   const StepModel model = step_model(set.step_model);
-  const StepTimes times = step_seconds(group, model, set.step_batch, std::max(set.iters, 20));
+  const StepTimes times = step_seconds(group, model, set.step_batch, set.bucket_bytes(), std::max(set.iters, 20));
   results["step"] = step_figures(times.overlap, times.none);
   results["step"]["model"] = fmt::format("{} {}px", model.arch, model.side);
   results["step"]["per_rank_batch"] = set.step_batch;
@@ -359,6 +365,10 @@ int main(int argc, char** argv) {
                  "network of the step benchmark: resnet_tiny (28 px) or resnet18 (32 px)")
       ->check(CLI::IsMember({"resnet_tiny", "resnet18"}));
   app.add_option("--step-batch", set.step_batch, "per-rank batch of the step benchmark")->check(CLI::PositiveNumber);
+  app.add_option("--bucket-mb", set.bucket_mb,
+                 "gradient bucket cap in MiB (the first bucket: 1 MiB), as the trainer's dist.bucket_mb")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_flag("--allreduce-only", set.allreduce_only,
                "only the all-reduce bandwidths (a quick second look under other MPI settings)");
   CLI11_PARSE(app, argc, argv);

@@ -9,7 +9,8 @@
 # mocohost1 and one on mocohost2, so every byte between the ranks crosses the shaped link (Open
 # MPI's TCP BTL on the test subnet only; no shared memory). One rank per host, because the hosts
 # share this machine's cores: two per host would put four one-thread ranks on two cores.
-# bench_dist runs with BENCH_DIST_ARGS (default: --iters 10 --step-model resnet18 --step-batch 8)
+# bench_dist runs with BENCH_DIST_ARGS (default: --iters 10 --step-model resnet18 --step-batch 8
+# --bucket-mb 4: 4 MiB buckets, so that only a small last one launches when backward ends)
 # and writes OUT_DIR/<rate>-<run>.json and .txt; OUT_DIR/summary.txt has one line per run, with
 # the raw MPI_Allreduce bus bandwidth as a share of the shaped rate (the check that tbf applies)
 # and the bytes host 2's interface received during the run (the check that they crossed it).
@@ -21,7 +22,7 @@
 # adds mpirun options to every run (e.g. --mca btl_tcp_progress_thread 1).
 # The hosts are taken down on every exit, also a failed or interrupted one.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,21p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,22p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 mkdir -p "$2" && out=$(cd "$2" && pwd)
 shift 2
@@ -30,7 +31,7 @@ rates=("$@")
 src=$(cd "$(dirname "$0")/.." && pwd)
 hosts=$src/tests/multinode/hosts.sh
 repeats=${BENCH_REPEATS:-2}
-read -r -a bench_args <<<"${BENCH_DIST_ARGS:---iters 10 --step-model resnet18 --step-batch 8}"
+read -r -a bench_args <<<"${BENCH_DIST_ARGS:---iters 10 --step-model resnet18 --step-batch 8 --bucket-mb 4}"
 read -r -a extra_mpirun_args <<<"${BENCH_MPIRUN_ARGS:-}"
 yielding=(--mca mpi_yield_when_idle 1)
 die() { echo "bench_dist_hosts.sh: $*" >&2; exit 1; }
