@@ -9,6 +9,10 @@
 #   full_metrics, full_tensorboard  the tmpfs filled up after step 8's commit: the resumed run
 #                  cannot append to metrics.jsonl (train.tensorboard=false) or to its TensorBoard
 #                  event file; exit 1 naming it, step 8 still verifies; with room again it finishes
+#   export_full    moco_ckpt export onto a 64 KiB tmpfs: exit 1 naming OUT and "No space left on
+#                  device", neither OUT nor a temporary file left
+#   pack_full      moco_pack into a 64 KiB tmpfs: exit 1 naming a shard and "No space left on
+#                  device", no shard and no temporary file left
 #   removed        checkpoints/ deleted while a shard is being written: exit 1 naming the file, no crash
 #   read_only      checkpoints/ made read-only (a read-only bind mount) while a shard is being
 #                  written: exit 1 naming the file; the committed step 8 verifies
@@ -20,8 +24,9 @@ case_name=$1 build=$(cd "$2" && pwd) work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 20 "$work/console" >&2; exit 1; }
-disk=$work/disk run=$work/disk/run
+disk=$work/disk run=$work/disk/run small=$work/small
 cleanup() {
+  mountpoint -q "$small" 2>/dev/null && umount "$small"
   mountpoint -q "$run/checkpoints" 2>/dev/null && umount "$run/checkpoints"
   mountpoint -q "$disk" 2>/dev/null && umount "$disk"
   return 0
@@ -87,6 +92,25 @@ full_metrics | full_tensorboard)
   rm "$disk/filler"
   echo "disk full for $file: exit 1, $(grep '\[error\]' "$work/console" | head -n 1 | cut -c27-)"
   check_resumes
+  ;;
+export_full | pack_full)
+  mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"
+  if [ "$case_name" = export_full ]; then
+    mount -o remount,size=64m "$disk"
+    [ "$(run_rc "$build/moco_dist" "${args[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the training run failed"
+    rc=$(run_rc "$build/moco_ckpt" export "$run" "$small/backbone.h5")
+    named="export to $small/backbone.h5 failed, $small/backbone.h5 left as it was: $small/backbone.h5\.tmp-[0-9]+: "
+  else
+    /usr/bin/python3 "$src/tools/make_image_folder.py" "$disk/if" >/dev/null
+    rc=$(run_rc "$build/moco_pack" "$disk/if" "$small/packed")
+    named="$small/packed/(train|val)-[0-9]{5}-of-[0-9]{5}\.h5"
+  fi
+  [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+  grep -Eq "$named.*No space left on device" "$work/console" || fail "no error naming $named and the disk full"
+  ! grep -q "HDF5-DIAG\|Segmentation\|Aborted\|terminate called" "$work/console" || fail "HDF5's stack or a crash"
+  left=$(cd "$small" && find . -type f | grep -v '^\./filler$' || true)
+  [ -z "$left" ] || fail "left on the full disk: $left"
+  echo "$case_name: exit 1, $(grep -E "No space left" "$work/console" | head -n 1)"
   ;;
 removed | read_only)
   mount -o remount,size=64m "$disk"
