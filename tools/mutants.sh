@@ -174,9 +174,11 @@ lincls_run_above_checkpoint_ignored|src/lincls/lincls.cpp|  if (path.parent_path
 refusal_log_kept|src/app/moco_dist_main.cpp|    if (log_undo) log_undo->undo();|    (void)log_undo;|^tools\.resume_refused_writes_nothing_np1$
 export_module_unchecked|src/app/moco_ckpt_main.cpp|  check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
 refusal_log_appended|src/train/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
+log_write_failure_unchecked|src/train/trainer.cpp|        check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|        (void)0;|^ckpt\.fs_full_log$
 export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}", out_path, out_path, e.what()));|throw CheckpointError(e.what());|^ckpt\.fs_export_full$
 pack_write_failure_tmps_kept|src/data/image_pack.cpp|    remove_tmps(tasks);
     throw;|    throw;|^ckpt\.fs_pack_full$
+log_error_handler_spdlogs|src/train/run_logging.cpp|  logger->set_error_handler(|  if (false) logger->set_error_handler(|^ckpt\.fs_full_log$
 LIST
 )
 

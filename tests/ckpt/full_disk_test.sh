@@ -9,6 +9,11 @@
 #   full_metrics, full_tensorboard  the tmpfs filled up after step 8's commit: the resumed run
 #                  cannot append to metrics.jsonl (train.tensorboard=false) or to its TensorBoard
 #                  event file; exit 1 naming it, step 8 still verifies; with room again it finishes
+#                  (rank0.log lies on a disk with room: a symlink)
+#   full_log       rank0.log on a disk of its own that is full (a symlink to a full 64 KiB tmpfs)
+#                  from the resumed run's first line on: exit 1 after step 9 ("step 10: ...") naming rank0.log and "No
+#                  space left on device" (not spdlog's "LOG ERROR" and on), step 8 still verifies;
+#                  with the log back the same command finishes
 #   export_full    moco_ckpt export onto a 64 KiB tmpfs: exit 1 naming OUT and "No space left on
 #                  device", neither OUT nor a temporary file left
 #   pack_full      moco_pack into a 64 KiB tmpfs: exit 1 naming a shard and "No space left on
@@ -86,11 +91,26 @@ full_metrics | full_tensorboard)
   [ "$case_name" = full_tensorboard ] && file=tfevents tb=true
   args+=(train.tensorboard=$tb)
   [ "$(run_rc "$build/moco_dist" "${args[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
+  # rank0.log off the full disk (a symlink to a disk with room): else it may fail first (case full_log).
+  mv "$run/rank0.log" "$work/rank0.log" && ln -s "$work/rank0.log" "$run/rank0.log"
   dd if=/dev/zero of="$disk/filler" bs=64k 2>/dev/null || true  # until the disk is full
   rc=$(run_rc "$build/moco_dist" "${args[@]}")
   check_failed_cleanly "$rc" "$run/.*$file.*No space left on device"
   rm "$disk/filler"
   echo "disk full for $file: exit 1, $(grep '\[error\]' "$work/console" | head -n 1 | cut -c27-)"
+  check_resumes
+  ;;
+full_log)
+  [ "$(run_rc "$build/moco_dist" "${args[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
+  mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"
+  : >"$small/rank0.log"  # empty: its first line needs a page
+  dd if=/dev/zero of="$small/filler" bs=4k 2>/dev/null || true  # until the disk is full
+  rm "$run/rank0.log" && ln -s "$small/rank0.log" "$run/rank0.log"
+  rc=$(run_rc "$build/moco_dist" "${args[@]}")
+  check_failed_cleanly "$rc" "step 10: $run/rank0.log: cannot write the log: .*No space left on device"
+  ! grep -q "LOG ERROR" "$work/console" || fail "spdlog's own error line: its handler is not ours"
+  echo "disk full for rank0.log: exit 1, $(grep '\[error\]' "$work/console" | tail -n 1 | cut -c27-)"
+  rm "$run/rank0.log" && umount "$small"
   check_resumes
   ;;
 export_full | pack_full)
