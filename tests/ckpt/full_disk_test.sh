@@ -5,7 +5,8 @@
 #                  commits, step 16 finds the disk full. Exit 1 naming the shard and "No space left
 #                  on device", no crash, no .tmp left, step 8 still `latest` and verifying; with
 #                  room again the same command resumes from step 8 and finishes
-#   full_async_np2 the same on 2 ranks (mpirun): the error names rank 1's shard
+#   full_async_np2 the same on 2 ranks (mpirun): the error names the rank whose shard found the
+#                  disk full (either may, whichever writes last) and that rank's shard
 #   full_metrics, full_tensorboard  the tmpfs filled up after step 8's commit: the resumed run
 #                  cannot append to metrics.jsonl (train.tensorboard=false) or to its TensorBoard
 #                  event file; exit 1 naming it, step 8 still verifies; with room again it finishes
@@ -81,9 +82,10 @@ full_async | full_sync)
   ;;
 full_async_np2)
   rc=$(run_rc mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS "$build/moco_dist" "${args[@]}")
-  check_failed_cleanly "$rc" "rank 1: .*step_00000016.tmp/shard-1-of-2.h5.*No space left on device"
+  # \2: the rank (group 1 is check_failed_cleanly's "error|critical"); its own shard must be named.
+  check_failed_cleanly "$rc" "rank ([01]): .*step_00000016.tmp/shard-\2-of-2.h5.*No space left on device"
   ! ls -d "$run"/checkpoints/*.tmp 2>/dev/null || fail "a .tmp folder is left"
-  echo "disk full at step 16 on 2 ranks: exit 1, $(grep -o 'rank 1: [^(]*' "$work/console" | head -n 1)"
+  echo "disk full at step 16 on 2 ranks: exit 1, $(grep -Eo 'rank [01]: [^(]*shard-[01]-of-2[^(]*' "$work/console" | head -n 1)"
   check_resumes
   ;;
 full_metrics | full_tensorboard)
