@@ -161,7 +161,7 @@ failing_work_kept|src/dist/progress_thread.cpp|        failed.push_back(work.get
 export_inside_source_allowed|src/app/moco_ckpt_main.cpp|  if (moco::sys::lies_within(out, dir))|  if (false)|^tools\.export_inside_source$
 export_existing_replaced|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !force)|  if (false)|^tools\.export_existing$
 export_folder_accepted|src/app/moco_ckpt_main.cpp|  if (std::filesystem::is_directory(out, ec))|  if (false)|^tools\.export_existing$
-export_tmp_left|src/ckpt/export.cpp|    std::filesystem::remove(tmp, ec);|    (void)ec;|^tools\.export_existing$
+export_tmp_left|src/ckpt/export.cpp|    std::filesystem::remove(tmp, ec);|    (void)ec;|^tools\.export_existing$|^ckpt\.fs_export_full$
 diff_bad_ignore_exits_1|src/app/moco_ckpt_main.cpp|      throw Refusal(fmt::format("diff: --ignore|      throw std::runtime_error(fmt::format("diff: --ignore|^tools\.diff_bad_flags$
 diff_negative_atol_accepted|src/app/moco_ckpt_main.cpp|>= 0 ? std::string() : "must be >= 0, not " + v;|>= -1e300 ? std::string() : "must be >= 0, not " + v;|^tools\.diff_bad_flags$
 pack_out_in_src_allowed|src/app/moco_pack_main.cpp|  if (moco::sys::lies_within(out, src)) {|  if (false) {|^tools\.pack_inside_src$
@@ -178,6 +178,11 @@ lincls_run_above_checkpoint_ignored|src/lincls/lincls.cpp|  if (path.parent_path
 refusal_log_kept|src/app/moco_dist_main.cpp|    if (log_undo) log_undo->undo();|    (void)log_undo;|^tools\.resume_refused_writes_nothing_np1$
 export_module_unchecked|src/app/moco_ckpt_main.cpp|  check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
 refusal_log_appended|src/train/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
+log_write_failure_unchecked|src/train/trainer.cpp|        check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|        (void)0;|^ckpt\.fs_full_log$
+export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}", out_path, out_path, e.what()));|throw CheckpointError(e.what());|^ckpt\.fs_export_full$
+pack_write_failure_tmps_kept|src/data/image_pack.cpp|    remove_tmps(tasks);
+    throw;|    throw;|^ckpt\.fs_pack_full$
+log_error_handler_spdlogs|src/train/run_logging.cpp|  logger->set_error_handler(|  if (false) logger->set_error_handler(|^ckpt\.fs_full_log$
 LIST
 )
 

@@ -52,7 +52,12 @@ ExportSummary export_module(const std::string& checkpoint_dir, const std::string
   } catch (...) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
-    throw;
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      // Named by OUT, not only by the temporary name the failing call saw (a full disk: its flush).
+      throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}", out_path, out_path, e.what()));
+    }
   }
   return summary;
 }

@@ -6,7 +6,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 #include <system_error>
 
@@ -33,7 +36,29 @@ class WrittenThroughFileSink final : public spdlog::sinks::base_sink<std::mutex>
   spdlog::details::file_helper file_;
 };
 
+// The first failed write to the log file (spdlog's text: "Failed flush to file F: No space left on
+// device"), empty while none failed. Set from whichever thread logged.
+std::mutex log_failure_mutex;
+std::string log_failure;
+std::atomic<bool> log_failed{false};
+
+void note_log_failure(const std::string& file, const std::string& what) {
+  {
+    const std::lock_guard<std::mutex> lock(log_failure_mutex);
+    if (!log_failure.empty()) return;
+    log_failure = file + ": cannot write the log: " + what;
+    std::fprintf(stderr, "[error] %s; the run stops\n", log_failure.c_str());
+  }
+  log_failed.store(true);
+}
+
 }  // namespace
+
+void check_log_writes() {
+  if (!log_failed.load()) return;
+  const std::lock_guard<std::mutex> lock(log_failure_mutex);
+  throw std::runtime_error(log_failure);
+}
 
 void make_output_dir(const std::string& output_dir) {
   std::error_code ec;
@@ -64,6 +89,8 @@ void setup_logging(const std::string& output_dir, int rank, int world_size, bool
   logger->set_pattern(world_size > 1 ? "[%Y-%m-%d %H:%M:%S.%e] [%l] [rank " + std::to_string(rank) + "] %v"
                                      : "[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   logger->flush_on(spdlog::level::info);
+  // Not spdlog's own handler, which prints and goes on: a run that lost its log stops (check_log_writes).
+  logger->set_error_handler([file = file.string()](const std::string& what) { note_log_failure(file, what); });
   spdlog::set_default_logger(logger);
 }
 

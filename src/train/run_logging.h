@@ -17,6 +17,13 @@ void make_output_dir(const std::string& output_dir);
 void setup_logging(const std::string& output_dir, int rank, int world_size, bool all_ranks_to_console,
                    bool to_files = true);
 
+// A write to rank<N>.log that failed (a full disk): spdlog's error handler, set by setup_logging,
+// keeps the first failure (from any thread) and says so once on stderr; training goes on only until
+// the next check_log_writes, which throws std::runtime_error naming the file and the system's reason.
+// Called by the training loop after every step and before the final checkpoint, as a failed
+// metrics.jsonl write stops it.
+void check_log_writes();
+
 // What setup_logging is about to add to the file system, noted first, so that a refusal (exit 2)
 // found after it leaves the file system as it found it: undo() stops logging to the file, puts
 // rank<N>.log back as it was (removed, or cut back to its old length) and, on rank 0, removes

@@ -15,6 +15,7 @@
 #include "metrics/metrics_log.h"
 #include "train/replicas.h"
 #include "train/run_control.h"
+#include "train/run_logging.h"  // defines: check_log_writes
 #include "train/run_output.h"
 #include "train/schedule.h"
 #include "train/setup.h"
@@ -248,6 +249,7 @@ void save_train_checkpoint(TrainingRun& run, TrainState& state, Progress& at, in
 TrainResult finish_run(TrainingRun& run, const RunControl& control, TrainState& state, Progress& at, KnnMonitor& knn,
                        TrainResult result) {
   const int64_t step = result.steps;
+  check_log_writes();  // no final checkpoint after a log line was lost
   if (!run.checkpointing.saved_at(step)) save_train_checkpoint(run, state, at, step, result.train_seconds);
   run.checkpointing.finish();
   result.checkpoint = ckpt::step_dir(run.checkpointing.root(), step);
@@ -318,6 +320,7 @@ TrainResult train(const Config& config, const RunContext& context) {
         result.train_seconds = book.agreed().train_seconds;
         result.preempted_by = book.agreed().stop_signal;
         run.replicas.check_after_step(step);
+        check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl
         if (done) break;
         if (control.checkpoint_due(step, result.train_seconds)) {
           book.catch_up();  // a checkpoint never holds a step that should have ended the run
@@ -339,7 +342,9 @@ TrainResult train(const Config& config, const RunContext& context) {
     throw std::runtime_error(with_step(e.what(), step + 1));
   }
   result.steps = step;
-  return finish_run(run, control, state, at, knn, result);
+  result = finish_run(run, control, state, at, knn, result);
+  check_log_writes();
+  return result;
 }
 
 }  // namespace moco::train

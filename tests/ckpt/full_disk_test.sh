@@ -5,10 +5,20 @@
 #                  commits, step 16 finds the disk full. Exit 1 naming the shard and "No space left
 #                  on device", no crash, no .tmp left, step 8 still `latest` and verifying; with
 #                  room again the same command resumes from step 8 and finishes
-#   full_async_np2 the same on 2 ranks (mpirun): the error names rank 1's shard
+#   full_async_np2 the same on 2 ranks (mpirun): the error names the rank whose shard found the
+#                  disk full (either may, whichever writes last) and that rank's shard
 #   full_metrics, full_tensorboard  the tmpfs filled up after step 8's commit: the resumed run
 #                  cannot append to metrics.jsonl (train.tensorboard=false) or to its TensorBoard
 #                  event file; exit 1 naming it, step 8 still verifies; with room again it finishes
+#                  (rank0.log lies on a disk with room: a symlink)
+#   full_log       rank0.log on a disk of its own that is full (a symlink to a full 64 KiB tmpfs)
+#                  from the resumed run's first line on: exit 1 after step 9 ("step 10: ...") naming rank0.log and "No
+#                  space left on device" (not spdlog's "LOG ERROR" and on), step 8 still verifies;
+#                  with the log back the same command finishes
+#   export_full    moco_ckpt export onto a 64 KiB tmpfs: exit 1 naming OUT and "No space left on
+#                  device", neither OUT nor a temporary file left
+#   pack_full      moco_pack into a 64 KiB tmpfs: exit 1 naming a shard and "No space left on
+#                  device", no shard and no temporary file left
 #   removed        checkpoints/ deleted while a shard is being written: exit 1 naming the file, no crash
 #   read_only      checkpoints/ made read-only (a read-only bind mount) while a shard is being
 #                  written: exit 1 naming the file; the committed step 8 verifies
@@ -20,8 +30,9 @@ case_name=$1 build=$(cd "$2" && pwd) work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 20 "$work/console" >&2; exit 1; }
-disk=$work/disk run=$work/disk/run
+disk=$work/disk run=$work/disk/run small=$work/small
 cleanup() {
+  mountpoint -q "$small" 2>/dev/null && umount "$small"
   mountpoint -q "$run/checkpoints" 2>/dev/null && umount "$run/checkpoints"
   mountpoint -q "$disk" 2>/dev/null && umount "$disk"
   return 0
@@ -71,9 +82,10 @@ full_async | full_sync)
   ;;
 full_async_np2)
   rc=$(run_rc mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS "$build/moco_dist" "${args[@]}")
-  check_failed_cleanly "$rc" "rank 1: .*step_00000016.tmp/shard-1-of-2.h5.*No space left on device"
+  # \2: the rank (group 1 is check_failed_cleanly's "error|critical"); its own shard must be named.
+  check_failed_cleanly "$rc" "rank ([01]): .*step_00000016.tmp/shard-\2-of-2.h5.*No space left on device"
   ! ls -d "$run"/checkpoints/*.tmp 2>/dev/null || fail "a .tmp folder is left"
-  echo "disk full at step 16 on 2 ranks: exit 1, $(grep -o 'rank 1: [^(]*' "$work/console" | head -n 1)"
+  echo "disk full at step 16 on 2 ranks: exit 1, $(grep -Eo 'rank [01]: [^(]*shard-[01]-of-2[^(]*' "$work/console" | head -n 1)"
   check_resumes
   ;;
 full_metrics | full_tensorboard)
@@ -81,12 +93,46 @@ full_metrics | full_tensorboard)
   [ "$case_name" = full_tensorboard ] && file=tfevents tb=true
   args+=(train.tensorboard=$tb)
   [ "$(run_rc "$build/moco_dist" "${args[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
+  # rank0.log off the full disk (a symlink to a disk with room): else it may fail first (case full_log).
+  mv "$run/rank0.log" "$work/rank0.log" && ln -s "$work/rank0.log" "$run/rank0.log"
   dd if=/dev/zero of="$disk/filler" bs=64k 2>/dev/null || true  # until the disk is full
   rc=$(run_rc "$build/moco_dist" "${args[@]}")
   check_failed_cleanly "$rc" "$run/.*$file.*No space left on device"
   rm "$disk/filler"
   echo "disk full for $file: exit 1, $(grep '\[error\]' "$work/console" | head -n 1 | cut -c27-)"
   check_resumes
+  ;;
+full_log)
+  [ "$(run_rc "$build/moco_dist" "${args[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
+  mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"
+  : >"$small/rank0.log"  # empty: its first line needs a page
+  dd if=/dev/zero of="$small/filler" bs=4k 2>/dev/null || true  # until the disk is full
+  rm "$run/rank0.log" && ln -s "$small/rank0.log" "$run/rank0.log"
+  rc=$(run_rc "$build/moco_dist" "${args[@]}")
+  check_failed_cleanly "$rc" "step 10: $run/rank0.log: cannot write the log: .*No space left on device"
+  ! grep -q "LOG ERROR" "$work/console" || fail "spdlog's own error line: its handler is not ours"
+  echo "disk full for rank0.log: exit 1, $(grep '\[error\]' "$work/console" | tail -n 1 | cut -c27-)"
+  rm "$run/rank0.log" && umount "$small"
+  check_resumes
+  ;;
+export_full | pack_full)
+  mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"
+  if [ "$case_name" = export_full ]; then
+    mount -o remount,size=64m "$disk"
+    [ "$(run_rc "$build/moco_dist" "${args[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the training run failed"
+    rc=$(run_rc "$build/moco_ckpt" export "$run" "$small/backbone.h5")
+    named="export to $small/backbone.h5 failed, $small/backbone.h5 left as it was: $small/backbone.h5\.tmp-[0-9]+: "
+  else
+    /usr/bin/python3 "$src/tools/make_image_folder.py" "$disk/if" >/dev/null
+    rc=$(run_rc "$build/moco_pack" "$disk/if" "$small/packed")
+    named="$small/packed/(train|val)-[0-9]{5}-of-[0-9]{5}\.h5"
+  fi
+  [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+  grep -Eq "$named.*No space left on device" "$work/console" || fail "no error naming $named and the disk full"
+  ! grep -q "HDF5-DIAG\|Segmentation\|Aborted\|terminate called" "$work/console" || fail "HDF5's stack or a crash"
+  left=$(cd "$small" && find . -type f | grep -v '^\./filler$' || true)
+  [ -z "$left" ] || fail "left on the full disk: $left"
+  echo "$case_name: exit 1, $(grep -E "No space left" "$work/console" | head -n 1)"
   ;;
 removed | read_only)
   mount -o remount,size=64m "$disk"
