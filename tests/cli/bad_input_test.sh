@@ -14,19 +14,8 @@ out=$work/out  # train.output_dir of every run: must not exist after a config er
 
 fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
 
-# expect CODE TEXT... -- command...: exits CODE, prints every TEXT (fixed strings)
-expect() {
-  local code=$1 rc=0
-  shift
-  local texts=()
-  while [ "$1" != "--" ]; do texts+=("$1"); shift; done
-  shift
-  "$@" >"$work/last.out" 2>&1 || rc=$?
-  cat "$work/last.out"
-  [ "$rc" -eq "$code" ] || fail "expected exit $code, got $rc from: $*"
-  for t in "${texts[@]}"; do grep -qF -- "$t" "$work/last.out" || fail "expected '$t' from: $*"; done
-  ! grep -q "terminate called" "$work/last.out" || fail "std::terminate reached"
-}
+# shellcheck source=../lib/expect.sh
+source "$src/tests/lib/expect.sh"  # expect CODE TEXT... -- command...
 no_work_done() { [ ! -e "$out" ] || fail "$out was created: work started before the error"; }
 
 # IDX files (gzip) under $1: N train and test images of HxW (test size: TH x TW), labels from LABEL.

@@ -46,19 +46,21 @@ PY
 }
 
 case $case_name in
-mpirun_usr1)
+mpirun_usr1 | mpirun_sigterm)
+  sig=USR1
+  [ "$case_name" = mpirun_sigterm ] && sig=TERM
   "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 &
   pid=$!
   wait_for_step "$pid" 10
-  kill -USR1 "$pid"
+  kill -"$sig" "$pid"
   rc=0
   wait "$pid" || rc=$?
-  [ "$rc" -eq 0 ] || fail "exit $rc after SIGUSR1"
-  grep -q "preempted by SIGUSR1 after step [0-9]*.*the same command continues from it" "$work/console" || fail "no resume hint"
+  [ "$rc" -eq 0 ] || fail "exit $rc after SIG$sig to moco.sh"
+  grep -q "preempted by SIG$sig after step [0-9]*.*the same command continues from it" "$work/console" || fail "no resume hint"
   "$build/moco_ckpt" verify "$run" >/dev/null || fail "the checkpoint does not verify"
   "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 || fail "the resumed run failed"
   grep -q "kNN top-1: .*random init" "$work/console" || fail "the resumed run did not finish"
-  check_continuous SIGUSR1
+  check_continuous "SIG$sig"
   ;;
 plain_sigterm | plain_sigint | plain_sighup)
   sig=${case_name#plain_sig}
@@ -88,19 +90,6 @@ second_signal)
   [ "$rc" -eq 143 ] || fail "exit $rc after two SIGTERMs, not 143 (killed by SIGTERM)"
   ! grep -q "preempted by" "$work/console" || fail "it stopped gracefully after a second signal"
   echo "two SIGTERMs: exit $rc at once"
-  ;;
-mpirun_sigterm)
-  "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 &
-  pid=$!
-  wait_for_step "$pid" 10
-  kill -TERM "$pid"
-  rc=0
-  wait "$pid" || rc=$?
-  [ "$rc" -eq 0 ] || fail "exit $rc after SIGTERM to moco.sh"
-  grep -q "preempted by SIGTERM after step [0-9]*.*the same command continues from it" "$work/console" || fail "no resume hint"
-  "$build/moco_ckpt" verify "$run" >/dev/null || fail "the checkpoint does not verify"
-  "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 || fail "the resumed run failed"
-  check_continuous SIGTERM
   ;;
 dry_run)
   "$build/moco_dist" --config "${args[@]}" --dry-run >"$work/console" 2>&1 || fail "exit $?"

@@ -14,19 +14,8 @@ rm -rf "$work" && mkdir -p "$work"
 fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
 ranks() { if [ "$np" -gt 1 ]; then mpirun -np "$np" --oversubscribe "$@"; else "$@"; fi; }
 
-# expect CODE TEXT... -- command...: exits CODE, prints every TEXT (fixed strings)
-expect() {
-  local code=$1 rc=0
-  shift
-  local texts=()
-  while [ "$1" != "--" ]; do texts+=("$1"); shift; done
-  shift
-  "$@" >"$work/last.out" 2>&1 || rc=$?
-  cat "$work/last.out"
-  [ "$rc" -eq "$code" ] || fail "expected exit $code, got $rc from: $*"
-  for t in "${texts[@]}"; do grep -qF -- "$t" "$work/last.out" || fail "expected '$t' from: $*"; done
-  ! grep -q "terminate called" "$work/last.out" || fail "std::terminate reached"
-}
+# shellcheck source=../lib/expect.sh
+source "$src/tests/lib/expect.sh"  # expect CODE TEXT... -- command...
 # A listing of every file under $1 with its checksum: compared before and after a refusal.
 snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 md5sum; find . | sort); }
 absent() { [ ! -e "$1" ] || fail "$1 was created"; }
