@@ -183,6 +183,7 @@ export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::for
 pack_write_failure_tmps_kept|src/data/image_pack.cpp|    remove_tmps(tasks);
     throw;|    throw;|^ckpt\.fs_pack_full$
 log_error_handler_spdlogs|src/train/run_logging.cpp|  logger->set_error_handler(|  if (false) logger->set_error_handler(|^ckpt\.fs_full_log$
+config_override_second_document_ignored|src/train/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.AMultiDocumentValueIsRefusedNamingTheKey$
 LIST
 )
 

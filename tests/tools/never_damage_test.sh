@@ -103,6 +103,19 @@ config_two_documents)
   expect 2 "$work/two.yaml: holds 2 YAML documents" -- "$dist" --config "$work/two.yaml" train.output_dir="$work/out"
   absent "$work/out"
   ;;
+config_override_two_documents)
+  # A command-line value holding a second YAML document: refused as a file holding two is, naming
+  # the key, for moco_dist and moco_lincls, before any work.
+  two=$'[120]\n---\n[160]'
+  expect 2 "key 'optim.milestones': holds 2 YAML documents" -- \
+    "$dist" --config "$tiny" train.output_dir="$work/out" optim.milestones="$two" --print-config
+  expect 2 "key 'optim.milestones': holds 2 YAML documents" -- \
+    "$dist" --config "$tiny" train.output_dir="$work/out" optim.milestones="$two"
+  absent "$work/out"
+  expect 2 "key 'lincls.milestones': holds 2 YAML documents" -- \
+    "$lincls" --config "$src/tests/data/tiny_lincls.yaml" train.output_dir="$work/out" lincls.milestones="$two"
+  absent "$work/out"
+  ;;
 resume_refused_writes_nothing)
   pretrain
   # Into a new folder: another model.dim, and a resume path that is no checkpoint.
