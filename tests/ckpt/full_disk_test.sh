@@ -15,6 +15,8 @@
 #                  from the resumed run's first line on: exit 1 after step 9 ("step 10: ...") naming rank0.log and "No
 #                  space left on device" (not spdlog's "LOG ERROR" and on), step 8 still verifies;
 #                  with the log back the same command finishes
+#   lincls_full_log  the same for moco_lincls (model.pretrained=random, a checkpoint at step 8): exit 1
+#                  naming rank0.log, not a run trained on to the end; step 8 still verifies
 #   export_full    moco_ckpt export onto a 64 KiB tmpfs: exit 1 naming OUT and "No space left on
 #                  device", neither OUT nor a temporary file left
 #   pack_full      moco_pack into a 64 KiB tmpfs: exit 1 naming a shard and "No space left on
@@ -114,6 +116,23 @@ full_log)
   echo "disk full for rank0.log: exit 1, $(grep '\[error\]' "$work/console" | tail -n 1 | cut -c27-)"
   rm "$run/rank0.log" && umount "$small"
   check_resumes
+  ;;
+lincls_full_log)
+  # moco_lincls (model.pretrained=random: no pre-training needed) as moco_dist in full_log.
+  largs=(--config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random train.output_dir="$run" ckpt.async=false)
+  [ "$(run_rc "$build/moco_lincls" "${largs[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
+  mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"
+  : >"$small/rank0.log"
+  dd if=/dev/zero of="$small/filler" bs=4k 2>/dev/null || true  # until the disk is full
+  rm "$run/rank0.log" && ln -s "$small/rank0.log" "$run/rank0.log"
+  rc=$(run_rc "$build/moco_lincls" "${largs[@]}")
+  check_failed_cleanly "$rc" "$run/rank0.log: cannot write the log: .*No space left on device"
+  ! grep -q "LOG ERROR" "$work/console" || fail "spdlog's own error line: its handler is not ours"
+  ! grep -q "lincls epoch 1/" "$work/console" || fail "it trained on (to the end of epoch 1) without its log"
+  echo "disk full for moco_lincls's rank0.log: exit 1, $(grep '\[error\]' "$work/console" | tail -n 1 | cut -c27-)"
+  rm "$run/rank0.log" && umount "$small"
+  [ "$(run_rc "$build/moco_lincls" "${largs[@]}")" -eq 0 ] || fail "the resumed run failed"
+  grep -q "linear probe top-1" "$work/console" || fail "the resumed run did not finish"
   ;;
 export_full | pack_full)
   mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"
