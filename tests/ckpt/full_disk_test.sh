@@ -7,6 +7,13 @@
 #                  room again the same command resumes from step 8 and finishes
 #   full_async_np2 the same on 2 ranks (mpirun): the error names the rank whose shard found the
 #                  disk full (either may, whichever writes last) and that rank's shard
+#   full_manifest, full_latest  every shard of step 16 written fine, then the disk full exactly when
+#                  the manifest (MOCO_CKPT_FAULT=pause_before_manifest@16) or `latest`
+#                  (pause_before_latest@16, the folder renamed already) is written: the test fills
+#                  the disk during the pause. Exit 1 naming manifest.json or latest.tmp and "No space
+#                  left on device", step 8 still `latest` and verifying, no step_00000016 (the renamed
+#                  folder taken back), no .tmp folder, no latest.tmp; with room again it resumes
+#                  (ckpt.async=false: the loop, paused too, writes no log line to the full disk)
 #   full_metrics, full_tensorboard  the tmpfs filled up after step 8's commit: the resumed run
 #                  cannot append to metrics.jsonl (train.tensorboard=false) or to its TensorBoard
 #                  event file; exit 1 naming it, step 8 still verifies; with room again it finishes
@@ -88,6 +95,26 @@ full_async_np2)
   check_failed_cleanly "$rc" "rank ([01]): .*step_00000016.tmp/shard-\2-of-2.h5.*No space left on device"
   ! ls -d "$run"/checkpoints/*.tmp 2>/dev/null || fail "a .tmp folder is left"
   echo "disk full at step 16 on 2 ranks: exit 1, $(grep -Eo 'rank [01]: [^(]*shard-[01]-of-2[^(]*' "$work/console" | head -n 1)"
+  check_resumes
+  ;;
+full_manifest | full_latest)
+  where=${case_name#full_}
+  mount -o remount,size=64m "$disk"  # room for step 16's shard; the pause fills it after
+  MOCO_CKPT_FAULT=pause_before_$where@16 "$build/moco_dist" "${args[@]}" ckpt.async=false >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_pause "$pid"
+  dd if=/dev/zero of="$disk/filler" bs=4k 2>/dev/null || true  # until the disk is full
+  rc=0
+  wait "$pid" || rc=$?
+  named="$run/checkpoints/step_00000016.tmp/manifest.json: cannot write: No space left on device"
+  [ "$where" = latest ] && named="$run/checkpoints/latest.tmp: cannot write: No space left on device"
+  check_failed_cleanly "$rc" "$named"
+  cp "$work/console" "$work/failed.console"  # check_resumes reuses console
+  ! ls -d "$run"/checkpoints/*.tmp 2>/dev/null || fail "a .tmp folder is left"
+  [ ! -e "$run/checkpoints/step_00000016" ] || fail "step_00000016 is left under its final name"
+  [ ! -e "$run/checkpoints/latest.tmp" ] || fail "latest.tmp is left"
+  echo "disk full at step 16's $where: exit 1, $(grep -o "$run/checkpoints/[^ ]*: cannot write: No space left on device" "$work/console" | head -n 1)"
+  rm "$disk/filler"
   check_resumes
   ;;
 full_metrics | full_tensorboard)
