@@ -188,6 +188,10 @@ ckpt_latest_failure_kept|src/ckpt/checkpoint.cpp|    fs::rename(final_dir, tmp_d
 ckpt_latest_tmp_kept|src/ckpt/checkpoint_dir.cpp|    fs::remove(tmp, ignored);|    (void)ignored;|^ckpt\.fs_full_latest$
 lincls_log_failure_unchecked|src/lincls/lincls.cpp|    train::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does|    (void)0;|^ckpt\.fs_lincls_full_log$
 config_override_second_document_ignored|src/train/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.AMultiDocumentValueIsRefusedNamingTheKey$
+pack_marker_unchecked|src/data/image_shards.cpp|  if (!read_pack_marker(dir, split, pack_id, marked))|  if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
+pack_shard_of_other_pack_accepted|src/data/image_shards.cpp|      if (c.pack_id != pack_id)|      if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
+pack_old_marker_kept|src/data/image_pack.cpp|    fs::remove(marker, ec);|    (void)marker;|^tools\.pack_interrupted$
+pack_marker_not_written|src/data/image_pack.cpp|      write_pack_marker(out_dir, split.name, tasks.front().pack_id, tasks.front().num_shards);|      (void)0;|^tools\.pack_interrupted$|^cli\.train\.hdf5_pack_np2$
 LIST
 )
 
