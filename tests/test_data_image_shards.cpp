@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -182,9 +183,35 @@ TEST(ImageShardsErrors, MissingEmptyMixedAndMismatchedShardsNameTheFile) {
   // Not a shard at all.
   fs::create_directories(base / "junk");
   write(base / "junk" / shard_file_name("val", 0, 1), {1, 2, 3});
+  std::ofstream(base / "junk" / pack_marker_name("val")) << pack_marker_text(1, 1);  // past the marker's check
   const std::string junk = message(base / "junk", "val");
   EXPECT_NE(junk.find(shard_file_name("val", 0, 1) + ": cannot open as HDF5"), std::string::npos) << junk;
   for (const auto& d : {root, other, base}) fs::remove_all(d);
+}
+
+// A pack killed during its renames leaves no marker: the split is refused, naming the folder and the
+// way out; so is a shard of another pack beside a marker.
+TEST(ImagePackTest, AnInterruptedPackIsRefused) {
+  const fs::path root = make_folder("pack_interrupted"), out = temp_dir("pack_interrupted_out"),
+                 other = temp_dir("pack_interrupted_other");
+  pack(root, out, 2);
+  pack(root, other, 2);
+  EXPECT_EQ(ImageShardSource(out.string(), "train").num_shards(), 2);
+  fs::remove(out / pack_marker_name("train"));
+  const std::string incomplete = error_of([&] { ImageShardSource(out.string(), "train"); });
+  EXPECT_NE(incomplete.find(out.string() + ": the pack of split 'train' is incomplete: no " +
+                            (out / pack_marker_name("train")).string()),
+            std::string::npos)
+      << incomplete;
+  EXPECT_NE(incomplete.find("re-run moco_pack"), std::string::npos) << incomplete;
+  const std::string refused = error_of([&] { pack(root, out, 2); });  // without --overwrite
+  EXPECT_NE(refused.find("shards of an interrupted pack are there"), std::string::npos) << refused;
+  pack(root, out, 2, "train", /*overwrite=*/true);
+  fs::copy_file(other / shard_file_name("train", 1, 2), out / shard_file_name("train", 1, 2),
+                fs::copy_options::overwrite_existing);
+  const std::string mixed = error_of([&] { ImageShardSource(out.string(), "train"); });
+  EXPECT_NE(mixed.find("a shard of another pack than"), std::string::npos) << mixed;
+  for (const auto& d : {root, out, other}) fs::remove_all(d);
 }
 
 TEST(ImagePackTest, AFailedPackLeavesNoShardAndExistingShardsAreKept) {

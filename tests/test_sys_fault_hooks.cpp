@@ -76,12 +76,24 @@ TEST(FaultHooksTest, PauseInShardNamesItsRankAndStep) {
   EXPECT_EQ(at_10.rank, 2);
 }
 
+TEST(FaultHooksTest, PausesAtTheCommitNameTheirStep) {
+  ScopedEnv set("MOCO_CKPT_FAULT", "pause_before_manifest@16");
+  FaultHooks hooks;
+  EXPECT_EQ(hooks.checkpoint_fault(8).kind, CheckpointFaultKind::kNone);
+  EXPECT_EQ(hooks.checkpoint_fault(16).kind, CheckpointFaultKind::kPauseBeforeManifest);
+  ScopedEnv latest("MOCO_CKPT_FAULT", "pause_before_latest");
+  FaultHooks fresh;
+  EXPECT_EQ(fresh.checkpoint_fault(4).kind, CheckpointFaultKind::kPauseBeforeLatest);  // the first save
+}
+
 TEST(FaultHooksTest, MalformedCheckpointFaultIsRefused) {
   for (const char* bad : {"kill_somewhere", "kill_in_shard:x", "kill_in_shard@", "kill_in_shard:1@4 "}) {
     ScopedEnv set("MOCO_CKPT_FAULT", bad);
-    EXPECT_EQ(moco::test::error_of([] { FaultHooks().checkpoint_fault(2); }),
-              std::string("MOCO_CKPT_FAULT='") + bad +
-                  "': expected kill_in_shard|kill_before_manifest|pause_in_shard[:RANK][@STEP]");
+    EXPECT_EQ(
+        moco::test::error_of([] { FaultHooks().checkpoint_fault(2); }),
+        std::string("MOCO_CKPT_FAULT='") + bad +
+            "': expected kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest"
+            "[:RANK][@STEP]");
   }
 }
 

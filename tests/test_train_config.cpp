@@ -215,6 +215,19 @@ TEST(ConfigTest, AnEmptyValueIsAnErrorNamingTheKey) {
   EXPECT_TRUE(contains(config_error_of(path, {"model.arch=''"}), "must be one of"));  // an empty string is a value
 }
 
+// A value on the command line is one YAML document, as a config file is: read with its second
+// document dropped, "optim.milestones=[120]\n---\n[160]" would run with [120] and say nothing.
+TEST(ConfigTest, AMultiDocumentValueIsRefusedNamingTheKey) {
+  const auto path = write_temp("{}\n");
+  const auto error = config_error_of(path, {"optim.milestones=[120]\n---\n[160]"});
+  EXPECT_TRUE(contains(error,
+                       "key 'optim.milestones': holds 2 YAML documents (separated by '---'); a value is one "
+                       "document"))
+      << error;
+  EXPECT_NO_THROW(load_config(path, {"optim.milestones=[120, 160]"}));
+  EXPECT_NO_THROW(load_config(path, {"train.output_dir=a---b"}));  // not a separator
+}
+
 TEST(ConfigTest, ARepeatedKeyIsAnErrorNamingTheKeyAndLines) {
   const auto path = write_temp("optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n");
   EXPECT_TRUE(contains(config_error_of(path), path + ": key 'optim.base_lr' is given twice (lines 2 and 4)"))

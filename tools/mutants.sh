@@ -88,7 +88,7 @@ stop_signals_all_read_as_sigterm|src/preempt/preemption.cpp|    if (sum >= code)
 second_signal_only_recorded|src/preempt/preemption.cpp|if (!recorded.compare_exchange_strong(none, sig) && sig != SIGUSR1) {|if (!recorded.compare_exchange_strong(none, sig) && false) {|^launch\.second_signal$
 moco_sh_sigterm_to_mpirun|launch/mpirun/moco.sh|trap 'stop_ranks TERM' TERM|trap 'kill -TERM "$mpirun_pid"' TERM|^launch\.mpirun_sigterm$
 moco_sh_second_signal_as_first|launch/mpirun/moco.sh|  if [ -n "$stop_signal" ]; then|  if false; then|^launch\.mpirun_second_signal$
-ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: m[1].str() == "pause_in_shard" ? CheckpointFaultKind::kPauseInShard|: m[1].str() == "pause_in_shard" ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
+ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"        ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"        ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$
@@ -183,6 +183,15 @@ export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::for
 pack_write_failure_tmps_kept|src/data/image_pack.cpp|    remove_tmps(tasks);
     throw;|    throw;|^ckpt\.fs_pack_full$
 log_error_handler_spdlogs|src/train/run_logging.cpp|  logger->set_error_handler(|  if (false) logger->set_error_handler(|^ckpt\.fs_full_log$
+ckpt_manifest_errno_lost|src/ckpt/checkpoint.cpp|(errno ? std::string(": ") + std::strerror(errno) : "")|std::string()|^ckpt\.fs_full_manifest$
+ckpt_latest_failure_kept|src/ckpt/checkpoint.cpp|    fs::rename(final_dir, tmp_dir, ec);|    ec.clear();|^ckpt\.fs_full_latest$
+ckpt_latest_tmp_kept|src/ckpt/checkpoint_dir.cpp|    fs::remove(tmp, ignored);|    (void)ignored;|^ckpt\.fs_full_latest$
+lincls_log_failure_unchecked|src/lincls/lincls.cpp|    train::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does|    (void)0;|^ckpt\.fs_lincls_full_log$
+config_override_second_document_ignored|src/train/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.AMultiDocumentValueIsRefusedNamingTheKey$
+pack_marker_unchecked|src/data/image_shards.cpp|  if (!read_pack_marker(dir, split, pack_id, marked))|  if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
+pack_shard_of_other_pack_accepted|src/data/image_shards.cpp|      if (c.pack_id != pack_id)|      if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
+pack_old_marker_kept|src/data/image_pack.cpp|    fs::remove(marker, ec);|    (void)marker;|^tools\.pack_interrupted$
+pack_marker_not_written|src/data/image_pack.cpp|      write_pack_marker(out_dir, split.name, tasks.front().pack_id, tasks.front().num_shards);|      (void)0;|^tools\.pack_interrupted$|^cli\.train\.hdf5_pack_np2$
 LIST
 )
 

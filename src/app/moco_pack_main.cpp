@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
       "bytes unchanged, their labels, offsets and sizes, the class names and the files' paths under SRC/<split>.\n"
       "Samples go to the shards contiguously in ImageFolder order (shard 0 the first N/shards), so the shards give\n"
       "the same samples in the same order as the folder. Written under temporary names and renamed only when every\n"
-      "shard is complete: a failed pack leaves no shard."};
+      "shard is complete: a failed pack leaves no shard. OUT/<split>.complete, written last, says the split's pack\n"
+      "is whole: without it (a pack killed while renaming) readers refuse the split; re-run moco_pack --overwrite."};
   std::string src, out;
   int shards = 1, threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::string> splits{"train", "val"};

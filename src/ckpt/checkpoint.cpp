@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <future>
 #include <numeric>
+#include <utility>
 
 namespace moco::ckpt {
 namespace fs = std::filesystem;
@@ -35,18 +37,22 @@ std::string utc_now() {
   return buf;
 }
 
-// kill_before_manifest is decided when the shard is written and fires at the commit.
-bool& pending_fault_before_manifest() {
-  static bool pending = false;
+// kill_before_manifest, pause_before_manifest and pause_before_latest are decided when rank 0's shard
+// is written and fire at the commit.
+sys::CheckpointFaultKind& pending_commit_fault() {
+  static sys::CheckpointFaultKind pending = sys::CheckpointFaultKind::kNone;
   return pending;
 }
 
 void write_text_durably(const fs::path& path, const std::string& text) {
   {
     std::ofstream out(path, std::ios::trunc);
+    errno = 0;
     out << text;
     out.flush();
-    if (!out) throw CheckpointError(path.string() + ": cannot write");
+    // The stream keeps no error code; the failed write(2) left its errno (no space, read-only, ...).
+    if (!out)
+      throw CheckpointError(path.string() + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : ""));
   }
   fsync_path(path.string());
 }
@@ -164,14 +170,20 @@ std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<S
   const auto values = crcs.get();
   for (size_t j = 0; j < mine.size(); ++j) crc[static_cast<size_t>(mine[j] * world + rank)] = values[j];
   shard.close();
-  if (rank == 0 && fault.kind == sys::CheckpointFaultKind::kKillBeforeManifest) pending_fault_before_manifest() = true;
+  if (rank == 0 && (fault.kind == sys::CheckpointFaultKind::kKillBeforeManifest ||
+                    fault.kind == sys::CheckpointFaultKind::kPauseBeforeManifest ||
+                    fault.kind == sys::CheckpointFaultKind::kPauseBeforeLatest))
+    pending_commit_fault() = fault.kind;
   return crc;
 }
 
 void commit(const std::string& root, const std::string& tmp, const std::vector<StateEntry>& state,
             const std::vector<int>& writers, const std::vector<int64_t>& crc, const SaveInfo& info, int world) {
-  if (pending_fault_before_manifest())
+  const auto fault = std::exchange(pending_commit_fault(), sys::CheckpointFaultKind::kNone);
+  if (fault == sys::CheckpointFaultKind::kKillBeforeManifest)
     sys::hooks().kill_for_checkpoint_fault("rank 0 with every shard written, before the manifest");
+  if (fault == sys::CheckpointFaultKind::kPauseBeforeManifest)
+    sys::hooks().pause_for_checkpoint_fault("rank 0 with every shard written, before the manifest");
   const fs::path tmp_dir = tmp, final_dir = step_dir(root, info.step);
   Manifest m;
   m.step = info.step;
@@ -199,14 +211,30 @@ void commit(const std::string& root, const std::string& tmp, const std::vector<S
   fsync_path(tmp_dir.string());
   // A checkpoint of this step from an earlier, abandoned attempt of the run makes way for this one.
   const fs::path old_dir = final_dir.string() + ".old";
-  if (fs::exists(final_dir)) {
+  const bool replaces = fs::exists(final_dir);
+  if (replaces) {
     fs::remove_all(old_dir);
     fs::rename(final_dir, old_dir);
   }
   fs::rename(tmp_dir, final_dir);
   fsync_path(root);
+  if (fault == sys::CheckpointFaultKind::kPauseBeforeLatest)
+    sys::hooks().pause_for_checkpoint_fault("rank 0 with " + final_dir.filename().string() +
+                                            " renamed, before `latest`");
+  try {
+    write_latest(root, info.step);
+  } catch (...) {
+    if (latest_step(root) == info.step) throw;  // replaced, only its folder's fsync failed: it stays
+    // Taken back: the folder goes to its .tmp name again (discarded with the failed save), the one it
+    // replaced returns. So `latest` still names the newest checkpoint, and nothing of this save stays.
+    std::error_code ec;
+    fs::rename(final_dir, tmp_dir, ec);
+    if (replaces && !ec) fs::rename(old_dir, final_dir, ec);
+    if (ec)
+      spdlog::warn("{}: cannot take back the checkpoint whose `latest` failed: {}", final_dir.string(), ec.message());
+    throw;
+  }
   fs::remove_all(old_dir);
-  write_latest(root, info.step);
 }
 
 void discard_failed_save(const std::string& tmp_dir) {

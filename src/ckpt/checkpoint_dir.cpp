@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -51,16 +53,26 @@ std::optional<int64_t> latest_step(const std::string& root) {
 
 void write_latest(const std::string& root, int64_t step) {
   const auto tmp = fs::path(root) / "latest.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << step_dir_name(step) << "\n";
-    out.flush();
-    if (!out) throw CheckpointError(tmp.string() + ": cannot write");
+  try {
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      errno = 0;
+      out << step_dir_name(step) << "\n";
+      out.flush();
+      // The stream keeps no error code; the failed write(2) left its errno (no space, read-only, ...).
+      if (!out)
+        throw CheckpointError(tmp.string() + ": cannot write" +
+                              (errno ? std::string(": ") + std::strerror(errno) : ""));
+    }
+    fsync_path(tmp.string());
+    std::error_code ec;
+    fs::rename(tmp, fs::path(root) / "latest", ec);
+    if (ec) throw CheckpointError((fs::path(root) / "latest").string() + ": cannot replace: " + ec.message());
+  } catch (...) {
+    std::error_code ignored;  // no temporary file left: `latest` is the old one, whole
+    fs::remove(tmp, ignored);
+    throw;
   }
-  fsync_path(tmp.string());
-  std::error_code ec;
-  fs::rename(tmp, fs::path(root) / "latest", ec);
-  if (ec) throw CheckpointError((fs::path(root) / "latest").string() + ": cannot replace: " + ec.message());
   fsync_path(root);
 }
 

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <thread>
 
 namespace moco::data {
@@ -29,6 +30,7 @@ struct Task {
   int shard, num_shards;
   int64_t begin, end;  // global indices
   std::string final_path, tmp_path;
+  int64_t pack_id;  // the same in every shard of this pack and in its markers
 };
 
 void fsync_file(const std::string& path) {
@@ -111,7 +113,8 @@ class ShardFile {
         !h5::write_int_attribute(file_, "shard_index", t.shard) ||
         !h5::write_int_attribute(file_, "num_shards", t.num_shards) ||
         !h5::write_int_attribute(file_, "first_index", t.begin) ||
-        !h5::write_int_attribute(file_, "total_images", static_cast<int64_t>(f.files.size())))
+        !h5::write_int_attribute(file_, "total_images", static_cast<int64_t>(f.files.size())) ||
+        !h5::write_int_attribute(file_, "pack_id", t.pack_id))
       fail("cannot write the attributes");
     if (!close_locked()) fail("cannot close the file");
   }
@@ -162,17 +165,38 @@ void write_shard(const Task& t, const std::atomic<bool>& stop) {
   fsync_file(t.tmp_path);
 }
 
-// The shards of these splits that out_dir holds already.
-std::vector<std::string> existing_shards(const std::vector<SplitToPack>& splits, const std::string& out_dir) {
+// The shards of this split that out_dir holds already.
+std::vector<std::string> existing_shards(const std::string& split, const std::string& out_dir) {
   std::error_code ec;
   std::vector<std::string> old_shards;
   if (fs::is_directory(out_dir, ec))
-    for (const auto& entry : fs::directory_iterator(out_dir, ec))
-      for (const auto& split : splits) {
-        int s = 0, n = 0;
-        if (parse_shard_file_name(entry.path().filename().string(), split.name, s, n))
-          old_shards.push_back(entry.path().string());
-      }
+    for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+      int s = 0, n = 0;
+      if (parse_shard_file_name(entry.path().filename().string(), split, s, n))
+        old_shards.push_back(entry.path().string());
+    }
+  return old_shards;
+}
+
+// The shards of these splits that out_dir holds already. Without overwrite, any is a FolderError:
+// of a complete pack (its marker there) or of an interrupted one (none: pack_marker_name).
+std::vector<std::string> existing_shards(const std::vector<SplitToPack>& splits, const std::string& out_dir,
+                                         bool overwrite) {
+  std::vector<std::string> old_shards;
+  for (const auto& split : splits) {
+    const auto mine = existing_shards(split.name, out_dir);
+    if (!mine.empty() && !overwrite) {
+      int64_t id = 0;
+      int n = 0;
+      if (read_pack_marker(out_dir, split.name, id, n))
+        throw FolderError(mine.front() +
+                          ": shards of this split are there already (remove them, or pack with --overwrite)");
+      throw FolderError(mine.front() + ": shards of an interrupted pack are there (no " +
+                        (fs::path(out_dir) / pack_marker_name(split.name)).string() +
+                        "): pack with --overwrite to replace them");
+    }
+    old_shards.insert(old_shards.end(), mine.begin(), mine.end());
+  }
   return old_shards;
 }
 
@@ -180,6 +204,9 @@ std::vector<std::string> existing_shards(const std::vector<SplitToPack>& splits,
 std::vector<Task> plan_shards(const std::vector<SplitToPack>& splits, const std::string& out_dir, int shards,
                               std::vector<PackedSplit>& packed) {
   std::vector<Task> tasks;
+  std::random_device random;
+  const int64_t pack_id =
+      static_cast<int64_t>(((static_cast<uint64_t>(random()) << 31) ^ random()) & 0x3fffffffffffffffULL) + 1;
   for (const auto& split : splits) {
     const auto n = static_cast<int64_t>(split.folder.files.size());
     if (n < shards)
@@ -189,7 +216,7 @@ std::vector<Task> plan_shards(const std::vector<SplitToPack>& splits, const std:
     p.name = split.name;
     p.images = n;
     for (int s = 0; s < shards; ++s) {
-      Task t{&split, s, shards, n * s / shards, n * (s + 1) / shards, "", ""};
+      Task t{&split, s, shards, n * s / shards, n * (s + 1) / shards, "", "", pack_id};
       t.final_path = (fs::path(out_dir) / shard_file_name(split.name, s, shards)).string();
       t.tmp_path = t.final_path + ".tmp-" + std::to_string(::getpid());
       p.files.push_back(t.final_path);
@@ -242,7 +269,9 @@ void remove_leftovers(const std::vector<SplitToPack>& splits, const std::string&
     if (at == std::string::npos) continue;
     int s = 0, n = 0;
     bool ours = false;
-    for (const auto& split : splits) ours = ours || parse_shard_file_name(name.substr(0, at), split.name, s, n);
+    for (const auto& split : splits)
+      ours = ours || parse_shard_file_name(name.substr(0, at), split.name, s, n) ||
+             name.substr(0, at) == pack_marker_name(split.name);
     const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
     if (!ours || pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
     std::error_code removed;
@@ -270,11 +299,54 @@ class SignalsHeld {
   sigset_t before_;
 };
 
-// Renames every temporary shard to its final name, then removes the old shards that no new one
-// replaced. A rename that fails takes back the ones made before it (an old shard that a new one
-// replaced is gone by then: --overwrite's risk), removes every temporary file and throws.
-void commit_shards(const std::vector<Task>& tasks, const std::vector<std::string>& old_shards) {
+// out_dir/<split>.complete, whole or absent (a temporary file, synced, renamed).
+void write_pack_marker(const std::string& out_dir, const std::string& split, int64_t pack_id, int shards) {
+  const std::string path = (fs::path(out_dir) / pack_marker_name(split)).string();
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  try {
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      errno = 0;
+      out << pack_marker_text(pack_id, shards);
+      out.flush();
+      if (!out)
+        throw std::runtime_error(tmp + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : ""));
+    }
+    fsync_file(tmp);
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) throw std::runtime_error(path + ": cannot rename " + tmp + " to it: " + ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw;
+  }
+}
+
+// Removes the splits' markers (an old pack's), then renames every temporary shard to its final name,
+// removes the old shards that no new one replaced, and writes the markers last: until then (a
+// kill -9 included) every reader refuses the splits. A rename that fails takes back the ones made
+// before it (an old shard that a new one replaced is gone by then: --overwrite's risk), removes
+// every temporary file and throws; so does a marker that cannot be written, taking back every shard.
+void commit_shards(const std::vector<SplitToPack>& splits, const std::string& out_dir, const std::vector<Task>& tasks,
+                   const std::vector<std::string>& old_shards) {
   const SignalsHeld held;
+  for (const auto& split : splits) {
+    const auto marker = fs::path(out_dir) / pack_marker_name(split.name);
+    std::error_code ec;
+    fs::remove(marker, ec);
+    if (ec) {
+      remove_tmps(tasks);
+      throw std::runtime_error(marker.string() + ": cannot remove the old pack's marker: " + ec.message() +
+                               " (no shard of this pack is left)");
+    }
+  }
+  try {
+    fsync_file(out_dir);  // no marker before the first rename
+  } catch (...) {
+    remove_tmps(tasks);  // no shard of this pack has its final name yet
+    throw;
+  }
   for (size_t i = 0; i < tasks.size(); ++i) {
     std::error_code ec;
     fs::rename(tasks[i].tmp_path, tasks[i].final_path, ec);
@@ -290,6 +362,17 @@ void commit_shards(const std::vector<Task>& tasks, const std::vector<std::string
   for (const auto& old : old_shards)
     if (std::none_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.final_path == old; }))
       fs::remove(old, ec);
+  fsync_file(out_dir);  // every shard in place before any marker says so
+  for (const auto& split : splits) {
+    try {
+      write_pack_marker(out_dir, split.name, tasks.front().pack_id, tasks.front().num_shards);
+    } catch (const std::exception& e) {
+      std::error_code ignored;
+      for (const auto& s : splits) fs::remove(fs::path(out_dir) / pack_marker_name(s.name), ignored);
+      for (const auto& t : tasks) fs::remove(t.final_path, ignored);
+      throw std::runtime_error(std::string(e.what()) + " (no shard of this pack is left)");
+    }
+  }
 }
 
 }  // namespace
@@ -298,10 +381,7 @@ std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& spli
                                             const PackOptions& options) {
   if (options.shards < 1 || options.shards > 99999)
     throw FolderError("the number of shards must lie in [1, 99999], not " + std::to_string(options.shards));
-  const auto old_shards = existing_shards(splits, out_dir);
-  if (!old_shards.empty() && !options.overwrite)
-    throw FolderError(old_shards.front() +
-                      ": shards of this split are there already (remove them, or pack with --overwrite)");
+  const auto old_shards = existing_shards(splits, out_dir, options.overwrite);
   std::vector<PackedSplit> packed;
   auto tasks = plan_shards(splits, out_dir, options.shards, packed);
   std::error_code ec;
@@ -315,7 +395,7 @@ std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& spli
     throw;
   }
   // Every shard is complete and synced: only now do final names appear, all of them or none.
-  commit_shards(tasks, old_shards);
+  commit_shards(splits, out_dir, tasks, old_shards);
   fsync_file(out_dir);
   for (auto& p : packed)
     for (const auto& file : p.files) p.bytes += static_cast<int64_t>(fs::file_size(file, ec));

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 namespace moco::data {
@@ -42,6 +43,7 @@ namespace {
 // Everything a shard's HDF5 structure says; FolderError naming the shard for anything amiss.
 struct ShardContents {
   int64_t shard_index = -1, num_shards = -1, first_index = -1, total_images = -1;
+  int64_t pack_id = 0;  // 0: none (a shard of an older moco_pack)
   std::vector<std::string> classes, paths;
   std::vector<int64_t> offsets, sizes, labels;
   int64_t images_offset = 0, images_bytes = 0;  // where `images` lies in the file
@@ -62,6 +64,7 @@ ShardContents read_contents(const std::string& path) {
       !h5::read_int_attribute(file.get(), "first_index", c.first_index) ||
       !h5::read_int_attribute(file.get(), "total_images", c.total_images))
     throw bad("missing attribute shard_index, num_shards, first_index or total_images");
+  if (!h5::read_int_attribute(file.get(), "pack_id", c.pack_id)) c.pack_id = 0;
   if (!h5::read_strings(file.get(), "classes", c.classes) || !h5::read_strings(file.get(), "paths", c.paths))
     throw bad("cannot read 'classes' or 'paths' (" + h5::error_text() + ")");
   if (!h5::read_int64s(file.get(), "offsets", c.offsets) || !h5::read_int64s(file.get(), "sizes", c.sizes) ||
@@ -89,6 +92,48 @@ ShardContents read_contents(const std::string& path) {
                 " outside its " + std::to_string(c.classes.size()) + " classes");
   }
   return c;
+}
+
+}  // namespace
+
+std::string pack_marker_name(const std::string& split) { return split + ".complete"; }
+
+std::string pack_marker_text(int64_t pack_id, int num_shards) {
+  return "moco_pack pack " + std::to_string(pack_id) + ": " + std::to_string(num_shards) + " shards\n";
+}
+
+bool read_pack_marker(const std::string& dir, const std::string& split, int64_t& pack_id, int& num_shards) {
+  std::ifstream in(fs::path(dir) / pack_marker_name(split));
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  long long id = 0;
+  int n = 0;
+  char end = 0;
+  if (std::sscanf(line.c_str(), "moco_pack pack %lld: %d shard%c", &id, &n, &end) != 3 || end != 's' || id <= 0)
+    return false;
+  pack_id = id;
+  num_shards = n;
+  return true;
+}
+
+namespace {
+
+std::string repack_hint(const std::string& dir) { return "; re-run moco_pack into " + dir + " (with --overwrite)"; }
+
+// The pack id dir's marker of `split` names, for `count` shards; FolderError where it is missing
+// (an interrupted pack) or says another count.
+int64_t marked_pack(const std::string& dir, const std::string& split, int count) {
+  const std::string marker = (fs::path(dir) / pack_marker_name(split)).string();
+  int64_t pack_id = 0;
+  int marked = 0;
+  if (!read_pack_marker(dir, split, pack_id, marked))
+    throw FolderError(dir + ": the pack of split '" + split + "' is incomplete: no " + marker +
+                      " (moco_pack was interrupted, is still running, or is older than pack markers)" +
+                      repack_hint(dir));
+  if (marked != count)
+    throw FolderError(marker + ": says " + std::to_string(marked) + " shards, the folder holds " +
+                      std::to_string(count) + " (shards of two packs)" + repack_hint(dir));
+  return pack_id;
 }
 
 }  // namespace
@@ -127,6 +172,8 @@ ImageShardSource::ImageShardSource(const std::string& dir, const std::string& sp
                         ": missing (the pack is incomplete)");
   if (static_cast<int>(found.size()) != count)
     throw FolderError(dir + ": shard numbers beyond the count " + std::to_string(count) + " in " + pattern_);
+  const std::string marker = (fs::path(dir) / pack_marker_name(split)).string();
+  const int64_t pack_id = marked_pack(dir, split, count);
 
   try {
     for (int s = 0; s < count; ++s) {
@@ -147,6 +194,9 @@ ImageShardSource::ImageShardSource(const std::string& dir, const std::string& sp
         throw FolderError(path + ": says the split has " + std::to_string(c.total_images) + " images, " +
                           shards_[0].path + " says " + std::to_string(total_images_seen_));
       total_images_seen_ = c.total_images;
+      if (c.pack_id != pack_id)
+        throw FolderError(path + ": a shard of another pack than " + marker +
+                          " says (an interrupted moco_pack --overwrite)" + repack_hint(dir));
       Shard shard;
       shard.path = path;
       shard.first = size();

@@ -23,15 +23,25 @@ bool parse_shard_file_name(const std::string& name, const std::string& split, in
 //   paths    str [n]          its path relative to the split's folder (for messages)
 //   classes  str [C]          every class of the split, sorted as torchvision sorts them
 //   root attributes: format (kShardFormat), split, source (the packed folder), shard_index,
-//   num_shards, first_index (global index of its first sample), total_images (of the split).
+//   num_shards, first_index (global index of its first sample), total_images (of the split),
+//   pack_id (the same in every shard of one pack, and in its marker).
 // Samples are assigned to shards contiguously in ImageFolder order: shard s holds the global
 // indices [first_index, first_index + n), so the split in shard order is the ImageFolder's order.
 inline constexpr const char* kShardFormat = "moco_dist image shard 1";
 
+// A split's shards are complete or absent: moco_pack writes the marker "<split>.complete" beside
+// them last, once every shard has its final name, and a pack that replaces them removes it first.
+// One line, "moco_pack pack <pack_id>: <num_shards> shards". A reader refuses a split without it,
+// or with a shard of another pack_id: what a pack killed during its renames leaves.
+std::string pack_marker_name(const std::string& split);
+std::string pack_marker_text(int64_t pack_id, int num_shards);
+// Reads dir's marker of `split`; false where there is none or it is not one.
+bool read_pack_marker(const std::string& dir, const std::string& split, int64_t& pack_id, int& num_shards);
+
 // Every shard of `split` in `dir`. A missing folder, no shard, shards of different counts or with
-// one missing, a shard that is not ours or disagrees with the others (classes, first_index,
-// total_images): FolderError naming the folder or the shard. The HDF5 files are read once here;
-// samples are then read with pread, from any number of threads.
+// one missing, no marker (an interrupted pack), a shard that is not ours or disagrees with the
+// others (classes, first_index, total_images, pack_id): FolderError naming the folder or the shard. The HDF5 files are
+// read once here; samples are then read with pread, from any number of threads.
 class ImageShardSource : public EncodedSource {
  public:
   ImageShardSource(const std::string& dir, const std::string& split);

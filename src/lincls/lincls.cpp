@@ -9,6 +9,7 @@
 #include "train/clock.h"
 #include "train/device.h"
 #include "metrics/metrics_log.h"
+#include "train/run_logging.h"  // defines: check_log_writes
 #include "train/run_output.h"
 #include "train/setup.h"
 #include "sys/paths.h"
@@ -225,6 +226,7 @@ int train_epoch(LinclsRun& run, Progress& at, int64_t epoch, double lr, bool& st
     at.train_seconds() += agreed.step_seconds;
     at.batch_in_epoch() = b + 1;
     ++at.step();
+    train::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does
     if (agreed.stop_signal != 0 || (run.config.train.stop_at_step > 0 && at.step() >= run.config.train.stop_at_step)) {
       stopped = true;
       return agreed.stop_signal;
@@ -372,6 +374,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     if (lc.save_every_epochs > 0 && at.epoch() % lc.save_every_epochs == 0 && at.epoch() < lc.epochs && !stopped)
       save_lincls_checkpoint(run, at, entries, result);
   }
+  train::check_log_writes();  // no final checkpoint after a log line was lost
   if (!run.checkpointing.saved_at(at.step())) save_lincls_checkpoint(run, at, entries, result);
   run.checkpointing.finish();
   result.steps = at.step();
@@ -382,6 +385,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     return result;
   }
   finish_lincls(run, at, result);
+  train::check_log_writes();
   return result;
 }
 

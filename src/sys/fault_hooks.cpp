@@ -30,15 +30,20 @@ CheckpointFault FaultHooks::checkpoint_fault(int64_t step) {
   if (!env || !*env) return {};
   std::smatch m;
   const std::string spec = env;
-  static const std::regex pattern(R"((kill_in_shard|kill_before_manifest|pause_in_shard)(?::(\d+))?(?:@(\d+))?)");
+  static const std::regex pattern(
+      R"((kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest)(?::(\d+))?(?:@(\d+))?)");
   if (!std::regex_match(spec, m, pattern))
     throw std::invalid_argument("MOCO_CKPT_FAULT='" + spec +
-                                "': expected kill_in_shard|kill_before_manifest|pause_in_shard[:RANK][@STEP]");
+                                "': expected kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|"
+                                "pause_before_latest[:RANK][@STEP]");
   const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;
   if (!hit) return {};
-  const auto kind = m[1].str() == "kill_in_shard"    ? CheckpointFaultKind::kKillInShard
-                    : m[1].str() == "pause_in_shard" ? CheckpointFaultKind::kPauseInShard
-                                                     : CheckpointFaultKind::kKillBeforeManifest;
+  const std::string name = m[1].str();
+  const auto kind = name == "kill_in_shard"           ? CheckpointFaultKind::kKillInShard
+                    : name == "pause_in_shard"        ? CheckpointFaultKind::kPauseInShard
+                    : name == "pause_before_manifest" ? CheckpointFaultKind::kPauseBeforeManifest
+                    : name == "pause_before_latest"   ? CheckpointFaultKind::kPauseBeforeLatest
+                                                      : CheckpointFaultKind::kKillBeforeManifest;
   return {kind, m[2].matched ? std::stoi(m[2].str()) : 0};
 }
 

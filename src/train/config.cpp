@@ -648,11 +648,13 @@ Reading apply_root(const YAML::Node& root, const std::string& where) {
 
 namespace {
 
-// A file is read whole or refused: a second document ("---") would otherwise be dropped unread.
-YAML::Node single_document(const std::vector<YAML::Node>& documents, const std::string& path) {
+// A file or a command-line value is read whole or refused: a second document ("---") would
+// otherwise be dropped unread. `what` is what must be one document ("a config", "a value").
+YAML::Node single_document(const std::vector<YAML::Node>& documents, const std::string& where,
+                           const std::string& what = "a config") {
   if (documents.size() > 1)
-    throw ConfigError(fmt::format("{}: holds {} YAML documents (separated by '---'); a config is one document", path,
-                                  documents.size()));
+    throw ConfigError(fmt::format("{}: holds {} YAML documents (separated by '---'); {} is one document", where,
+                                  documents.size(), what));
   return documents.empty() ? YAML::Node() : documents.front();
 }
 
@@ -686,7 +688,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     if (!field) throw ConfigError(unknown_key_message(where, key));
     YAML::Node value;
     try {
-      value = YAML::Load(item.substr(eq + 1));
+      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");
+    } catch (const ConfigError&) {
+      throw;
     } catch (const YAML::Exception& e) {
       throw ConfigError(where + ": value is not valid YAML: " + e.what());
     }

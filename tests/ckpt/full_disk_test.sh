@@ -7,6 +7,13 @@
 #                  room again the same command resumes from step 8 and finishes
 #   full_async_np2 the same on 2 ranks (mpirun): the error names the rank whose shard found the
 #                  disk full (either may, whichever writes last) and that rank's shard
+#   full_manifest, full_latest  every shard of step 16 written fine, then the disk full exactly when
+#                  the manifest (MOCO_CKPT_FAULT=pause_before_manifest@16) or `latest`
+#                  (pause_before_latest@16, the folder renamed already) is written: the test fills
+#                  the disk during the pause. Exit 1 naming manifest.json or latest.tmp and "No space
+#                  left on device", step 8 still `latest` and verifying, no step_00000016 (the renamed
+#                  folder taken back), no .tmp folder, no latest.tmp; with room again it resumes
+#                  (ckpt.async=false: the loop, paused too, writes no log line to the full disk)
 #   full_metrics, full_tensorboard  the tmpfs filled up after step 8's commit: the resumed run
 #                  cannot append to metrics.jsonl (train.tensorboard=false) or to its TensorBoard
 #                  event file; exit 1 naming it, step 8 still verifies; with room again it finishes
@@ -15,6 +22,8 @@
 #                  from the resumed run's first line on: exit 1 after step 9 ("step 10: ...") naming rank0.log and "No
 #                  space left on device" (not spdlog's "LOG ERROR" and on), step 8 still verifies;
 #                  with the log back the same command finishes
+#   lincls_full_log  the same for moco_lincls (model.pretrained=random, a checkpoint at step 8): exit 1
+#                  naming rank0.log, not a run trained on to the end; step 8 still verifies
 #   export_full    moco_ckpt export onto a 64 KiB tmpfs: exit 1 naming OUT and "No space left on
 #                  device", neither OUT nor a temporary file left
 #   pack_full      moco_pack into a 64 KiB tmpfs: exit 1 naming a shard and "No space left on
@@ -88,6 +97,26 @@ full_async_np2)
   echo "disk full at step 16 on 2 ranks: exit 1, $(grep -Eo 'rank [01]: [^(]*shard-[01]-of-2[^(]*' "$work/console" | head -n 1)"
   check_resumes
   ;;
+full_manifest | full_latest)
+  where=${case_name#full_}
+  mount -o remount,size=64m "$disk"  # room for step 16's shard; the pause fills it after
+  MOCO_CKPT_FAULT=pause_before_$where@16 "$build/moco_dist" "${args[@]}" ckpt.async=false >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_pause "$pid"
+  dd if=/dev/zero of="$disk/filler" bs=4k 2>/dev/null || true  # until the disk is full
+  rc=0
+  wait "$pid" || rc=$?
+  named="$run/checkpoints/step_00000016.tmp/manifest.json: cannot write: No space left on device"
+  [ "$where" = latest ] && named="$run/checkpoints/latest.tmp: cannot write: No space left on device"
+  check_failed_cleanly "$rc" "$named"
+  cp "$work/console" "$work/failed.console"  # check_resumes reuses console
+  ! ls -d "$run"/checkpoints/*.tmp 2>/dev/null || fail "a .tmp folder is left"
+  [ ! -e "$run/checkpoints/step_00000016" ] || fail "step_00000016 is left under its final name"
+  [ ! -e "$run/checkpoints/latest.tmp" ] || fail "latest.tmp is left"
+  echo "disk full at step 16's $where: exit 1, $(grep -o "$run/checkpoints/[^ ]*: cannot write: No space left on device" "$work/console" | head -n 1)"
+  rm "$disk/filler"
+  check_resumes
+  ;;
 full_metrics | full_tensorboard)
   file=metrics.jsonl tb=false
   [ "$case_name" = full_tensorboard ] && file=tfevents tb=true
@@ -114,6 +143,23 @@ full_log)
   echo "disk full for rank0.log: exit 1, $(grep '\[error\]' "$work/console" | tail -n 1 | cut -c27-)"
   rm "$run/rank0.log" && umount "$small"
   check_resumes
+  ;;
+lincls_full_log)
+  # moco_lincls (model.pretrained=random: no pre-training needed) as moco_dist in full_log.
+  largs=(--config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random train.output_dir="$run" ckpt.async=false)
+  [ "$(run_rc "$build/moco_lincls" "${largs[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
+  mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"
+  : >"$small/rank0.log"
+  dd if=/dev/zero of="$small/filler" bs=4k 2>/dev/null || true  # until the disk is full
+  rm "$run/rank0.log" && ln -s "$small/rank0.log" "$run/rank0.log"
+  rc=$(run_rc "$build/moco_lincls" "${largs[@]}")
+  check_failed_cleanly "$rc" "$run/rank0.log: cannot write the log: .*No space left on device"
+  ! grep -q "LOG ERROR" "$work/console" || fail "spdlog's own error line: its handler is not ours"
+  ! grep -q "lincls epoch 1/" "$work/console" || fail "it trained on (to the end of epoch 1) without its log"
+  echo "disk full for moco_lincls's rank0.log: exit 1, $(grep '\[error\]' "$work/console" | tail -n 1 | cut -c27-)"
+  rm "$run/rank0.log" && umount "$small"
+  [ "$(run_rc "$build/moco_lincls" "${largs[@]}")" -eq 0 ] || fail "the resumed run failed"
+  grep -q "linear probe top-1" "$work/console" || fail "the resumed run did not finish"
   ;;
 export_full | pack_full)
   mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"

@@ -91,6 +91,40 @@ pack_leftovers_removed)
   [ -e "$work/out/val-00000-of-00001.h5.tmp-$$" ] || fail "a running pack's temporary file was removed"
   [ -e "$work/out/train-00000-of-00001.h5" ] || fail "no shard"
   ;;
+pack_interrupted)
+  # What a pack killed (kill -9) during its renames leaves: shards under their final names but no
+  # <split>.complete, which is removed before the first rename and written after the last. moco_dist
+  # refuses the split naming the folder; moco_pack refuses to pack over it without --overwrite, and
+  # with it makes the folder whole again.
+  image_folder
+  "$pack" "$work/if" "$work/a" --shards 2 >/dev/null
+  "$pack" "$work/if" "$work/b" --shards 2 >/dev/null
+  [ -s "$work/b/train.complete" ] && [ -s "$work/b/val.complete" ] || fail "no marker after a pack"
+  h5_run=("$dist" --config "$src/configs/imagefolder_quick.yaml" data.dataset=hdf5 train.threads=1 --dry-run
+          optim.batch_size=4 train.output_dir="$work/out")
+  expect 0 "" -- "${h5_run[@]}" data.root="$work/b"
+  rm "$work/b/train.complete"  # killed between the renames
+  expect 2 "$work/b: the pack of split 'train' is incomplete: no $work/b/train.complete" \
+    "re-run moco_pack into $work/b (with --overwrite)" -- "${h5_run[@]}" data.root="$work/b"
+  absent "$work/out"
+  expect 2 "shards of an interrupted pack are there (no $work/b/train.complete): pack with --overwrite" -- \
+    "$pack" "$work/if" "$work/b" --shards 2
+  # A shard of another pack beside the marker (a set mixed by hand): refused too.
+  "$pack" "$work/if" "$work/b" --shards 2 --overwrite >/dev/null
+  cp "$work/a/val-00001-of-00002.h5" "$work/b/"
+  expect 2 "$work/b/val-00001-of-00002.h5: a shard of another pack than $work/b/val.complete says" -- \
+    "${h5_run[@]}" data.root="$work/b"
+  # A failed --overwrite (shard 1's name taken by a folder) leaves the old pack's markers gone: the
+  # split it half replaced is refused, never read as whole.
+  "$pack" "$work/if" "$work/b" --shards 2 --overwrite >/dev/null
+  rm "$work/b/train-00001-of-00002.h5" && mkdir -p "$work/b/train-00001-of-00002.h5/blocker"
+  expect 1 "cannot rename" "no shard of this pack is left" -- "$pack" "$work/if" "$work/b" --shards 2 --overwrite
+  absent "$work/b/train.complete"
+  absent "$work/b/val.complete"
+  rm -r "$work/b/train-00001-of-00002.h5"
+  expect 0 "train: 8 images" -- "$pack" "$work/if" "$work/b" --shards 2 --overwrite
+  expect 0 "" -- "${h5_run[@]}" data.root="$work/b"
+  ;;
 queue_too_large)
   expect 2 "key 'moco.queue_size'" "bytes of memory" -- \
     ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/out" moco.queue_size=1000000000
@@ -101,6 +135,19 @@ config_two_documents)
   # --print-config: read with its second document dropped, the file would print and exit 0 at once.
   expect 2 "$work/two.yaml: holds 2 YAML documents" -- "$dist" --config "$work/two.yaml" --print-config
   expect 2 "$work/two.yaml: holds 2 YAML documents" -- "$dist" --config "$work/two.yaml" train.output_dir="$work/out"
+  absent "$work/out"
+  ;;
+config_override_two_documents)
+  # A command-line value holding a second YAML document: refused as a file holding two is, naming
+  # the key, for moco_dist and moco_lincls, before any work.
+  two=$'[120]\n---\n[160]'
+  expect 2 "key 'optim.milestones': holds 2 YAML documents" -- \
+    "$dist" --config "$tiny" train.output_dir="$work/out" optim.milestones="$two" --print-config
+  expect 2 "key 'optim.milestones': holds 2 YAML documents" -- \
+    "$dist" --config "$tiny" train.output_dir="$work/out" optim.milestones="$two"
+  absent "$work/out"
+  expect 2 "key 'lincls.milestones': holds 2 YAML documents" -- \
+    "$lincls" --config "$src/tests/data/tiny_lincls.yaml" train.output_dir="$work/out" lincls.milestones="$two"
   absent "$work/out"
   ;;
 resume_refused_writes_nothing)
