@@ -130,7 +130,7 @@ TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
                                     {"optim.milestones", "[120, 160]", "main_moco.py --schedule"},
                                     {"optim.gamma", "0.1", "main_moco.py adjust_learning_rate"},
                                     {"train.epochs", "200", "main_moco.py --epochs"},
-                                    {"data.crop_scale_min", "0.85", "project choice: centred items (kNN at 936 steps: 0.2 75.64%, 0.85 80.04%)"}},
+                                    {"data.crop_scale_min", "0.2", "main_moco.py RandomResizedCrop scale=(0.2, 1.)"}},
                                    "train::Config defaults");
 }
 
