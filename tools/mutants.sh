@@ -183,9 +183,9 @@ export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::for
 pack_write_failure_tmps_kept|src/data/image_pack.cpp|    remove_tmps(tasks);
     throw;|    throw;|^ckpt\.fs_pack_full$
 log_error_handler_spdlogs|src/train/run_logging.cpp|  logger->set_error_handler(|  if (false) logger->set_error_handler(|^ckpt\.fs_full_log$
-ckpt_manifest_errno_lost|src/ckpt/checkpoint.cpp|(errno ? std::string(": ") + std::strerror(errno) : "")|std::string()|^ckpt\.fs_full_manifest$
+ckpt_manifest_errno_lost|src/sys/durable_file.cpp|(errno ? std::string(": ") + std::strerror(errno) : "")|std::string()|^ckpt\.fs_full_manifest$
 ckpt_latest_failure_kept|src/ckpt/checkpoint.cpp|    fs::rename(final_dir, tmp_dir, ec);|    ec.clear();|^ckpt\.fs_full_latest$
-ckpt_latest_tmp_kept|src/ckpt/checkpoint_dir.cpp|    fs::remove(tmp, ignored);|    (void)ignored;|^ckpt\.fs_full_latest$
+ckpt_latest_tmp_kept|src/sys/durable_file.cpp|    std::filesystem::remove(tmp, ignored);|    (void)ignored;|^ckpt\.fs_full_latest$
 lincls_log_failure_unchecked|src/lincls/lincls.cpp|    train::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does|    (void)0;|^ckpt\.fs_lincls_full_log$
 config_override_second_document_ignored|src/train/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.AMultiDocumentValueIsRefusedNamingTheKey$
 pack_marker_unchecked|src/data/image_shards.cpp|  if (!read_pack_marker(dir, split, pack_id, marked))|  if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$

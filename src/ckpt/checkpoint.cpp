@@ -2,6 +2,7 @@
 
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/save_phases.h"
+#include "sys/durable_file.h"
 #include "sys/fault_hooks.h"
 
 #include <fmt/format.h>
@@ -9,14 +10,12 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <set>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <numeric>
 #include <utility>
@@ -45,16 +44,11 @@ sys::CheckpointFaultKind& pending_commit_fault() {
 }
 
 void write_text_durably(const fs::path& path, const std::string& text) {
-  {
-    std::ofstream out(path, std::ios::trunc);
-    errno = 0;
-    out << text;
-    out.flush();
-    // The stream keeps no error code; the failed write(2) left its errno (no space, read-only, ...).
-    if (!out)
-      throw CheckpointError(path.string() + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : ""));
+  try {
+    sys::write_synced(path.string(), text);
+  } catch (const std::runtime_error& e) {
+    throw CheckpointError(e.what());
   }
-  fsync_path(path.string());
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {

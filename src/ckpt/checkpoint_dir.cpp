@@ -2,13 +2,12 @@
 
 #include "ckpt/h5_tensor_file.h"
 #include "ckpt/manifest.h"
+#include "sys/durable_file.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -52,26 +51,11 @@ std::optional<int64_t> latest_step(const std::string& root) {
 }
 
 void write_latest(const std::string& root, int64_t step) {
-  const auto tmp = fs::path(root) / "latest.tmp";
   try {
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      errno = 0;
-      out << step_dir_name(step) << "\n";
-      out.flush();
-      // The stream keeps no error code; the failed write(2) left its errno (no space, read-only, ...).
-      if (!out)
-        throw CheckpointError(tmp.string() + ": cannot write" +
-                              (errno ? std::string(": ") + std::strerror(errno) : ""));
-    }
-    fsync_path(tmp.string());
-    std::error_code ec;
-    fs::rename(tmp, fs::path(root) / "latest", ec);
-    if (ec) throw CheckpointError((fs::path(root) / "latest").string() + ": cannot replace: " + ec.message());
-  } catch (...) {
-    std::error_code ignored;  // no temporary file left: `latest` is the old one, whole
-    fs::remove(tmp, ignored);
-    throw;
+    sys::replace_synced((fs::path(root) / "latest").string(), (fs::path(root) / "latest.tmp").string(),
+                        step_dir_name(step) + "\n");
+  } catch (const std::runtime_error& e) {
+    throw CheckpointError(e.what());
   }
   fsync_path(root);
 }

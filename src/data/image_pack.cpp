@@ -2,6 +2,7 @@
 
 #include "h5/attributes.h"
 #include "data/image_shards.h"
+#include "sys/durable_file.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -32,16 +33,6 @@ struct Task {
   std::string final_path, tmp_path;
   int64_t pack_id;  // the same in every shard of this pack and in its markers
 };
-
-void fsync_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error(path + ": cannot sync: " + why);
-  }
-  ::close(fd);
-}
 
 std::vector<uint8_t> read_source(const std::string& path, int64_t expected) {
   std::ifstream in(path, std::ios::binary);
@@ -162,7 +153,7 @@ void write_shard(const Task& t, const std::atomic<bool>& stop) {
   }
   if (stop) return;
   out.finish(t, offsets, sizes);
-  fsync_file(t.tmp_path);
+  sys::fsync_path(t.tmp_path);
 }
 
 // The shards of this split that out_dir holds already.
@@ -299,28 +290,10 @@ class SignalsHeld {
   sigset_t before_;
 };
 
-// out_dir/<split>.complete, whole or absent (a temporary file, synced, renamed).
+// out_dir/<split>.complete, whole or absent.
 void write_pack_marker(const std::string& out_dir, const std::string& split, int64_t pack_id, int shards) {
   const std::string path = (fs::path(out_dir) / pack_marker_name(split)).string();
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  try {
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      errno = 0;
-      out << pack_marker_text(pack_id, shards);
-      out.flush();
-      if (!out)
-        throw std::runtime_error(tmp + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : ""));
-    }
-    fsync_file(tmp);
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) throw std::runtime_error(path + ": cannot rename " + tmp + " to it: " + ec.message());
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw;
-  }
+  sys::replace_synced(path, path + ".tmp-" + std::to_string(::getpid()), pack_marker_text(pack_id, shards));
 }
 
 // Removes the splits' markers (an old pack's), then renames every temporary shard to its final name,
@@ -342,7 +315,7 @@ void commit_shards(const std::vector<SplitToPack>& splits, const std::string& ou
     }
   }
   try {
-    fsync_file(out_dir);  // no marker before the first rename
+    sys::fsync_path(out_dir);  // no marker before the first rename
   } catch (...) {
     remove_tmps(tasks);  // no shard of this pack has its final name yet
     throw;
@@ -362,7 +335,7 @@ void commit_shards(const std::vector<SplitToPack>& splits, const std::string& ou
   for (const auto& old : old_shards)
     if (std::none_of(tasks.begin(), tasks.end(), [&](const Task& t) { return t.final_path == old; }))
       fs::remove(old, ec);
-  fsync_file(out_dir);  // every shard in place before any marker says so
+  sys::fsync_path(out_dir);  // every shard in place before any marker says so
   for (const auto& split : splits) {
     try {
       write_pack_marker(out_dir, split.name, tasks.front().pack_id, tasks.front().num_shards);
@@ -396,7 +369,7 @@ std::vector<PackedSplit> pack_image_folders(const std::vector<SplitToPack>& spli
   }
   // Every shard is complete and synced: only now do final names appear, all of them or none.
   commit_shards(splits, out_dir, tasks, old_shards);
-  fsync_file(out_dir);
+  sys::fsync_path(out_dir);
   for (auto& p : packed)
     for (const auto& file : p.files) p.bytes += static_cast<int64_t>(fs::file_size(file, ec));
   return packed;
