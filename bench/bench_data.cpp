@@ -4,7 +4,9 @@
 // batches of 16) on the same files as an ImageFolder (4 classes, copied to a scratch folder) and
 // packed into 2 HDF5 shards (moco_pack's pack_image_folders): images/s delivered with 1 and 2
 // workers, epochs of the two sources alternated, and their ratios.
-//   build/bench_data DIR [--rounds N]     (DIR: *.jpg, e.g. ImageNet-sized 500x375 photos)
+// With --peer it runs that script on the same files in the same command and prints the ratio; it
+// also reports how far data.dct_scaling moves the views' values from the full-size decode.
+//   build/bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]   (DIR: *.jpg, e.g. 500x375 photos)
 #include "data/augment.h"
 #include "data/encoded_views.h"
 #include "data/image_folder.h"
@@ -12,12 +14,16 @@
 #include "data/image_shards.h"
 #include "data/loader.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -75,16 +81,88 @@ void loader_bench(const std::vector<std::filesystem::path>& files, const moco::d
   fs::remove_all(scratch);
 }
 
+// Images/s of one thread making both v2 views of every file `rounds` times (decode included).
+double views_per_second(const std::vector<std::vector<uint8_t>>& files, const moco::data::AugmentOptions& o, bool dct,
+                        int rounds) {
+  using namespace moco::data;
+  std::vector<float> query(static_cast<size_t>(3 * o.out_size * o.out_size)), key(query.size());
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < files.size(); ++i) {
+      const uint64_t query_seed = view_seed(0, r, static_cast<int64_t>(i), 0),
+                     key_seed = view_seed(0, r, static_cast<int64_t>(i), 1);
+      encoded_train_views(files[i].data(), files[i].size(), o, dct, query_seed, query.data(), &key_seed, key.data());
+    }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double rate = static_cast<double>(rounds) * static_cast<double>(files.size()) / seconds;
+  std::cout << "moco_dist, data.dct_scaling=" << (dct ? "true " : "false") << ": " << rate
+            << " images/s (decode + two v2 views at " << o.out_size << ", one thread, " << files.size() << " files x "
+            << rounds << ")\n";
+  return rate;
+}
+
+// How far the DCT-scaled decode moves the views: the same seeds with and without it, every value
+// of every view compared in uint8 levels (the normalised difference times 255 std).
+void report_dct_deviation(const std::vector<std::vector<uint8_t>>& files, const moco::data::AugmentOptions& o) {
+  using namespace moco::data;
+  const size_t plane = static_cast<size_t>(o.out_size * o.out_size);
+  std::vector<float> scaled(3 * plane), full(3 * plane);
+  int64_t values = 0, equal = 0, within_one = 0;
+  double sum = 0, largest = 0;
+  for (size_t i = 0; i < files.size(); ++i)
+    for (int view = 0; view < 2; ++view) {
+      const uint64_t seed = view_seed(0, 0, static_cast<int64_t>(i), view);
+      encoded_train_views(files[i].data(), files[i].size(), o, true, seed, scaled.data(), nullptr, nullptr);
+      encoded_train_views(files[i].data(), files[i].size(), o, false, seed, full.data(), nullptr, nullptr);
+      for (size_t k = 0; k < scaled.size(); ++k) {
+        const double levels = std::fabs(scaled[k] - full[k]) * o.std[k / plane] * 255.0;
+        ++values;
+        equal += levels < 0.5;
+        within_one += levels < 1.5;
+        sum += levels;
+        largest = std::max(largest, levels);
+      }
+    }
+  std::cout << "data.dct_scaling=true against the full-size decode, same views: " << 100.0 * equal / values
+            << "% of values equal, " << 100.0 * within_one / values << "% within one level, mean " << sum / values
+            << " levels, largest " << std::lround(largest) << " (" << values << " values)\n";
+}
+
+// Runs the Python peer (bench_data_torchvision.py) on the same folder and reads its images/s.
+double peer_images_per_second(const std::string& script, const std::string& dir, int rounds) {
+  const std::string command = "/usr/bin/python3 " + script + " " + dir + " --rounds " + std::to_string(rounds);
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("bench_data: cannot run " + command);
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  if (::pclose(pipe) != 0) throw std::runtime_error("bench_data: " + command + " failed:\n" + output);
+  std::cout << output;
+  const auto colon = output.find(": ");
+  if (colon == std::string::npos) throw std::runtime_error("bench_data: no images/s in the peer's output: " + output);
+  return std::stod(output.substr(colon + 2));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace moco::data;
   if (argc < 2) {
-    std::cerr << "usage: bench_data DIR [--rounds N]\n";
+    std::cerr << "usage: bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]\n";
     return 2;
   }
   int rounds = 4;
-  if (argc == 4 && std::strcmp(argv[2], "--rounds") == 0) rounds = std::stoi(argv[3]);
+  std::string peer;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--rounds") == 0)
+      rounds = std::stoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--peer") == 0)
+      peer = argv[i + 1];
+    else {
+      std::cerr << "bench_data: unknown option " << argv[i] << "\n";
+      return 2;
+    }
+  }
   std::vector<std::vector<uint8_t>> files;
   std::vector<std::filesystem::path> paths;
   for (const auto& e : std::filesystem::directory_iterator(argv[1])) {
@@ -102,20 +180,15 @@ int main(int argc, char** argv) {
   o.out_size = 224;
   o.mean = {0.485, 0.456, 0.406};
   o.std = {0.229, 0.224, 0.225};
-  std::vector<float> query(3 * 224 * 224), key(3 * 224 * 224);
-  for (bool dct : {true, false}) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < rounds; ++r)
-      for (size_t i = 0; i < files.size(); ++i) {
-        const uint64_t query_seed = view_seed(0, r, static_cast<int64_t>(i), 0),
-                       key_seed = view_seed(0, r, static_cast<int64_t>(i), 1);
-        encoded_train_views(files[i].data(), files[i].size(), o, dct, query_seed, query.data(), &key_seed, key.data());
-      }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cout << "moco_dist, data.dct_scaling=" << (dct ? "true " : "false") << ": "
-              << static_cast<double>(rounds * files.size()) / seconds
-              << " images/s (decode + two v2 views at 224, one thread, " << files.size() << " files x " << rounds
-              << ")\n";
+  const double rate_dct = views_per_second(files, o, true, rounds);
+  const double rate_full = views_per_second(files, o, false, rounds);
+  report_dct_deviation(files, o);
+  if (!peer.empty()) {
+    // The peer runs between two more timings of ours, so that a drift of the machine shows.
+    const double theirs = peer_images_per_second(peer, argv[1], rounds);
+    const double again = views_per_second(files, o, false, rounds);
+    std::cout << "moco_dist / torchvision + PIL, both decoding at full size: " << rate_full / theirs << " before, "
+              << again / theirs << " after the peer; with data.dct_scaling=true: " << rate_dct / theirs << "\n";
   }
   loader_bench(paths, o, rounds);
   return 0;

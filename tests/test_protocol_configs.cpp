@@ -46,6 +46,7 @@ const std::vector<Constant> kMainMoco = {
     {"data.saturation", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.4, ...)"},
     {"data.mean", "[0.485, 0.456, 0.406]", "main_moco.py transforms.Normalize mean"},
     {"data.std", "[0.229, 0.224, 0.225]", "main_moco.py transforms.Normalize std"},
+    {"data.dct_scaling", "false", "main_moco.py pil_loader: Image.open(f).convert('RGB'), a full-size decode"},
 };
 
 std::vector<Constant> with(std::vector<Constant> table, const std::vector<Constant>& more) {

@@ -56,6 +56,7 @@ std::vector<Constant> imagenet_lincls_table(bool mlp) {
                                 {"data.dataset", "imagefolder", "main_lincls.py datasets.ImageFolder(train, val)"},
                                 {"data.mean", "[0.485, 0.456, 0.406]", "main_lincls.py transforms.Normalize mean"},
                                 {"data.std", "[0.229, 0.224, 0.225]", "main_lincls.py transforms.Normalize std"},
+                                {"data.dct_scaling", "false", "main_lincls.py pil_loader: a full-size PIL decode"},
                                 {"model.arch", "resnet50", "main_lincls.py -a default resnet50"},
                                 {"model.small_stem", "false", "torchvision's resnet50: 7x7 stride-2 stem, max-pool"},
                                 {"model.mlp", mlp ? "true" : "false",

@@ -250,8 +250,9 @@ std::vector<Field> data_fields() {
                  "queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
       MOCO_BOUND("data.dct_scaling", data.augment.dct_scaling,
                  "imagefolder, hdf5: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still "
-                 "leaves each crop at least data.image_size px, before the antialiased resize (much faster on large "
-                 "photos; false: always decode at full size)"),
+                 "leaves each crop at least data.image_size px, before the antialiased resize (faster only on photos "
+                 "several times the view size, and other pixels than PIL's full-size decode: docs/data.md; the "
+                 "paper configs set false)"),
       MOCO_BOUND("data.image_size", data.augment.out_size, "side in pixels of the augmented crops").must(positive),
       MOCO_BOUND(
           "data.augmentation", data.augment.recipe,
