@@ -189,6 +189,15 @@ ckpt_manifest_errno_lost|src/sys/durable_file.cpp|(errno ? std::string(": ") + s
 ckpt_latest_failure_kept|src/ckpt/checkpoint.cpp|    fs::rename(final_dir, tmp_dir, ec);|    ec.clear();|^ckpt\.fs_full_latest$
 ckpt_latest_tmp_kept|src/sys/durable_file.cpp|    std::filesystem::remove(tmp, ignored);|    (void)ignored;|^ckpt\.fs_full_latest$
 lincls_log_failure_unchecked|src/lincls/lincls.cpp|    train::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does|    (void)0;|^ckpt\.fs_lincls_full_log$
+export_format_torch_writes_h5|src/ckpt/export.cpp|  if (format == ExportFormat::torch) {|  if (false) {|^CkptExport\.|^tools\.export_existing$
+export_unknown_format_exits_1|src/app/moco_ckpt_main.cpp|  if (!format) throw Refusal(|  if (!format) throw std::runtime_error(|^tools\.export_existing$
+export_detectron2_pkl_accepted|src/app/moco_ckpt_main.cpp|*format == moco::ckpt::ExportFormat::detectron2 && out.size() >= 4|false && out.size() >= 4|^tools\.export_existing$
+export_detectron2_head_dropped|src/app/moco_ckpt_main.cpp|format == moco::ckpt::ExportFormat::detectron2;|false;|^tools\.export_existing$
+detectron2_stem_prefix_everywhere|src/ckpt/torch_export.cpp|  if (k.find("layer") == std::string::npos) k = "stem." + k;|  k = "stem." + k;|^CkptExport\.
+detectron2_bn3_kept|src/ckpt/torch_export.cpp|for (int t = 1; t <= 3; ++t) k = replace_all|for (int t = 1; t <= 2; ++t) k = replace_all|^CkptExport\.
+detectron2_shortcut_norm_unnamed|src/ckpt/torch_export.cpp|  return replace_all(k, "downsample.1", "shortcut.norm");|  return k;|^CkptExport\.
+detectron2_author_wrong|src/ckpt/torch_export.cpp|content.insert("__author__", std::string("MOCO"));|content.insert("__author__", std::string("Caffe2"));|^CkptExport\.
+detectron2_no_matching_heuristics|src/ckpt/torch_export.cpp|content.insert("matching_heuristics", true);|content.insert("matching_heuristics", false);|^CkptExport\.
 config_override_second_document_ignored|src/train/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.AMultiDocumentValueIsRefusedNamingTheKey$
 pack_marker_unchecked|src/data/image_shards.cpp|  if (!read_pack_marker(dir, split, pack_id, marked))|  if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
 pack_shard_of_other_pack_accepted|src/data/image_shards.cpp|      if (c.pack_id != pack_id)|      if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$

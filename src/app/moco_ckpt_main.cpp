@@ -78,15 +78,29 @@ void check_export_module(const std::string& dir, const std::string& module) {
                               fmt::join(modules, ", ")));
 }
 
-int export_backbone(const std::string& path, const std::string& out, const std::string& module, bool keep_head,
-                    bool force) {
+// --format names one of ckpt::ExportFormat. detectron2 reads a file named *.pkl with pickle.load,
+// which cannot read torch.load's zip format: such a name is refused.
+moco::ckpt::ExportFormat check_export_format(const std::string& name, const std::string& out) {
+  const auto format = moco::ckpt::export_format_named(name);
+  if (!format) throw Refusal(fmt::format("export: --format '{}': not one of h5, torch, detectron2", name));
+  if (*format == moco::ckpt::ExportFormat::detectron2 && out.size() >= 4 && out.compare(out.size() - 4, 4, ".pkl") == 0)
+    throw Refusal(fmt::format(
+        "export: OUT {}: detectron2 reads a .pkl file with pickle.load, not torch.load: name it .pth", out));
+  return *format;
+}
+
+int export_backbone(const std::string& path, const std::string& out, const std::string& module,
+                    const std::string& format_name, bool keep_head, bool force) {
+  const auto format = check_export_format(format_name, out);
   const auto dir = moco::ckpt::resolve_checkpoint_dir(path);
   check_export_target(dir, out, force);
   check_export_module(dir, module);
+  // The official detectron2 converter keeps every encoder_q key, the head's as stem.fc.*.
+  const bool all_keys = keep_head || format == moco::ckpt::ExportFormat::detectron2;
   const auto summary = moco::ckpt::export_module(
-      dir, module, keep_head ? std::vector<std::string>{} : std::vector<std::string>{"fc."}, out);
-  std::cout << fmt::format("{}: {} tensors of {} ({:.2f} MiB) from {} (step {})\n", out, summary.tensors, module,
-                           summary.bytes / 1048576.0, dir, summary.step);
+      dir, module, all_keys ? std::vector<std::string>{} : std::vector<std::string>{"fc."}, out, format);
+  std::cout << fmt::format("{}: {} tensors of {} ({:.2f} MiB) from {} (step {}), format {}\n", out, summary.tensors,
+                           module, summary.bytes / 1048576.0, dir, summary.step, format_name);
   return 0;
 }
 
@@ -171,7 +185,7 @@ int main(int argc, char** argv) {
       "CHECKPOINT is a checkpoint folder (output_dir/checkpoints/step_<n>), a checkpoints folder or a run's\n"
       "output_dir (both meaning the checkpoint `latest` names)."};
   app.require_subcommand(1);
-  std::string a, b, out, module = "encoder_q";
+  std::string a, b, out, module = "encoder_q", format = "h5";
   bool keep_head = false, force = false;
   std::vector<std::string> ignore;
   double atol = 0;
@@ -182,9 +196,16 @@ int main(int argc, char** argv) {
       "verify", "read every tensor and check its checksums; exit 1 naming the first bad tensor and file");
   verify_cmd->add_option("CHECKPOINT", a)->required();
   auto* export_cmd = app.add_subcommand(
-      "export", "write the query encoder's backbone as torchvision state_dict keys (no fc head) to OUT.h5");
+      "export",
+      "write the query encoder's backbone as torchvision state_dict keys (no fc head) to OUT: HDF5, a torch.load\n"
+      "file (torchvision, timm) or detectron2's weights (the official MoCo converter's keys, fc head included)");
   export_cmd->add_option("CHECKPOINT", a)->required();
-  export_cmd->add_option("OUT", out, "output HDF5 file")->required();
+  export_cmd->add_option("OUT", out, "output file (.h5, .pth; for detectron2 .pth, not .pkl)")->required();
+  export_cmd
+      ->add_option("--format", format,
+                   "h5 (datasets named by key), torch (a dict for torch.load and load_state_dict) or detectron2\n"
+                   "(for MODEL.WEIGHTS: a torch.load file of {model, __author__ MOCO, matching_heuristics})")
+      ->capture_default_str();
   export_cmd->add_option("--module", module, "which module to export")->capture_default_str();
   export_cmd->add_flag("--keep-head", keep_head, "keep the fc head as well");
   export_cmd->add_flag("--force", force, "replace OUT if it exists (atomically: the old file until the new is whole)");
@@ -203,13 +224,14 @@ int main(int argc, char** argv) {
           },
           "X>=0"));
   app.footer(
-      "Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line (a bad --ignore, an\n"
-      "export OUT inside the checkpoint it reads, a folder, or an existing file without --force; nothing written).");
+      "Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line (a bad --ignore or\n"
+      "--format, an export OUT inside the checkpoint it reads, a folder, or an existing file without --force;\n"
+      "nothing written).");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
   try {
     if (*inspect_cmd) return inspect(a);
     if (*verify_cmd) return verify(a);
-    if (*export_cmd) return export_backbone(a, out, module, keep_head, force);
+    if (*export_cmd) return export_backbone(a, out, module, format, keep_head, force);
     if (*diff_cmd) return diff(a, b, ignore, atol);
   } catch (const Refusal& e) {
     std::cerr << "moco_ckpt: " << e.what() << "\n";

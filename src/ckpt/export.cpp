@@ -1,6 +1,7 @@
 #include "ckpt/export.h"
 
 #include "ckpt/manifest.h"
+#include "ckpt/torch_export.h"
 
 #include <fmt/format.h>
 
@@ -11,43 +12,72 @@
 namespace moco::ckpt {
 namespace {
 
-ExportSummary write_export(CheckpointReader& reader, const std::string& checkpoint_dir, const std::string& module,
-                           const std::vector<std::string>& drop_prefixes, const std::string& tmp) {
+// The module's tensors, keys without "<module>/", minus the dropped prefixes, in manifest order.
+NamedTensors selected_tensors(CheckpointReader& reader, const std::string& module,
+                              const std::vector<std::string>& drop_prefixes, ExportSummary& summary) {
   const std::string prefix = module + "/";
-  ExportSummary summary;
-  summary.step = reader.manifest().step;
-  H5TensorWriter out(tmp);
-  out.write_string_attribute("source", fmt::format("{} (step {}), module {}", checkpoint_dir, summary.step, module));
-  // The training config travels along: some of the architecture (a stem's stride) shows in no
-  // tensor's shape, and whoever loads the export checks it against their own.
-  out.write_string_attribute("config_yaml", reader.manifest().config_yaml);
+  NamedTensors selected;
   for (const auto& record : reader.manifest().tensors) {
     if (record.rank_local || record.name.rfind(prefix, 0) != 0) continue;
     const std::string key = record.name.substr(prefix.size());
     bool dropped = false;
     for (const auto& p : drop_prefixes) dropped = dropped || key.rfind(p, 0) == 0;
     if (dropped) continue;
-    out.write(key, reader.read(record));
+    selected.emplace_back(key, reader.read(record));
     ++summary.tensors;
     summary.bytes += record.bytes;
   }
+  return selected;
+}
+
+void write_h5(const NamedTensors& tensors, const std::string& source, const std::string& config_yaml,
+              const std::string& tmp) {
+  H5TensorWriter out(tmp);
+  out.write_string_attribute("source", source);
+  // The training config travels along: some of the architecture (a stem's stride) shows in no
+  // tensor's shape, and whoever loads the export checks it against their own.
+  out.write_string_attribute("config_yaml", config_yaml);
+  for (const auto& [key, tensor] : tensors) out.write(key, tensor);
   out.close();
+}
+
+ExportSummary write_export(CheckpointReader& reader, const std::string& checkpoint_dir, const std::string& module,
+                           const std::vector<std::string>& drop_prefixes, const std::string& tmp, ExportFormat format) {
+  ExportSummary summary;
+  summary.step = reader.manifest().step;
+  const auto tensors = selected_tensors(reader, module, drop_prefixes, summary);
+  if (tensors.empty())
+    throw CheckpointError(fmt::format("{}: no tensor of module '{}' to export", checkpoint_dir, module));
+  if (format == ExportFormat::torch) {
+    write_torch_state_dict(tmp, tensors);
+  } else if (format == ExportFormat::detectron2) {
+    write_detectron2_weights(tmp, tensors);
+  } else {
+    write_h5(tensors, fmt::format("{} (step {}), module {}", checkpoint_dir, summary.step, module),
+             reader.manifest().config_yaml, tmp);
+  }
   return summary;
 }
 
 }  // namespace
 
+std::optional<ExportFormat> export_format_named(const std::string& name) {
+  if (name == "h5") return ExportFormat::h5;
+  if (name == "torch") return ExportFormat::torch;
+  if (name == "detectron2") return ExportFormat::detectron2;
+  return std::nullopt;
+}
+
 ExportSummary export_module(const std::string& checkpoint_dir, const std::string& module,
-                            const std::vector<std::string>& drop_prefixes, const std::string& out_path) {
+                            const std::vector<std::string>& drop_prefixes, const std::string& out_path,
+                            ExportFormat format) {
   CheckpointReader reader(checkpoint_dir);
   // Written beside the target and renamed over it: OUT is the old file or the whole new one, never
   // half of one. The temporary name is this process's; any failure removes it.
   const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());
   ExportSummary summary;
   try {
-    summary = write_export(reader, checkpoint_dir, module, drop_prefixes, tmp);
-    if (summary.tensors == 0)
-      throw CheckpointError(fmt::format("{}: no tensor of module '{}' to export", checkpoint_dir, module));
+    summary = write_export(reader, checkpoint_dir, module, drop_prefixes, tmp, format);
     std::filesystem::rename(tmp, out_path);
   } catch (...) {
     std::error_code ec;

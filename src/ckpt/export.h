@@ -1,8 +1,9 @@
-// defines: export_module (one module's tensors of a checkpoint as a flat HDF5 file of state_dict
-// keys, e.g. the query encoder's backbone for torchvision)
+// defines: export_module, ExportFormat, export_format_named (one module's tensors of a checkpoint as
+// a file of state_dict keys, e.g. the query encoder's backbone for torchvision or detectron2)
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,10 +15,19 @@ struct ExportSummary {
   int64_t step = 0;
 };
 
+// h5: a flat HDF5 file of datasets; torch: a torch.load file of one dict; detectron2: a torch.load
+// file of what facebookresearch/moco's convert-pretrain-to-detectron2.py writes (ckpt/torch_export.h).
+enum class ExportFormat { h5, torch, detectron2 };
+
+// "h5", "torch", "detectron2"; nullopt for any other name.
+std::optional<ExportFormat> export_format_named(const std::string& name);
+
 // Writes every tensor "<module>/<key>" of the checkpoint whose key starts with none of
 // `drop_prefixes` as dataset "<key>" at the root of out_path (verified on the way: Fletcher-32 and
-// CRC-32), so that `{k: f[k][()] for k in f}` is a state_dict. Throws CheckpointError.
+// CRC-32), so that `{k: f[k][()] for k in f}` is a state_dict; or, in the other formats, as that
+// dict's entries. Throws CheckpointError.
 ExportSummary export_module(const std::string& checkpoint_dir, const std::string& module,
-                            const std::vector<std::string>& drop_prefixes, const std::string& out_path);
+                            const std::vector<std::string>& drop_prefixes, const std::string& out_path,
+                            ExportFormat format = ExportFormat::h5);
 
 }  // namespace moco::ckpt

@@ -52,7 +52,19 @@ export_existing)
   expect 2 "export: --module 'nosuch': $step holds no such module (it has: " -- \
     "$ckpt" export "$work/run" "$work/none.h5" --module nosuch
   absent "$work/none.h5"
-  # rng holds rank-local tensors only: found, then nothing to export, after the file was begun.
+  expect 2 "export: --format 'pt': not one of h5, torch, detectron2" -- \
+    "$ckpt" export "$work/run" "$work/none.h5" --format pt
+  absent "$work/none.h5"
+  expect 2 "detectron2 reads a .pkl file with pickle.load, not torch.load: name it .pth" -- \
+    "$ckpt" export "$work/run" "$work/none.pkl" --format detectron2
+  absent "$work/none.pkl"
+  expect 0 "format torch" -- "$ckpt" export "$work/run" "$work/out.pth" --format torch
+  "$py" -c "import torch, sys; d = torch.load(sys.argv[1]); assert 'layer1.0.conv1.weight' in d and not any(k.startswith('fc.') for k in d)" \
+    "$work/out.pth" || fail "--format torch did not write a torch.load file of the backbone"
+  expect 0 "format detectron2" -- "$ckpt" export "$work/run" "$work/d2.pth" --format detectron2
+  "$py" -c "import torch, sys; d = torch.load(sys.argv[1]); assert d['__author__'] == 'MOCO' and 'res2.0.conv1.weight' in d['model'] and any(k.startswith('stem.fc.') for k in d['model'])" \
+    "$work/d2.pth" || fail "--format detectron2 did not write detectron2's weights"
+  # rng holds rank-local tensors only: found, then nothing to export (no file begun).
   expect 1 "no tensor of module 'rng' to export" -- "$ckpt" export "$work/run" "$work/none.h5" --module rng
   absent "$work/none.h5"
   ! ls "$work" | grep -q "tmp" || fail "a temporary file was left: $(ls "$work")"
