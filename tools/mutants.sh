@@ -46,6 +46,8 @@ config_bad_choice_not_overridable|src/train/config.cpp|reading.bad_choices.erase
 config_row_rules_skipped|src/train/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
 config_range_edge_open|src/train/config.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
+lr_updated_every_step|src/train/schedule.cpp|  if (config.optim.lr_update == LrUpdate::kStep) return progress * config.train.epochs;|  return progress * config.train.epochs;|^ScheduleTest\.|^cli\.train\.lr_update$
+lr_epoch_ignores_budget|src/train/schedule.cpp|  if (config.train.time_budget_s <= 0) return whole;|  return whole;|^ScheduleTest\.|^cli\.train\.time_budget$
 loader_window_ignored|src/data/loader.cpp|next_to_claim < next_to_deliver + window;|true;|^LoaderTest\.
 queue_wrap_drops_keys|src/model/contrastive.cpp|add_(ptr).remainder_(size)|add_(ptr).clamp_max_(size - 1)|^MocoTest\.|^ContrastiveTest\.
 time_budget_ignored|src/train/run_control.cpp|if (config_.train.time_budget_s > 0) p = std::max(p, train_seconds / config_.train.time_budget_s);|(void)0;|^cli\.train\.time_budget$
