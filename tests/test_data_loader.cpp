@@ -75,6 +75,71 @@ TEST(EpochOrderTest, DropLastAndNoShuffle) {
   EXPECT_EQ(epoch_order(1000, order_options(7, 4, 2), 0).size(), 35u * 7u);  // floor(1000 / 28) batches
 }
 
+// main_lincls.py's DistributedSampler(drop_last=False) on the global order `g`: num_samples =
+// ceil(N / W), g padded with its own first indices to num_samples x W (cycling when short), rank r
+// taking padded[r::W]; its DataLoader then cuts each rank's list into batches of `batch`, the last
+// one the rest. Returns each rank's batch sizes and the epoch's multiset of indices.
+struct SamplerEpoch {
+  std::vector<std::vector<int64_t>> batch_sizes;  // per rank
+  std::multiset<int64_t> seen;
+};
+SamplerEpoch distributed_sampler_epoch(const std::vector<int64_t>& g, int world, int64_t batch) {
+  const auto n = static_cast<int64_t>(g.size());
+  const int64_t num_samples = (n + world - 1) / world, total = num_samples * world;
+  std::vector<int64_t> padded = g;
+  for (int64_t i = n; i < total; ++i) padded.push_back(g[static_cast<size_t>(i % n)]);
+  SamplerEpoch e;
+  for (int r = 0; r < world; ++r) {
+    int64_t count = 0;
+    for (int64_t i = r; i < total; i += world, ++count) e.seen.insert(padded[static_cast<size_t>(i)]);
+    std::vector<int64_t> sizes;
+    for (int64_t left = count; left > 0; left -= batch) sizes.push_back(std::min(left, batch));
+    e.batch_sizes.push_back(sizes);
+  }
+  return e;
+}
+
+// Keeping the last partial batch (the linear protocol): every image of the epoch is seen, the ranks'
+// multiset and batch sizes are the official sampler's, and rank-ordered concatenation is the global
+// order cut into global batches (1 rank with the global batch, where no padding is needed).
+TEST(EpochOrderTest, KeepLastIsDistributedSamplersEpoch) {
+  for (const int64_t n : {103, 100, 96, 5}) {
+    for (const int world : {1, 2, 3}) {
+      const int64_t batch = 4;
+      LoaderOptions o = order_options(batch, world, 0);
+      o.drop_last = false;
+      LoaderOptions whole = order_options(n, 1, 0);  // the global permutation itself
+      const std::vector<int64_t> g = epoch_order(n, whole, 5);
+      const SamplerEpoch official = distributed_sampler_epoch(g, world, batch);
+      std::multiset<int64_t> seen;
+      std::vector<std::vector<int64_t>> ranks;
+      for (int r = 0; r < world; ++r) {
+        o.rank = r;
+        ranks.push_back(epoch_order(n, o, 5));
+        seen.insert(ranks.back().begin(), ranks.back().end());
+        const int64_t batches = moco::data::batches_per_epoch(n, o);
+        ASSERT_EQ(static_cast<size_t>(batches), official.batch_sizes[r].size()) << n << " on " << world;
+        std::vector<int64_t> sizes;
+        for (int64_t j = 0; j < batches; ++j)
+          sizes.push_back(std::min<int64_t>(batch, static_cast<int64_t>(ranks.back().size()) - j * batch));
+        EXPECT_EQ(sizes, official.batch_sizes[r]) << n << " images on " << world << " ranks, rank " << r;
+      }
+      EXPECT_EQ(seen, official.seen) << n << " images on " << world << " ranks";
+      EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), static_cast<size_t>(n));  // every image
+      if (n % world != 0) continue;
+      std::vector<int64_t> concatenated;
+      for (size_t first = 0; first < ranks[0].size(); first += batch)
+        for (const auto& share : ranks)
+          concatenated.insert(concatenated.end(), share.begin() + first,
+                              share.begin() + std::min(share.size(), first + batch));
+      LoaderOptions single = order_options(batch * world, 1, 0);
+      single.drop_last = false;
+      EXPECT_EQ(concatenated, epoch_order(n, single, 5)) << n << " on " << world;
+      EXPECT_EQ(concatenated, g);
+    }
+  }
+}
+
 // The permutation must not depend on the standard library, so pin one.
 TEST(EpochOrderTest, PinnedPermutation) {
   EXPECT_EQ(epoch_order(10, order_options(10, 1, 0, /*seed=*/0), 0),
@@ -165,6 +230,30 @@ TEST(LoaderTest, DeliversTheEpochOrderInBatches) {
   const torch::Tensor images = dataset->get_batch(indices).first;
   EXPECT_TRUE(torch::equal(first.query, moco::data::augment_batch(images, augment, query_seeds)));
   EXPECT_TRUE(torch::equal(first.key, moco::data::augment_batch(images, augment, key_seeds)));
+}
+
+// drop_last=false: 70 images in batches of 8 are 8 full batches and one of 6, also when the epoch
+// starts at that last batch (a resumed run).
+TEST(LoaderTest, KeepsTheLastPartialBatch) {
+  LoaderOptions options = loader_options(2, 2);
+  options.drop_last = false;
+  TwoViewLoader loader(small_dataset(), small_augment(), options);
+  EXPECT_EQ(loader.batches_per_epoch(), 9);
+  loader.start_epoch(3);
+  const auto batches = drain(loader);
+  ASSERT_EQ(batches.size(), 9u);
+  std::vector<int64_t> seen;
+  for (const auto& batch : batches) {
+    const auto idx = batch.indices.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < idx.size(0); ++i) seen.push_back(idx[i]);
+  }
+  EXPECT_EQ(seen, epoch_order(70, options, 3));
+  EXPECT_EQ(batches.back().query.sizes(), (std::vector<int64_t>{6, 3, 10, 10}));
+  EXPECT_EQ(batches.back().labels.size(0), 6);
+  loader.start_epoch(3, 8);
+  const auto last = drain(loader);
+  ASSERT_EQ(last.size(), 1u);
+  expect_same(last, {batches.back()});
 }
 
 TEST(LoaderTest, WorkerCountDoesNotChangeOutput) {

@@ -115,6 +115,28 @@ TEST(DistLinclsTest, StepsOnSharesEqualOneProcessOnTheGlobalBatch) {
                                lincls::LinearClassifier(32, 10, 0.9, 1e-4, group, 4, torch::kCPU).fc()->weight));
 }
 
+// The last partial batch of an epoch (5 images a rank, against 24 in the others): one SGD step on it
+// is the step of the mean loss over its images, by hand from the per-image losses' summed
+// gradient, and on 2 ranks the same as 1 process on the whole partial batch.
+TEST(DistLinclsTest, APartialBatchStepsOnTheMeanOverItsImages) {
+  auto group = test_world_group();
+  const int world = group->world_size(), rank = group->rank();
+  const int64_t share = 5, n = share * world;
+  const auto [features, labels] = separable(n, 12);
+  lincls::LinearClassifier mine(32, 10, /*momentum=*/0, /*weight_decay=*/0, group, 4, torch::kCPU);
+  const auto w = mine.fc()->weight.detach().clone().requires_grad_(true);
+  const auto b = mine.fc()->bias.detach().clone().requires_grad_(true);
+  const auto per_image =
+      torch::nn::functional::cross_entropy(torch::nn::functional::linear(features, w, b), labels,
+                                           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  per_image.sum().backward();
+  const double lr = 0.5;
+  const double loss = mine.step(features.narrow(0, rank * share, share), labels.narrow(0, rank * share, share), lr);
+  EXPECT_NEAR(loss, per_image.narrow(0, rank * share, share).mean().item<double>(), 1e-6);
+  EXPECT_TRUE(torch::allclose(mine.fc()->weight, w.detach() - lr * w.grad() / static_cast<double>(n), 1e-5, 1e-7));
+  EXPECT_TRUE(torch::allclose(mine.fc()->bias, b.detach() - lr * b.grad() / static_cast<double>(n), 1e-5, 1e-7));
+}
+
 TEST(LinclsTest, ClassifierLearnsLinearlySeparableFeatures) {
   const auto [train_x, train_y] = separable(2000, 1);
   const auto [test_x, test_y] = separable(500, 2);

@@ -35,6 +35,7 @@ const std::vector<Constant> kMainMoco = {
     {"optim.batch_size", "256", "main_moco.py -b 256; v1 §3.3 'mini-batch 256 in 8 GPUs'"},
     {"optim.momentum", "0.9", "main_moco.py --momentum 0.9; v1 §3.3 SGD momentum 0.9"},
     {"optim.weight_decay", "0.0001", "main_moco.py --wd 1e-4; v1 §3.3 'weight decay 0.0001'"},
+    {"optim.lr_update", "epoch", "main_moco.py adjust_learning_rate(optimizer, epoch, args) at each epoch's start"},
     {"train.epochs", "200", "main_moco.py --epochs 200; v1 §3.3 '200 epochs', v2 Table 1 200 ep"},
     {"data.dataset", "imagefolder", "main_moco.py datasets.ImageFolder(traindir)"},
     {"data.image_size", "224", "main_moco.py RandomResizedCrop(224)"},
@@ -95,6 +96,7 @@ const std::vector<Constant> kFashionMnistQuick = {
     {"optim.schedule", "cosine", "MoCo v2's --cos"},
     {"train.epochs", "2", "project choice: a fixed 936 steps, the same numbers on every run (README)"},
     {"train.time_budget_s", "0", "fixed steps, not a wall-clock budget (issue 23)"},
+    {"optim.lr_update", "step", "project choice: the lr every step over 2 epochs; the published results were so"},
     {"data.augmentation", "simple", "project choice: greyscale 28 px (crop, flip, brightness/contrast)"},
     {"data.image_size", "28", "Fashion-MNIST's own size"},
     {"data.crop_scale_min", "0.85", "project choice: centred items (kNN at 936 steps: 0.2 75.64%, 0.85 80.04%)"},
@@ -130,15 +132,16 @@ TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
                                     {"optim.weight_decay", "0.0001", "main_moco.py --wd"},
                                     {"optim.milestones", "[120, 160]", "main_moco.py --schedule"},
                                     {"optim.gamma", "0.1", "main_moco.py adjust_learning_rate"},
+                                    {"optim.lr_update", "epoch", "main_moco.py adjust_learning_rate, once per epoch"},
                                     {"train.epochs", "200", "main_moco.py --epochs"},
                                     {"data.crop_scale_min", "0.2", "main_moco.py RandomResizedCrop scale=(0.2, 1.)"}},
                                    "train::Config defaults");
 }
 
 // main_moco.py adjust_learning_rate: step, lr *= 0.1 for each milestone <= epoch (120, 160); with --cos
-// lr *= 0.5 * (1 + cos(pi * epoch / epochs)). Its epoch is an integer; here epochs are fractional (the
-// lr changes every step), which agrees at every epoch boundary. The lr is for the batch of 256 and
-// scales linearly (the MoCo README: "linear lr scaling", --lr 0.015 for a batch of 128).
+// lr *= 0.5 * (1 + cos(pi * epoch / epochs)). Its epoch is an integer (optim.lr_update=epoch, whose
+// steps ScheduleTest checks); learning_rate also takes the fractional epochs of lr_update=step. The lr is for the batch
+// of 256 and scales linearly (the MoCo README: "linear lr scaling", --lr 0.015 for a batch of 128).
 TEST(PaperConfigTest, LrSchedulesAtTheirMilestonesAndAlongTheCosine) {
   const auto v1 = train::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml"));
   const std::map<double, double> step = {{0, 0.03},    {119, 0.03},  {119.999, 0.03}, {120, 0.003},

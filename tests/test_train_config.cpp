@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -324,4 +325,41 @@ TEST(ScheduleTest, LinearScalingStepAndCosine) {
   EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 0), 0.06);
   EXPECT_NEAR(moco::train::learning_rate(c, 100), 0.03, 1e-12);
   EXPECT_NEAR(moco::train::learning_rate(c, 200), 0.0, 1e-12);
+}
+
+// main_moco.py's adjust_learning_rate(optimizer, epoch, args) at each epoch's start, epoch an integer:
+// lr = args.lr x 0.5 (1 + cos(pi epoch / epochs)) with --cos, else x 0.1 per milestone <= epoch.
+namespace schedule_test {
+double main_moco_lr(double lr, int64_t epoch, int64_t epochs, bool cos, const std::vector<double>& milestones) {
+  if (cos) return lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(epoch) / static_cast<double>(epochs)));
+  for (double m : milestones) lr *= static_cast<double>(epoch) >= m ? 0.1 : 1.0;
+  return lr;
+}
+}  // namespace schedule_test
+
+TEST(ScheduleTest, EpochUpdateIsMainMocoPysIntegerEpochAndStepUpdateTheFraction) {
+  Config c;  // optim.lr_update=epoch by default
+  c.train.epochs = 10;
+  c.optim.milestones = {3, 7};
+  const int64_t steps_per_epoch = 7, total = 70;
+  for (const bool cos : {false, true}) {
+    c.optim.schedule = cos ? moco::train::Schedule::kCosine : moco::train::Schedule::kStep;
+    for (int64_t step = 0; step < total; ++step) {
+      const int64_t epoch = step / steps_per_epoch;
+      const double progress = static_cast<double>(step) / static_cast<double>(total);
+      c.optim.lr_update = moco::train::LrUpdate::kEpoch;
+      const double lr = moco::train::learning_rate(c, moco::train::schedule_epoch(c, epoch, progress));
+      EXPECT_NEAR(lr, schedule_test::main_moco_lr(0.03, epoch, 10, cos, c.optim.milestones), 1e-15)
+          << "step " << step << " cos " << cos;
+      c.optim.lr_update = moco::train::LrUpdate::kStep;
+      EXPECT_DOUBLE_EQ(moco::train::schedule_epoch(c, epoch, progress), progress * 10) << "step " << step;
+    }
+  }
+  // Under a time budget the budget's whole epochs lead when they are ahead of the loop's.
+  c.optim.lr_update = moco::train::LrUpdate::kEpoch;
+  c.train.time_budget_s = 100;
+  EXPECT_EQ(moco::train::schedule_epoch(c, 0, 0.0999), 0);
+  EXPECT_EQ(moco::train::schedule_epoch(c, 0, 0.1), 1);
+  EXPECT_EQ(moco::train::schedule_epoch(c, 0, 0.75), 7);
+  EXPECT_EQ(moco::train::schedule_epoch(c, 4, 0.25), 4);  // steps ahead of the clock: the loop's epoch
 }

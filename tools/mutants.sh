@@ -48,6 +48,8 @@ config_bad_choice_not_overridable|src/train/config.cpp|reading.bad_choices.erase
 config_row_rules_skipped|src/train/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
 config_range_edge_open|src/train/config.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
+lr_updated_every_step|src/train/schedule.cpp|  if (config.optim.lr_update == LrUpdate::kStep) return progress * config.train.epochs;|  return progress * config.train.epochs;|^ScheduleTest\.|^cli\.train\.lr_update$
+lr_epoch_ignores_budget|src/train/schedule.cpp|  if (config.train.time_budget_s <= 0) return whole;|  return whole;|^ScheduleTest\.|^cli\.train\.time_budget$
 loader_window_ignored|src/data/loader.cpp|next_to_claim < next_to_deliver + window;|true;|^LoaderTest\.
 queue_wrap_drops_keys|src/model/contrastive.cpp|add_(ptr).remainder_(size)|add_(ptr).clamp_max_(size - 1)|^MocoTest\.|^ContrastiveTest\.
 time_budget_ignored|src/train/run_control.cpp|if (config_.train.time_budget_s > 0) p = std::max(p, train_seconds / config_.train.time_budget_s);|(void)0;|^cli\.train\.time_budget$
@@ -65,6 +67,9 @@ log_file_not_written_through|src/train/run_logging.cpp|    if (msg.level >= spdl
 thaw_forgotten|src/dist/running_deadline.h|      thawed_at_ = now;|      (void)0;|^RunningDeadline\.
 lincls_backbone_in_train_mode|src/lincls/backbone.cpp|return net->features(normalised_images.to(device));|net->train(); return net->features(normalised_images.to(device));|^lincls\.full_np2$|^LinclsTest\.
 lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|run.loader->start_epoch(epoch, at.batch_in_epoch());|run.loader->start_epoch(epoch, 0);|^lincls\.resume_bitwise$
+lincls_last_batch_dropped|src/lincls/lincls.cpp|  options.drop_last = false;  // main_lincls.py|  (void)0;  // main_lincls.py|^lincls\.partial_batch$
+keep_last_padded_with_one_index|src/data/loader.cpp|global.push_back(global[static_cast<size_t>(i % dataset_size)]);|global.push_back(global[0]);|^EpochOrderTest\.
+keep_last_partial_batch_lost|src/data/loader.cpp|  return (per_rank + b - 1) / b;|  return per_rank / b;|^EpochOrderTest\.|^LoaderTest\.
 lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->finalize();|  (void)0;|^mpi\.np2$|^lincls\.cached_np1_np2$
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
 frozen_time_counts|src/dist/running_deadline.h|      end_ += now - last_check_;|      (void)kFrozen;|^mpi\.np2$

@@ -54,15 +54,29 @@ std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& opti
                                              static_cast<uint64_t>(epoch)));
     shuffle_in_place(global, rng);
   }
-  const int64_t global_batch = options.world_size * options.batch_size;
-  const int64_t batches = dataset_size / global_batch;
+  const int64_t world = options.world_size, global_batch = world * options.batch_size;
+  int64_t total = dataset_size / global_batch * global_batch;
+  if (!options.drop_last) {
+    total = (dataset_size + world - 1) / world * world;
+    // DistributedSampler's padding: the first indices again, as often as needed.
+    for (int64_t i = dataset_size; i < total; ++i) global.push_back(global[static_cast<size_t>(i % dataset_size)]);
+  }
   std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(batches * options.batch_size));
-  for (int64_t b = 0; b < batches; ++b) {
-    const auto first = global.begin() + b * global_batch + options.rank * options.batch_size;
-    mine.insert(mine.end(), first, first + options.batch_size);
+  mine.reserve(static_cast<size_t>(total / world));
+  for (int64_t first = 0; first < total; first += global_batch) {
+    const int64_t share = std::min(global_batch, total - first) / world;  // the last: the rest's share
+    const auto begin = global.begin() + first + options.rank * share;
+    mine.insert(mine.end(), begin, begin + share);
   }
   return mine;
+}
+
+int64_t batches_per_epoch(int64_t dataset_size, const LoaderOptions& options) {
+  check_options(options);
+  const int64_t world = options.world_size, b = options.batch_size;
+  if (options.drop_last) return dataset_size / (world * b);
+  const int64_t per_rank = (dataset_size + world - 1) / world;
+  return (per_rank + b - 1) / b;
 }
 
 // Threads live for one epoch: start_epoch cancels and joins the old ones before the new order is
@@ -98,8 +112,9 @@ struct TwoViewLoader::State {
 };
 
 TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
-  const int64_t b = options.batch_size;
-  const std::vector<int64_t> indices(order.begin() + j * b, order.begin() + (j + 1) * b);
+  const int64_t end = std::min<int64_t>((j + 1) * options.batch_size, static_cast<int64_t>(order.size()));
+  const std::vector<int64_t> indices(order.begin() + j * options.batch_size, order.begin() + end);
+  const auto b = static_cast<int64_t>(indices.size());  // the last batch may be partial
   std::vector<uint64_t> query_seeds, key_seeds;
   query_seeds.reserve(indices.size());
   key_seeds.reserve(indices.size());
@@ -191,7 +206,7 @@ TwoViewLoader::TwoViewLoader(std::shared_ptr<const Dataset> dataset, AugmentOpti
   state_->dataset = std::move(dataset);
   state_->augment = std::move(augment);
   state_->options = options;
-  state_->batches = state_->dataset->size() / (options.world_size * options.batch_size);
+  state_->batches = data::batches_per_epoch(state_->dataset->size(), options);
   // Each worker needs a batch of its own to stay busy, so the window is never below the worker
   // count even when prefetch is smaller.
   state_->window = std::max<int64_t>(options.prefetch, options.workers);

@@ -1,5 +1,5 @@
 // defines: TwoViewLoader (worker threads + prefetch, two augmented views per image),
-// epoch_order (the per-epoch shuffled order, sliced per rank)
+// epoch_order (the per-epoch shuffled order, sliced per rank), batches_per_epoch
 #pragma once
 
 #include "data/augment.h"
@@ -18,15 +18,23 @@ struct LoaderOptions {
   bool shuffle = true;
   bool key_view = true;     // false: the query view only (TwoViewBatch::key stays undefined)
   bool pin_memory = false;  // batches in page-locked host memory, for asynchronous copies to a GPU
+  bool drop_last = true;    // false: keep the last partial batch, as main_lincls.py's sampler and loader
   uint64_t seed = 0;
   int rank = 0, world_size = 1;
 };
 
-// The indices one rank visits in one epoch, drop-last: the global order (a seeded permutation of
-// [0, size) when shuffle is on, identity otherwise) is cut to a multiple of world*batch, and rank r
+// The indices one rank visits in one epoch. The global order is a seeded permutation of [0, size)
+// when shuffle is on, identity otherwise. drop_last: it is cut to a multiple of world*batch.
+// Otherwise it is padded with its own first indices to a multiple of world (DistributedSampler's
+// drop_last=False), and the last global batch is the partial rest, world x (rest / world). Rank r
 // takes its contiguous share of every global batch, so rank-ordered concatenation of the ranks'
-// batches equals the global batch a single process with batch world*batch would see.
+// batches equals the global batch a single process with batch world*batch would see. Batch j of a
+// rank is its indices [j*batch, (j+1)*batch), the last one possibly shorter.
 std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options, int64_t epoch);
+
+// The batches of one rank's epoch: the length of epoch_order in options.batch_size, rounded up
+// unless drop_last.
+int64_t batches_per_epoch(int64_t dataset_size, const LoaderOptions& options);
 
 struct TwoViewBatch {
   torch::Tensor query;    // float [b, C, S, S]

@@ -53,7 +53,7 @@ class Progress {
   double& train_seconds() { return value(0); }
   double& best_top1() { return value(1); }
   double& best_top5() { return value(2); }
-  double& epoch_loss_sum() { return value(3); }  // of the current epoch's batches so far
+  double& epoch_loss_sum() { return value(3); }  // batch losses x their images, this epoch so far
 
   void add_entries(std::vector<ckpt::StateEntry>& entries) {
     const char* counter_names[] = {"epoch", "batch_in_epoch", "step", "best_epoch"};
@@ -131,6 +131,7 @@ data::LoaderOptions lincls_loader_options(const Config& config, const train::Run
   options.rank = context.group->rank();
   options.world_size = context.group->world_size();
   options.key_view = false;
+  options.drop_last = false;  // main_lincls.py: DistributedSampler and DataLoader keep the rest
   return options;
 }
 
@@ -171,15 +172,13 @@ struct LinclsRun {
     // threads, and intra-op threads that spin for work only slow it (ten times on a busy 2-core machine).
     if (c.lincls.cached_features && ctx.device.is_cpu()) torch::set_num_threads(1);
   }
-  // The loader (after the resume, as the reference run makes it) and the number of batches per epoch.
+  // The loader (after the resume, as the reference run makes it) and the batches and images of a
+  // rank's epoch, the last batch partial (main_lincls.py's drop_last=False).
   void make_loader() {
     if (!config.lincls.cached_features) loader.emplace(splits.train, train_view(config), loader_options);
-    batches =
-        config.lincls.cached_features ? features.train.size(0) / config.lincls.batch_size : loader->batches_per_epoch();
-    if (batches < 1)
-      throw std::invalid_argument(
-          fmt::format("the train split has {} images, fewer than one global batch of {} (lincls.batch_size)",
-                      splits.train->size(), config.lincls.batch_size));
+    batches = data::batches_per_epoch(splits.train->size(), loader_options);
+    images_per_rank = static_cast<int64_t>(data::epoch_order(splits.train->size(), loader_options, 0).size());
+    if (batches < 1) throw std::invalid_argument("the train split has no images to train the linear classifier on");
   }
 
   const Config& config;
@@ -194,6 +193,7 @@ struct LinclsRun {
   data::LoaderOptions loader_options;
   std::optional<data::TwoViewLoader> loader;  // none with cached features
   int64_t batches = 0;
+  int64_t images_per_rank = 0;  // padded to equal shares, as DistributedSampler pads
 };
 
 // This rank's features and labels of batch `b` of the epoch (`order`: the cached features' epoch order).
@@ -203,8 +203,9 @@ std::pair<torch::Tensor, torch::Tensor> batch_features(LinclsRun& run, const std
     return {run.backbone.features(batch->query), batch->labels};
   }
   const int64_t per_rank = run.loader_options.batch_size;
-  const auto indices = torch::tensor(
-      std::vector<int64_t>(order.begin() + b * per_rank, order.begin() + (b + 1) * per_rank), torch::kLong);
+  const int64_t end = std::min<int64_t>((b + 1) * per_rank, static_cast<int64_t>(order.size()));
+  const auto indices =
+      torch::tensor(std::vector<int64_t>(order.begin() + b * per_rank, order.begin() + end), torch::kLong);
   return {run.features.train.index_select(0, indices), run.features.train_labels.index_select(0, indices)};
 }
 
@@ -222,7 +223,7 @@ int train_epoch(LinclsRun& run, Progress& at, int64_t epoch, double lr, bool& st
     const auto [features, labels] = batch_features(run, order, b);
     const double loss = run.classifier->step(features, labels, lr);
     const auto agreed = agree_on_lincls_step(loss, run.group.rank() == 0 ? seconds_since(step_start) : 0.0, run.group);
-    at.epoch_loss_sum() += agreed.loss;
+    at.epoch_loss_sum() += agreed.loss * static_cast<double>(labels.size(0));  // main_lincls.py's AverageMeter
     at.train_seconds() += agreed.step_seconds;
     at.batch_in_epoch() = b + 1;
     ++at.step();
@@ -240,7 +241,7 @@ void end_epoch(LinclsRun& run, Progress& at, int64_t epoch, double lr) {
   metrics::LinclsRecord r;
   r.epoch = epoch + 1;
   r.step = at.step();
-  r.loss = at.epoch_loss_sum() / static_cast<double>(run.batches);
+  r.loss = at.epoch_loss_sum() / static_cast<double>(run.images_per_rank);
   r.lr = lr;
   at.epoch() = epoch + 1;
   at.batch_in_epoch() = 0;

@@ -52,6 +52,10 @@ const Choices<Schedule>& choices(Schedule) {
   static const Choices<Schedule> c{{{Schedule::kStep, "step"}, {Schedule::kCosine, "cosine"}}, "step or cosine"};
   return c;
 }
+const Choices<LrUpdate>& choices(LrUpdate) {
+  static const Choices<LrUpdate> c{{{LrUpdate::kEpoch, "epoch"}, {LrUpdate::kStep, "step"}}, "epoch or step"};
+  return c;
+}
 const Choices<Precision>& choices(Precision) {
   static const Choices<Precision> c{{{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}}, "fp32 or bf16"};
   return c;
@@ -303,6 +307,10 @@ std::vector<Field> optim_train_fields() {
       MOCO_FIELD(optim.schedule, "step (x gamma at each milestone) or cosine"),
       MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma").must(ascending),
       MOCO_FIELD(optim.gamma, "factor of the step schedule").must(positive),
+      MOCO_FIELD(optim.lr_update,
+                 "epoch: the lr is set at each epoch's start from the integer epoch (main_moco.py; under "
+                 "train.time_budget_s the whole epochs of the budget spent, if ahead); step: every step from the "
+                 "fractional epoch"),
       MOCO_FIELD(train.epochs, "length of training in epochs (may be fractional)").must(positive),
       MOCO_FIELD(train.time_budget_s,
                  "if > 0, training stops after this many seconds and the schedule runs over that time")
@@ -541,6 +549,7 @@ const char* global_batch_key(Job job) { return job == Job::kLincls ? "lincls.bat
 const char* to_string(Arch arch) { return name_of(arch); }
 const char* to_string(Dataset dataset) { return name_of(dataset); }
 const char* to_string(Schedule schedule) { return name_of(schedule); }
+const char* to_string(LrUpdate update) { return name_of(update); }
 const char* to_string(Precision precision) { return name_of(precision); }
 
 data::AugmentOptions default_augment_options() {

@@ -1,4 +1,4 @@
-// defines: Config (every setting of a run), its enum-valued keys (Arch, Dataset, Schedule, Precision;
+// defines: Config (every setting of a run), its enum-valued keys (Arch, Dataset, Schedule, LrUpdate, Precision;
 // data.augmentation is data::Recipe) with to_string and fmt formatters, load_config (YAML file + dotted
 // key=value overrides), config_reference (the key list --help prints), ConfigError
 #pragma once
@@ -23,12 +23,14 @@ class ConfigError : public std::runtime_error {
 enum class Arch { kResnetTiny, kResnet18, kResnet34, kResnet50 };
 enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
 enum class Schedule { kStep, kCosine };
+enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
 enum class Precision { kFp32, kBf16 };
 
 // The value's name as the config writes it ("resnet_tiny", "imagefolder", "cosine", "bf16").
 const char* to_string(Arch arch);
 const char* to_string(Dataset dataset);
 const char* to_string(Schedule schedule);
+const char* to_string(LrUpdate update);
 const char* to_string(Precision precision);
 
 // Fashion-MNIST's pixel statistics as the normalisation; every other augmentation default is AugmentOptions'.
@@ -71,6 +73,7 @@ struct Config {
     Schedule schedule = Schedule::kStep;
     std::vector<double> milestones{120, 160};  // epochs, for step
     double gamma = 0.1;
+    LrUpdate lr_update = LrUpdate::kEpoch;  // epoch: set at each epoch's start, as main_moco.py
   } optim;
   struct Train {
     double epochs = 200;       // may be fractional
@@ -199,5 +202,7 @@ template <>
 struct fmt::formatter<moco::train::Dataset> : moco_config_enum_formatter<moco::train::Dataset> {};
 template <>
 struct fmt::formatter<moco::train::Schedule> : moco_config_enum_formatter<moco::train::Schedule> {};
+template <>
+struct fmt::formatter<moco::train::LrUpdate> : moco_config_enum_formatter<moco::train::LrUpdate> {};
 template <>
 struct fmt::formatter<moco::train::Precision> : moco_config_enum_formatter<moco::train::Precision> {};

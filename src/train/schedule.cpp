@@ -1,5 +1,6 @@
 #include "train/schedule.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace moco::train {
@@ -14,6 +15,13 @@ double learning_rate(const Config& config, double epoch) {
   for (double milestone : config.optim.milestones)
     if (epoch >= milestone) lr *= config.optim.gamma;
   return lr;
+}
+
+double schedule_epoch(const Config& config, int64_t epoch, double progress) {
+  if (config.optim.lr_update == LrUpdate::kStep) return progress * config.train.epochs;
+  const double whole = static_cast<double>(epoch);  // exact, unlike progress x epochs at a boundary
+  if (config.train.time_budget_s <= 0) return whole;
+  return std::max(whole, std::floor(progress * config.train.epochs));
 }
 
 }  // namespace moco::train

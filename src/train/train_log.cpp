@@ -26,11 +26,12 @@ void log_plan(const Config& c, const RunShape& shape, const PlanFacts& facts, co
                train_split.width(), shape.steps_per_epoch);
   spdlog::info("  model: {} ({} parameters in the query encoder), queue {}, BatchNorm groups per rank {}", c.model.arch,
                facts.parameters, c.moco.queue_size, facts.bn_groups_per_rank);
-  spdlog::info("  schedule: {} steps ({} epochs){}, lr {} ({}), stop at step {}", shape.total_steps, c.train.epochs,
+  spdlog::info("  schedule: {} steps ({} epochs){}, lr {} ({}, set every {}), stop at step {}", shape.total_steps,
+               c.train.epochs,
                c.train.time_budget_s > 0
                    ? fmt::format(" or {} s of training, whichever comes first", c.train.time_budget_s)
                    : "",
-               c.optim.base_lr * static_cast<double>(c.optim.batch_size) / 256.0, c.optim.schedule,
+               c.optim.base_lr * static_cast<double>(c.optim.batch_size) / 256.0, c.optim.schedule, c.optim.lr_update,
                c.train.stop_at_step > 0 ? std::to_string(c.train.stop_at_step) : "none");
   spdlog::info("  checkpoints: {} every {} steps / {} minutes and at the end ({}), keep the last {}{}",
                checkpointing.root(), c.ckpt.every_steps > 0 ? std::to_string(c.ckpt.every_steps) : "-",

@@ -299,7 +299,8 @@ TrainResult train(const Config& config, const RunContext& context) {
         if (!batch) break;
         const double data_wait = seconds_since(wait_start);
         const auto step_start = Clock::now();
-        const double lr = learning_rate(config, control.progress(step, result.train_seconds) * config.train.epochs);
+        const double lr =
+            learning_rate(config, schedule_epoch(config, epoch, control.progress(step, result.train_seconds)));
         run.optimizer->set_lr(lr);
         dist::note_step(step + 1);  // for the NCCL watchdog's message, written from its own thread
         {

@@ -31,27 +31,67 @@ PY
 time_budget)
   # An epoch count the run could never finish (16 steps an epoch, 1.6M steps): the 2 s budget ends it,
   # and the cosine schedule runs over the budget. Step i's lr is computed from the progress before
-  # it: max(steps done / total steps, rank 0's training seconds so far / budget).
-  "$dist" "${base[@]}" train.epochs=100000 train.time_budget_s=2 train.output_dir="$work/run" >"$work/console" 2>&1 ||
-    { cat "$work/console"; exit 1; }
-  "$py" - "$work/run/metrics.jsonl" <<'PY'
+  # it: p = max(steps done / total steps, rank 0's training seconds so far / budget). Every step
+  # (optim.lr_update=step) at p x epochs; once per epoch (epoch) at the budget's whole epochs
+  # floor(p x epochs), or the loop's epoch if ahead.
+  for update in step epoch; do
+    "$dist" "${base[@]}" train.epochs=100000 train.time_budget_s=2 optim.lr_update=$update train.output_dir="$work/$update" >"$work/$update.console" 2>&1 ||
+      { cat "$work/$update.console"; exit 1; }
+    "$py" - "$work/$update/metrics.jsonl" "$update" <<'PY'
 import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+per_step = sys.argv[2] == "step"
 train = [r for r in rows if r["event"] == "train"]
-budget, total, peak = 2.0, 100000 * 16, 0.06 * 32 / 256
+budget, epochs, total, peak = 2.0, 100000, 100000 * 16, 0.06 * 32 / 256
+cosine = lambda e: peak * 0.5 * (1 + math.cos(math.pi * min(1.0, e / epochs)))
 assert [r["step"] for r in train] == list(range(1, len(train) + 1)), "a step was not logged"
 elapsed_before = 0.0
 for r in train:
-    p = min(1.0, max((r["step"] - 1) / total, elapsed_before / budget))
-    lr = peak * 0.5 * (1 + math.cos(math.pi * p))
-    assert math.isclose(r["lr"], lr, rel_tol=1e-9, abs_tol=1e-15), f"step {r['step']}: lr {r['lr']}, expected {lr} (progress {p})"
+    p = max((r["step"] - 1) / total, elapsed_before / budget)
+    if per_step:
+        ok = math.isclose(r["lr"], cosine(p * epochs), rel_tol=1e-9, abs_tol=1e-15)
+    else:  # elapsed_s as logged may round across an epoch's share of the budget: either neighbour
+        whole = max((r["step"] - 1) // 16, math.floor(p * epochs))
+        near = [whole] + ([whole - 1, whole + 1] if abs(p * epochs - round(p * epochs)) < 1e-6 else [])
+        ok = any(r["lr"] == cosine(e) for e in near)
+    assert ok, f"step {r['step']}: lr {r['lr']} (progress {p}, {sys.argv[2]})"
     elapsed_before = r["elapsed_s"]
 last, before_last = train[-1], train[-2]
 assert last["elapsed_s"] >= budget > before_last["elapsed_s"], f"stopped at {last['elapsed_s']}s, before that {before_last['elapsed_s']}s"
 assert train[len(train) // 2]["lr"] < peak, "the lr did not follow the budget"
 knn = [r for r in rows if r["event"] == "knn" and r["encoder"] == "trained"]
 assert len(knn) == 1 and knn[0]["step"] == last["step"], "no final kNN"
-print(f"{len(train)} steps in {last['elapsed_s']:.3f}s of a {budget}s budget; every lr follows the budget's progress")
+print(f"{sys.argv[2]}: {len(train)} steps in {last['elapsed_s']:.3f}s of a {budget}s budget, "
+      f"{len(set(r['lr'] for r in train))} lrs; every lr follows the budget's progress")
+PY
+  done ;;
+lr_update)
+  # 128 images in batches of 32: 4 steps an epoch, 3 epochs, cosine. optim.lr_update=epoch: step i's
+  # lr is main_moco.py's adjust_learning_rate at the integer epoch (i-1)//4, also when the run stops
+  # at step 6 (mid-epoch) and resumes; step: the cosine at (i-1)/4 epochs.
+  short=("${base[@]}" data.synthetic_train_size=128 train.epochs=3)
+  for run in "epoch full" "step full" "epoch stop"; do
+    set -- $run
+    extra=(); [ "$2" = stop ] && extra=(train.stop_at_step=6)
+    "$dist" "${short[@]}" optim.lr_update=$1 "${extra[@]}" train.output_dir="$work/$1_$2" >"$work/$1_$2.console" 2>&1 ||
+      { cat "$work/$1_$2.console"; exit 1; }
+  done
+  "$dist" "${short[@]}" optim.lr_update=epoch train.output_dir="$work/epoch_stop" >"$work/resumed.console" 2>&1 ||
+    { cat "$work/resumed.console"; exit 1; }
+  "$py" - "$work" <<'PY'
+import json, math, sys
+def lrs(name):
+    rows = [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/metrics.jsonl")]
+    return {r["step"]: r["lr"] for r in rows if r["event"] == "train"}  # a resumed step: its last row
+peak, epochs = 0.06 * 32 / 256, 3
+main_moco = lambda epoch: peak * 0.5 * (1 + math.cos(math.pi * epoch / epochs))
+once, every, resumed = lrs("epoch_full"), lrs("step_full"), lrs("epoch_stop")
+assert sorted(once) == list(range(1, 13)), f"steps {sorted(once)}"
+for step, lr in once.items():
+    assert abs(lr - main_moco((step - 1) // 4)) <= 1e-15, f"epoch: step {step} lr {lr}, main_moco.py {main_moco((step - 1) // 4)}"
+    assert abs(every[step] - main_moco((step - 1) / 4)) <= 1e-15, f"step: step {step} lr {every[step]}"
+assert resumed == once, f"resumed at step 6: {resumed}, uninterrupted {once}"
+print("epoch:", [once[s] for s in sorted(once)], "\nstep:", [every[s] for s in sorted(every)], "\nthe resumed run's lrs equal the uninterrupted run's")
 PY
   ;;
 world_group_at_one)

@@ -73,6 +73,37 @@ print(top)
 sys.exit(0 if top[0] == top[1] and len(top[0]) == 3 else "the epochs' results differ")
 PY
   ;;
+partial_batch)
+  # main_lincls.py keeps each epoch's last partial batch (drop_last=False). 500 images in batches of
+  # 32: 15 full batches and one of 20, so 16 steps an epoch on 1 rank and on 2 (250 a rank, the last
+  # 10 each); 501 on 2 ranks: padded to 502 (251 a rank), 16 steps. Cached features on 1 and 2 ranks
+  # give the same classifier; stopped just before the last partial batch (step 15) and resumed, the
+  # augmented mode ends bitwise as the uninterrupted run.
+  part=("${base[@]}" data.synthetic_train_size=500 lincls.epochs=2 ckpt.async=false)
+  run "$work/np1.console" "$lincls" "${part[@]}" train.output_dir="$work/np1"
+  run "$work/np2.console" mpirun -np 2 --oversubscribe "$lincls" "${part[@]}" train.output_dir="$work/np2"
+  run "$work/odd.console" mpirun -np 2 --oversubscribe "$lincls" "${part[@]}" data.synthetic_train_size=501 train.output_dir="$work/odd"
+  for r in np1 np2 odd; do
+    steps=$("$py" -c 'import json, sys; print([r["step"] for r in map(json.loads, open(sys.argv[1])) if r["event"] == "lincls"])' "$work/$r/metrics.jsonl")
+    [ "$steps" = "[16, 32]" ] || fail "$r: steps at the epochs' ends $steps, expected [16, 32]"
+  done
+  run "$work/diff.console" "$ckpt" diff "$work/np1" "$work/np2" --atol 1e-5 --ignore '^progress/(train_seconds|epoch_loss_sum)$'
+  cat "$work/diff.console"
+  aug=("${part[@]}" lincls.cached_features=false)
+  run "$work/a.console" "$lincls" "${aug[@]}" train.output_dir="$work/a"
+  run "$work/b1.console" "$lincls" "${aug[@]}" train.output_dir="$work/b" train.stop_at_step=15
+  grep -q "stopped after step 15" "$work/b1.console" || fail "did not stop at step 15"
+  run "$work/b2.console" "$lincls" "${aug[@]}" train.output_dir="$work/b"
+  grep -q "continuing at epoch 0 batch 15 (step 15)" "$work/b2.console" || fail "did not resume at the last batch"
+  run "$work/resume_diff.console" "$ckpt" diff "$work/a" "$work/b" --ignore '^progress/train_seconds$'
+  cat "$work/resume_diff.console"
+  "$py" - "$work/a/metrics.jsonl" "$work/b/metrics.jsonl" <<'PY'
+import json, sys
+rows = [[(r["epoch"], r["step"], r["top1"], r["loss"]) for r in map(json.loads, open(p)) if r["event"] == "lincls"] for p in sys.argv[1:]]
+print(rows)
+sys.exit(0 if rows[0] == rows[1] and len(rows[0]) == 2 else "the epochs' results differ")
+PY
+  ;;
 other_arch)
   # A checkpoint of another width: exit 2 naming the tensor and the checkpoint, before any folder is made.
   set +e
