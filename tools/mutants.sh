@@ -192,6 +192,12 @@ pack_marker_unchecked|src/data/image_shards.cpp|  if (!read_pack_marker(dir, spl
 pack_shard_of_other_pack_accepted|src/data/image_shards.cpp|      if (c.pack_id != pack_id)|      if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
 pack_old_marker_kept|src/data/image_pack.cpp|    fs::remove(marker, ec);|    (void)marker;|^tools\.pack_interrupted$
 pack_marker_not_written|src/data/image_pack.cpp|      write_pack_marker(out_dir, split.name, tasks.front().pack_id, tasks.front().num_shards);|      (void)0;|^tools\.pack_interrupted$|^cli\.train\.hdf5_pack_np2$
+pil_resize_support_not_scaled|src/data/pil_resize.cpp|const double support = 1.0 * filterscale;|const double support = 1.0;|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_resize_weights_truncated|src/data/pil_resize.cpp|static_cast<int32_t>(0.5 + k * (1 << kPilPrecisionBits))|static_cast<int32_t>(k * (1 << kPilPrecisionBits))|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_blur_edge_weight_dropped|src/data/pil_blur.cpp|b.edge = ((1u << 24) - static_cast<uint32_t>(b.radius * 2 + 1) * b.inner) / 2;|b.edge = 0;|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_blur_radius_not_extended|src/data/pil_blur.cpp|  return whole + fraction;|  return whole;|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_blur_first_window_short|src/data/pil_blur.cpp|static_cast<uint32_t>(src[x]) * static_cast<uint32_t>(r + 1)|static_cast<uint32_t>(src[x]) * static_cast<uint32_t>(r)|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_blur_truncated|src/data/pil_blur.cpp|edge + (1u << 23)) >> 24|edge) >> 24|^PilOpsTest\.|^data\.augment_parity_torchvision$
 LIST
 )
 
