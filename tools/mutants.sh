@@ -37,6 +37,12 @@ resize_not_antialiased|src/data/resize.cpp|const float support = scale >= 1.0f ?
 hue_wrapped_wrongly|src/data/color_jitter.cpp|h = h < 0.0f ? h + 1.0f : (h >= 1.0f ? h - 1.0f : h);|h = h >= 1.0f ? h - 1.0f : h;|^data\.augment_parity_torchvision$
 jpeg_fast_upsampling|src/data/image_decode.cpp|gray ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING)|gray ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING + TJFLAG_FASTUPSAMPLE)|^data\.augment_parity_torchvision$
 paper_config_dct_scaling|configs/moco_v2_r50_imagenet.yaml|  dct_scaling: false |  dct_scaling: true |^PaperConfigTest\.
+pil_luma_truncated|src/data/pil_color.cpp|b * 7471 + 0x8000) >> 16);|b * 7471) >> 16);|^PilColorTest\.|^data\.augment_parity_torchvision$
+pil_blend_wraps_past_255|src/data/pil_color.cpp|if (v >= 255.0f) return 255;|(void)0;|^PilColorTest\.|^data\.augment_parity_torchvision$
+pil_contrast_mean_truncated|src/data/pil_color.cpp|return static_cast<uint8_t>(mean + 0.5);|return static_cast<uint8_t>(mean);|^PilColorTest\.|^data\.augment_parity_torchvision$
+pil_hue_shift_saturates|src/data/pil_color.cpp|return static_cast<uint8_t>(static_cast<int>(hue_factor * 255.0));|return static_cast<uint8_t>(std::max(0.0, hue_factor * 255.0));|^PilColorTest\.|^data\.augment_parity_torchvision$
+pil_hsv_truncates|src/data/pil_color.cpp|clip8(static_cast<int>(std::round(vd * (1.0 - static_cast<double>(fs)))));|clip8(static_cast<int>(vd * (1.0 - static_cast<double>(fs))));|^PilColorTest\.|^data\.augment_parity_torchvision$
+pil_hue_not_wrapped|src/data/pil_color.cpp|hsv.h = static_cast<uint8_t>(hsv.h + shift);|hsv.h = static_cast<uint8_t>(std::min(255, hsv.h + shift));|^PilColorTest\.|^data\.augment_parity_torchvision$
 jitter_order_fixed|src/data/view_params.cpp|std::swap(p.order[i - 1], p.order[detail::uniform_below(rng, i)]);|(void)detail::uniform_below(rng, i);|^ViewParamsTest\.
 dispatch_all_to_cuda|src/dist/device_dispatch_group.cpp|return tensor.is_cuda() ? *cuda_ : *cpu_;|return *cuda_;|^DistDispatchTest\.
 keys_not_unshuffled|src/model/moco.cpp|const auto k = plan.unshuffle(encode(encoder_k, plan.shuffle(im_k, *group_)), *group_);|const auto k = encode(encoder_k, plan.shuffle(im_k, *group_));|^MocoTest\.|^BatchShuffleTest\.
@@ -208,6 +214,12 @@ pack_marker_unchecked|src/data/image_shards.cpp|  if (!read_pack_marker(dir, spl
 pack_shard_of_other_pack_accepted|src/data/image_shards.cpp|      if (c.pack_id != pack_id)|      if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
 pack_old_marker_kept|src/data/image_pack.cpp|    fs::remove(marker, ec);|    (void)marker;|^tools\.pack_interrupted$
 pack_marker_not_written|src/data/image_pack.cpp|      write_pack_marker(out_dir, split.name, tasks.front().pack_id, tasks.front().num_shards);|      (void)0;|^tools\.pack_interrupted$|^cli\.train\.hdf5_pack_np2$
+pil_resize_support_not_scaled|src/data/pil_resize.cpp|const double support = 1.0 * filterscale;|const double support = 1.0;|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_resize_weights_truncated|src/data/pil_resize.cpp|static_cast<int32_t>(0.5 + k * (1 << kPilPrecisionBits))|static_cast<int32_t>(k * (1 << kPilPrecisionBits))|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_blur_edge_weight_dropped|src/data/pil_blur.cpp|b.edge = ((1u << 24) - static_cast<uint32_t>(b.radius * 2 + 1) * b.inner) / 2;|b.edge = 0;|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_blur_radius_not_extended|src/data/pil_blur.cpp|  return whole + fraction;|  return whole;|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_blur_first_window_short|src/data/pil_blur.cpp|static_cast<uint32_t>(src[x]) * static_cast<uint32_t>(r + 1)|static_cast<uint32_t>(src[x]) * static_cast<uint32_t>(r)|^PilOpsTest\.|^data\.augment_parity_torchvision$
+pil_blur_truncated|src/data/pil_blur.cpp|edge + (1u << 23)) >> 24|edge) >> 24|^PilOpsTest\.|^data\.augment_parity_torchvision$
 LIST
 )
 

@@ -3,9 +3,14 @@
 
 Builds test images in a temporary folder (the sample photographs of python3-skimage, re-encoded as
 JPEG at several sizes and qualities and decoded by PIL, plus generated ones: noise, gradients, flat
-colours, saturated primaries, greyscale, tiny), runs the C++ tool on them, which draws parameters
-and writes every operation's result, redoes each with torchvision.transforms.functional on uint8
-tensors (antialias=True) and requires, per output, >= 99.9% of pixels within one uint8 level.
+colours, saturated primaries, greys, a colour cube, 1-px lines, tiny), runs the C++ tool on them,
+which draws parameters and writes every operation's result, and redoes each with
+torchvision.transforms.functional:
+- the tensor path (OPS) on uint8 tensors (antialias=True): per output >= 99.9% of pixels within one
+  uint8 level;
+- the PIL path (PIL_OPS) on PIL images (Image.fromarray of the same pixels), as the official
+  main_moco.py runs them: every pixel equal, unless the row states why not and its bound.
+It prints, per path and op, the share of exact pixels and the largest difference.
 
 usage: augment_parity.py TOOL [--cases N] [--keep DIR]
 """
@@ -93,6 +98,15 @@ def generated():
     yield "saturated", np.stack([np.full((50, 50), 255), np.zeros((50, 50)), np.full((50, 50), 255)], -1).astype(np.uint8)
     yield "noise_gray", rng.integers(0, 256, (77, 101), dtype=np.uint8)
     yield "tiny_rgb", rng.integers(0, 256, (9, 13, 3), dtype=np.uint8)
+    yield "line_1px_high", rng.integers(0, 256, (1, 57, 3), dtype=np.uint8)
+    yield "line_1px_wide", rng.integers(0, 256, (43, 1, 3), dtype=np.uint8)
+    yield "line_1px_gray", rng.integers(0, 256, (1, 31), dtype=np.uint8)
+    yield "grey_rgb", np.repeat(np.arange(256, dtype=np.uint8).reshape(16, 16, 1), 3, axis=2)  # r = g = b
+    pure = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (0, 255, 255), (255, 255, 0), (255, 0, 255), (255, 255, 255), (0, 0, 0)]
+    yield "pure_primaries", np.repeat(np.array(pure, np.uint8)[None], 8, axis=0).repeat(8, axis=1)
+    levels = np.round(np.arange(64) * 255 / 63).astype(np.uint8)  # 64 levels per channel, 0 and 255 included
+    r, g, b = np.meshgrid(levels, levels, levels, indexing="ij")
+    yield "colour_cube", np.stack([r, g, b], -1).reshape(512, 512, 3)
 
 
 def write_raw(path, pixels):
@@ -123,7 +137,7 @@ def jitter(img, p):
 
 
 def gray(img):
-    return F.rgb_to_grayscale(img, num_output_channels=img.shape[0])
+    return F.rgb_to_grayscale(img, num_output_channels=F.get_dimensions(img)[0])  # RandomGrayscale's rule
 
 
 def crop(img, p):
@@ -165,6 +179,102 @@ OPS = {
     "v1": v1,
     "v2": v2,
 }
+
+
+class PilOp:
+    """A row of the PIL path: fn(PIL image, params) -> PIL image, and the largest difference allowed
+    (0: bit-exact; otherwise `why` says why it cannot be exact)."""
+
+    def __init__(self, fn, max_diff=0, why=""):
+        assert max_diff == 0 or why, "an inexact row must say why"
+        self.fn, self.max_diff, self.why = fn, max_diff, why
+
+
+# The same names as the C++ tool's pil_ops(); jitter and gray dispatch on PIL images as they do on tensors.
+PIL_OPS = {
+    "brightness": PilOp(lambda x, p: F.adjust_brightness(x, p["brightness"])),
+    "contrast": PilOp(lambda x, p: F.adjust_contrast(x, p["contrast"])),
+    "saturation": PilOp(lambda x, p: F.adjust_saturation(x, p["saturation"])),
+    "hue": PilOp(lambda x, p: F.adjust_hue(x, p["hue"])),
+    "jitter": PilOp(jitter),
+    "grayscale": PilOp(lambda x, p: gray(x)),
+}
+
+
+def to_pil(chw):
+    a = chw.numpy()
+    return Image.fromarray(a[0] if a.shape[0] == 1 else np.ascontiguousarray(a.transpose(1, 2, 0)))
+
+
+def from_pil(img):
+    a = np.array(img)  # a writable copy, as torch.from_numpy wants
+    return torch.from_numpy(np.ascontiguousarray(a[None] if a.ndim == 2 else a.transpose(2, 0, 1)))
+
+
+class Stats:
+    """Per (path, op): outputs, pixels, exact, within one level, the worst output's share within one
+    level, the largest difference."""
+
+    def __init__(self):
+        self.rows = collections.defaultdict(lambda: [0, 0, 0, 0, 1.0, 0])
+
+    def add(self, key, diff):
+        s = self.rows[key]
+        s[0] += 1
+        s[1] += diff.numel()
+        s[2] += (diff == 0).sum().item()
+        s[3] += (diff <= 1).sum().item()
+        s[4] = min(s[4], (diff <= 1).double().mean().item())
+        s[5] = max(s[5], diff.max().item() if diff.numel() else 0)
+
+    def print(self, keys):
+        print(f"{'path':<7} {'op':<11} {'outputs':>7} {'pixels':>11} {'exact %':>9} {'<=1 %':>9} {'worst <=1 %':>12} {'max diff':>8}")
+        for key in keys:
+            n, px, exact, within, worst, largest = self.rows[key]
+            if n:
+                print(f"{key[0]:<7} {key[1]:<11} {n:>7} {px:>11} {100 * exact / px:>9.4f} {100 * within / px:>9.4f} {100 * worst:>12.4f} {largest:>8}")
+
+
+def compare(key, ours, theirs, what, stats, failures):
+    """Records ours vs theirs under key; returns the absolute difference, or None on a shape mismatch."""
+    if ours.shape != theirs.shape:
+        failures.append(f"{what}: shape {tuple(ours.shape)} vs torchvision {tuple(theirs.shape)}")
+        return None
+    diff = (ours.int() - theirs.int()).abs()
+    stats.add(key, diff)
+    return diff
+
+
+def check_pil_path(p, image, stem, stats, failures, label="pil"):
+    pil_image = to_pil(image)
+    for op, row in PIL_OPS.items():
+        path = stem + "pil." + op + ".u8"
+        if not os.path.exists(path):
+            failures.append(f"{p['image']} case {p['case']} pil {op}: the tool wrote no {os.path.basename(path)}")
+            continue
+        what = f"{p['image']} case {p['case']} pil {op}"
+        diff = compare((label, op), read_raw(path), from_pil(row.fn(pil_image, p)), what, stats, failures)
+        if diff is not None and diff.numel() and diff.max().item() > row.max_diff:
+            failures.append(f"{what}: {100 * (diff == 0).double().mean().item():.4f}% exact, max diff {diff.max().item()} > {row.max_diff}, params {p}")
+
+
+def all_colours():
+    """Every 24-bit colour once, as a 4096 x 4096 image (R = index >> 16, G, B the lower bytes)."""
+    i = np.arange(1 << 24, dtype=np.uint32)
+    return np.stack([(i >> 16) & 255, (i >> 8) & 255, i & 255], -1).astype(np.uint8).reshape(4096, 4096, 3)
+
+
+def check_all_colours(tool, root, cases, stats, failures):
+    """The PIL rows once more, on every 24-bit colour (the tool's --pil-only run)."""
+    in_dir, out_dir = os.path.join(root, "colours_in"), os.path.join(root, "colours_out")
+    os.makedirs(in_dir, exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
+    write_raw(os.path.join(in_dir, "all_colours.u8"), all_colours())
+    subprocess.run([tool, in_dir, out_dir, str(cases), "--pil-only"], check=True)
+    image = read_raw(os.path.join(in_dir, "all_colours.u8"))
+    for line in open(os.path.join(out_dir, "params.jsonl")):
+        p = json.loads(line)
+        check_pil_path(p, image, os.path.join(out_dir, f"{p['image']}.{p['case']}."), stats, failures, "pil-all")
 
 
 def main():
@@ -210,27 +320,20 @@ def main():
                 failures.append(f"decode {file_name}: {100 * (diff == 0).mean():.3f}% of values equal to PIL's (max diff {diff.max()})")
         print(f"{len(encoded)} JPEG/PNG files decoded, {exact_decodes} bit for bit as PIL decodes them")
 
-        stats = collections.defaultdict(lambda: [0, 0, 0, 0, 1.0])  # outputs, pixels, exact, within 1, worst share
+        stats = Stats()
         rows = [json.loads(line) for line in open(os.path.join(out_dir, "params.jsonl"))]
         for p in rows:
             image = read_raw(os.path.join(in_dir, p["image"] + ".u8"))
             stem = os.path.join(out_dir, f"{p['image']}.{p['case']}.")
             for op, fn in OPS.items():
-                ours = read_raw(stem + op + ".u8")
+                what = f"{p['image']} case {p['case']} {op}"
                 theirs = fn(image, p)
-                if ours.shape != theirs.shape:
-                    failures.append(f"{p['image']} case {p['case']} {op}: shape {tuple(ours.shape)} vs torchvision {tuple(theirs.shape)}")
+                diff = compare(("tensor", op), read_raw(stem + op + ".u8"), theirs, what, stats, failures)
+                if diff is None:
                     continue
-                diff = (ours.int() - theirs.int()).abs()
                 share = (diff <= 1).double().mean().item()
-                s = stats[op]
-                s[0] += 1
-                s[1] += diff.numel()
-                s[2] += (diff == 0).sum().item()
-                s[3] += (diff <= 1).sum().item()
-                s[4] = min(s[4], share)
                 if share < MIN_SHARE:
-                    failures.append(f"{p['image']} case {p['case']} {op}: {100 * share:.3f}% within 1 level (max diff {diff.max().item()}), params {p}")
+                    failures.append(f"{what}: {100 * share:.3f}% within 1 level (max diff {diff.max().item()}), params {p}")
                 if op == "v2":
                     floats = torch.from_numpy(np.fromfile(stem + "v2.f32", dtype=np.float32).reshape(theirs.shape))
                     expected = F.normalize(theirs.float() / 255, p["mean"], p["std"])
@@ -238,21 +341,23 @@ def main():
                     fshare = ((floats - expected).abs() <= tol).double().mean().item()
                     if fshare < MIN_SHARE:
                         failures.append(f"{p['image']} case {p['case']} normalised v2: {100 * fshare:.3f}% within one level")
-        print(f"{count} images, {len(rows)} parameter sets")
-        print(f"{'op':<11} {'outputs':>7} {'pixels':>11} {'exact %':>9} {'<=1 %':>9} {'worst <=1 %':>12}")
-        for op in OPS:
-            n, px, exact, within, worst = stats[op]
-            if n:
-                print(f"{op:<11} {n:>7} {px:>11} {100 * exact / px:>9.4f} {100 * within / px:>9.4f} {100 * worst:>12.4f}")
-        missing = [op for op in OPS if not stats[op][0]]
+            check_pil_path(p, image, stem, stats, failures)
+        check_all_colours(args.tool, root, args.cases, stats, failures)
+        print(f"{count} images, {len(rows)} parameter sets; the PIL path also on every 24-bit colour (pil-all)")
+        keys = [("tensor", op) for op in OPS] + [(path, op) for path in ("pil", "pil-all") for op in PIL_OPS]
+        stats.print(keys)
+        for op, row in PIL_OPS.items():
+            if row.max_diff:
+                print(f"pil {op}: not bit-exact, bound {row.max_diff}: {row.why}")
+        missing = [f"{path} {op}" for path, op in keys if not stats.rows[(path, op)][0]]
         if missing:
             failures.append(f"no output compared for {missing}")
         for f in failures[:20]:
             print("FAIL:", f)
         if failures:
-            print(f"{len(failures)} output(s) differ from torchvision by more than one level on over {100 * (1 - MIN_SHARE):.1f}% of pixels")
+            print(f"{len(failures)} failure(s): tensor outputs beyond one level on over {100 * (1 - MIN_SHARE):.1f}% of pixels, or PIL outputs beyond their bound")
             return 1
-        print("every output within one uint8 level of torchvision on >= 99.9% of pixels")
+        print("tensor path: every output within one uint8 level of torchvision on >= 99.9% of pixels; PIL path: every output within its bound (0 unless stated)")
         return 0
 
 

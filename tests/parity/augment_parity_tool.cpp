@@ -1,15 +1,19 @@
 // The C++ half of the augmentation parity test (augment_parity.py is the other): for every raw
 // image in IN_DIR, draws view parameters, applies each operation and the whole v1 and v2 pipelines,
-// and writes the results and the parameters to OUT_DIR for torchvision to redo.
+// and writes the results and the parameters to OUT_DIR for torchvision to redo: the tensor path
+// (torchvision on uint8 tensors) and the PIL path (torchvision on PIL images, pil_ops() below).
 //
 // Raw image file (*.u8): three little-endian int32 (C, H, W), then C*H*W bytes, planar.
-// OUT_DIR/params.jsonl: one JSON object per (image, case); OUT_DIR/<image>.<case>.<op>.u8 per op,
-// and <image>.<case>.v2.f32 (the normalised float view, C*S*S float32). Encoded files (*.jpg,
-// *.png) in IN_DIR are decoded at full size to OUT_DIR/<file>.decoded.u8 (RGB).
+// OUT_DIR/params.jsonl: one JSON object per (image, case); OUT_DIR/<image>.<case>.<op>.u8 per
+// tensor op, <image>.<case>.pil.<op>.u8 per PIL op, and <image>.<case>.v2.f32 (the normalised float
+// view, C*S*S float32). Encoded files (*.jpg, *.png) in IN_DIR are decoded at full size to
+// OUT_DIR/<file>.decoded.u8 (RGB). With --pil-only (the script's run over every 24-bit colour) only
+// the PIL rows are written.
 #include "data/color_jitter.h"
 #include "data/encoded_views.h"
 #include "data/gaussian_blur.h"
 #include "data/image_decode.h"
+#include "data/pil_color.h"
 #include "data/resize.h"
 #include "data/view_augment.h"
 #include "data/view_params.h"
@@ -19,6 +23,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <iostream>
 #include <stdexcept>
@@ -71,11 +76,103 @@ ViewParams params_for(int which, const Image& image, const AugmentOptions& o) {
   return p;
 }
 
+// The PIL path, one row per operation: the script (PIL_OPS) redoes each row of the same name with
+// torchvision on a PIL image. `size` is the case's output size, for the rows that resize.
+struct PilOp {
+  const char* name;
+  std::function<Image(const Image& image, const ViewParams& p, int64_t size)> apply;
+};
+
+// A row for an operation that works in place on a copy of the image.
+PilOp in_place(const char* name, std::function<void(Image&, const ViewParams&)> op) {
+  return {name, [op](const Image& image, const ViewParams& p, int64_t) {
+            Image x = image;
+            op(x, p);
+            return x;
+          }};
+}
+
+const std::vector<PilOp>& pil_ops() {
+  static const std::vector<PilOp> ops = {
+      in_place("brightness",
+               [](Image& x, const ViewParams& p) { pil::adjust_brightness(x, p.jitter_params.brightness); }),
+      in_place("contrast", [](Image& x, const ViewParams& p) { pil::adjust_contrast(x, p.jitter_params.contrast); }),
+      in_place("saturation",
+               [](Image& x, const ViewParams& p) { pil::adjust_saturation(x, p.jitter_params.saturation); }),
+      in_place("hue", [](Image& x, const ViewParams& p) { pil::adjust_hue(x, p.jitter_params.hue); }),
+      in_place("jitter", [](Image& x, const ViewParams& p) { pil::color_jitter(x, p.jitter_params); }),
+      in_place("grayscale", [](Image& x, const ViewParams&) { pil::to_grayscale(x); }),
+  };
+  return ops;
+}
+
+// The tensor path: each operation alone on the whole image (the crop: on its box), the evaluation
+// view and both pipelines, and v2's normalised floats.
+void write_tensor_ops(const Image& image, const ViewParams& p, int64_t size, const std::string& stem,
+                      const std::vector<double>& mean, const std::vector<double>& std) {
+  write_raw(stem + "crop.u8", resized_crop(image, p.box, size, size));
+  auto one = [&](const char* op, auto&& apply) {
+    Image x = image;
+    apply(x);
+    write_raw(stem + op + ".u8", x);
+  };
+  one("brightness", [&](Image& x) { adjust_brightness(x, p.jitter_params.brightness); });
+  one("contrast", [&](Image& x) { adjust_contrast(x, p.jitter_params.contrast); });
+  one("saturation", [&](Image& x) { adjust_saturation(x, p.jitter_params.saturation); });
+  one("hue", [&](Image& x) { adjust_hue(x, p.jitter_params.hue); });
+  one("jitter", [&](Image& x) { color_jitter(x, p.jitter_params); });
+  one("grayscale", [&](Image& x) { to_grayscale(x); });
+  one("blur", [&](Image& x) { gaussian_blur(x, p.sigma); });
+  one("flip", [&](Image& x) { hflip(x); });
+  write_raw(stem + "eval.u8", eval_view(image, size));
+  ViewParams v1 = p;
+  v1.jitter = true;
+  v1.blur = false;
+  write_raw(stem + "v1.u8", augment_view(image, v1, Recipe::kV1, size));
+  const Image v2 = augment_view(image, p, Recipe::kV2, size);
+  write_raw(stem + "v2.u8", v2);
+  std::vector<float> normalised(v2.pixels.size());
+  normalize_into(v2, mean, std, normalised.data());
+  std::ofstream(stem + "v2.f32", std::ios::binary)
+      .write(reinterpret_cast<const char*>(normalised.data()),
+             static_cast<std::streamsize>(normalised.size() * sizeof(float)));
+}
+
+nlohmann::json params_row(const std::string& name, int k, int64_t size, const Image& image, const ViewParams& p,
+                          const std::vector<double>& mean, const std::vector<double>& std) {
+  const auto& j = p.jitter_params;
+  return {{"image", name},
+          {"case", k},
+          {"size", size},
+          {"box", {p.box.top, p.box.left, p.box.height, p.box.width}},
+          {"order", {j.order[0], j.order[1], j.order[2], j.order[3]}},
+          {"brightness", j.brightness},
+          {"contrast", j.contrast},
+          {"saturation", j.saturation},
+          {"hue", j.hue},
+          {"jitter", p.jitter},
+          {"grayscale", p.grayscale},
+          {"blur", p.blur},
+          {"sigma", p.sigma},
+          {"flip", p.flip},
+          {"kernel_image", blur_kernel_size(p.sigma, image.height, image.width)},
+          {"kernel_view", blur_kernel_size(p.sigma, size, size)},
+          {"mean", mean},
+          {"std", std}};
+}
+
+void write_decoded(const fs::path& file, const fs::path& out_dir) {
+  std::ifstream in(file, std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write_raw(out_dir / (file.filename().string() + ".decoded.u8"), decode_image(bytes.data(), bytes.size()).image);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::cerr << "usage: " << argv[0] << " IN_DIR OUT_DIR CASES\n";
+  const bool pil_only = argc == 5 && std::string(argv[4]) == "--pil-only";
+  if (argc != 4 && !pil_only) {
+    std::cerr << "usage: " << argv[0] << " IN_DIR OUT_DIR CASES [--pil-only]\n";
     return 2;
   }
   try {
@@ -89,10 +186,7 @@ int main(int argc, char** argv) {
     std::ofstream params_out(out_dir / "params.jsonl");
     for (const auto& entry : fs::directory_iterator(in_dir)) {
       if (entry.path().extension() == ".jpg" || entry.path().extension() == ".png") {
-        std::ifstream in(entry.path(), std::ios::binary);
-        const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        write_raw(out_dir / (entry.path().filename().string() + ".decoded.u8"),
-                  decode_image(bytes.data(), bytes.size()).image);
+        if (!pil_only) write_decoded(entry.path(), out_dir);
         continue;
       }
       if (entry.path().extension() != ".u8") continue;
@@ -104,53 +198,9 @@ int main(int argc, char** argv) {
         const ViewParams p = params_for(k, image, o);
         const int64_t size = k % 2 == 0 ? 224 : 96;
         const std::string stem = (out_dir / (name + "." + std::to_string(k) + ".")).string();
-        // Each operation alone, on the whole image (the crop: on its box).
-        write_raw(stem + "crop.u8", resized_crop(image, p.box, size, size));
-        auto one = [&](const char* op, auto&& apply) {
-          Image x = image;
-          apply(x);
-          write_raw(stem + op + ".u8", x);
-        };
-        one("brightness", [&](Image& x) { adjust_brightness(x, p.jitter_params.brightness); });
-        one("contrast", [&](Image& x) { adjust_contrast(x, p.jitter_params.contrast); });
-        one("saturation", [&](Image& x) { adjust_saturation(x, p.jitter_params.saturation); });
-        one("hue", [&](Image& x) { adjust_hue(x, p.jitter_params.hue); });
-        one("jitter", [&](Image& x) { color_jitter(x, p.jitter_params); });
-        one("grayscale", [&](Image& x) { to_grayscale(x); });
-        one("blur", [&](Image& x) { gaussian_blur(x, p.sigma); });
-        one("flip", [&](Image& x) { hflip(x); });
-        write_raw(stem + "eval.u8", eval_view(image, size));
-        ViewParams v1 = p;
-        v1.jitter = true;
-        v1.blur = false;
-        write_raw(stem + "v1.u8", augment_view(image, v1, Recipe::kV1, size));
-        const Image v2 = augment_view(image, p, Recipe::kV2, size);
-        write_raw(stem + "v2.u8", v2);
-        std::vector<float> normalised(v2.pixels.size());
-        normalize_into(v2, mean, std, normalised.data());
-        std::ofstream(stem + "v2.f32", std::ios::binary)
-            .write(reinterpret_cast<const char*>(normalised.data()),
-                   static_cast<std::streamsize>(normalised.size() * sizeof(float)));
-        const auto& j = p.jitter_params;
-        nlohmann::json row = {{"image", name},
-                              {"case", k},
-                              {"size", size},
-                              {"box", {p.box.top, p.box.left, p.box.height, p.box.width}},
-                              {"order", {j.order[0], j.order[1], j.order[2], j.order[3]}},
-                              {"brightness", j.brightness},
-                              {"contrast", j.contrast},
-                              {"saturation", j.saturation},
-                              {"hue", j.hue},
-                              {"jitter", p.jitter},
-                              {"grayscale", p.grayscale},
-                              {"blur", p.blur},
-                              {"sigma", p.sigma},
-                              {"flip", p.flip},
-                              {"kernel_image", blur_kernel_size(p.sigma, image.height, image.width)},
-                              {"kernel_view", blur_kernel_size(p.sigma, size, size)},
-                              {"mean", mean},
-                              {"std", std}};
-        params_out << row.dump() << "\n";
+        if (!pil_only) write_tensor_ops(image, p, size, stem, mean, std);
+        for (const PilOp& op : pil_ops()) write_raw(stem + "pil." + op.name + ".u8", op.apply(image, p, size));
+        params_out << params_row(name, k, size, image, p, mean, std).dump() << "\n";
       }
     }
     if (!params_out.flush()) throw std::runtime_error("cannot write params.jsonl");
