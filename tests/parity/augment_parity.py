@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 import torch
 import torchvision.transforms.functional as F
-from PIL import Image
+from PIL import Image, ImageFilter
 
 MIN_SHARE = 0.999
 
@@ -198,6 +198,8 @@ PIL_OPS = {
     "hue": PilOp(lambda x, p: F.adjust_hue(x, p["hue"])),
     "jitter": PilOp(jitter),
     "grayscale": PilOp(lambda x, p: gray(x)),
+    "resized_crop": PilOp(lambda x, p: F.resized_crop(x, *p["box"], [p["size"], p["size"]], interpolation=F.InterpolationMode.BILINEAR)),
+    "blur": PilOp(lambda x, p: x.filter(ImageFilter.GaussianBlur(radius=p["sigma"]))),
 }
 
 

@@ -13,7 +13,9 @@
 #include "data/encoded_views.h"
 #include "data/gaussian_blur.h"
 #include "data/image_decode.h"
+#include "data/pil_blur.h"
 #include "data/pil_color.h"
+#include "data/pil_resize.h"
 #include "data/resize.h"
 #include "data/view_augment.h"
 #include "data/view_params.h"
@@ -102,6 +104,9 @@ const std::vector<PilOp>& pil_ops() {
       in_place("hue", [](Image& x, const ViewParams& p) { pil::adjust_hue(x, p.jitter_params.hue); }),
       in_place("jitter", [](Image& x, const ViewParams& p) { pil::color_jitter(x, p.jitter_params); }),
       in_place("grayscale", [](Image& x, const ViewParams&) { pil::to_grayscale(x); }),
+      {"resized_crop",
+       [](const Image& x, const ViewParams& p, int64_t size) { return pil_resized_crop(x, p.box, size, size); }},
+      in_place("blur", [](Image& x, const ViewParams& p) { pil_gaussian_blur(x, p.sigma); }),
   };
   return ops;
 }
