@@ -1,5 +1,6 @@
 // bench_data: images per second of one thread decoding JPEGs and making MoCo v2's two 224 px views
-// (encoded_train_views), with and without the DCT scaling; bench_data_torchvision.py times the
+// (encoded_train_views) with the PIL-equal transforms (the default), the tensor ones, and the PIL ones
+// with the DCT scaling; bench_data_torchvision.py times the
 // official torchvision + PIL transform on the same files. Then the loader (TwoViewLoader, v2 views,
 // batches of 16) on the same files as an ImageFolder (4 classes, copied to a scratch folder) and
 // packed into 2 HDF5 shards (moco_pack's pack_image_folders): images/s delivered with 1 and 2
@@ -48,9 +49,9 @@ void loader_bench(const std::vector<std::filesystem::path>& files, const moco::d
                      (scratch / "packed").string(), pack);
   const std::shared_ptr<const Dataset> sources[2] = {
       std::make_shared<ImageFolderDataset>(scan_image_folder((scratch / "folder" / "train").string()), o.out_size,
-                                           true),
+                                           o.dct_scaling, o.transforms),
       std::make_shared<EncodedImageDataset>(std::make_shared<ImageShardSource>((scratch / "packed").string(), "train"),
-                                            o.out_size, true)};
+                                            o.out_size, o.dct_scaling, o.transforms)};
   const char* names[2] = {"ImageFolder", "HDF5 shards"};
   double rate[2][2] = {};  // [workers - 1][source]
   for (int workers = 1; workers <= 2; ++workers) {
@@ -95,7 +96,8 @@ double views_per_second(const std::vector<std::vector<uint8_t>>& files, const mo
     }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double rate = static_cast<double>(rounds) * static_cast<double>(files.size()) / seconds;
-  std::cout << "moco_dist, data.dct_scaling=" << (dct ? "true " : "false") << ": " << rate
+  std::cout << "moco_dist, data.transforms=" << (o.transforms == Transforms::kPil ? "pil   " : "tensor")
+            << " data.dct_scaling=" << (dct ? "true " : "false") << ": " << rate
             << " images/s (decode + two v2 views at " << o.out_size << ", one thread, " << files.size() << " files x "
             << rounds << ")\n";
   return rate;
@@ -175,20 +177,27 @@ int main(int argc, char** argv) {
     std::cerr << "bench_data: no .jpg files in " << argv[1] << "\n";
     return 2;
   }
-  AugmentOptions o;  // v2 aug+ as configs/moco_v2_r50_imagenet.yaml
+  AugmentOptions o;  // v2 aug+ as configs/moco_v2_r50_imagenet.yaml (PIL transforms, full-size decode)
   o.recipe = Recipe::kV2;
   o.out_size = 224;
   o.mean = {0.485, 0.456, 0.406};
   o.std = {0.229, 0.224, 0.225};
+  o.dct_scaling = false;
+  o.transforms = Transforms::kPil;
+  AugmentOptions tensor = o;
+  tensor.transforms = Transforms::kTensor;
+  const double rate_pil = views_per_second(files, o, false, rounds);
+  const double rate_tensor = views_per_second(files, tensor, false, rounds);
   const double rate_dct = views_per_second(files, o, true, rounds);
-  const double rate_full = views_per_second(files, o, false, rounds);
   report_dct_deviation(files, o);
   if (!peer.empty()) {
     // The peer runs between two more timings of ours, so that a drift of the machine shows.
     const double theirs = peer_images_per_second(peer, argv[1], rounds);
     const double again = views_per_second(files, o, false, rounds);
-    std::cout << "moco_dist / torchvision + PIL, both decoding at full size: " << rate_full / theirs << " before, "
-              << again / theirs << " after the peer; with data.dct_scaling=true: " << rate_dct / theirs << "\n";
+    std::cout << "moco_dist / torchvision + PIL, the same PIL-equal views, both decoding at full size: "
+              << rate_pil / theirs << " before, " << again / theirs
+              << " after the peer; data.transforms=tensor: " << rate_tensor / theirs
+              << "; data.dct_scaling=true: " << rate_dct / theirs << "\n";
   }
   loader_bench(paths, o, rounds);
   return 0;

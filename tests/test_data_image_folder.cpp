@@ -5,6 +5,8 @@
 #include "data/image_folder.h"
 #include "data/loader.h"
 #include "data/resize.h"
+#include "data/view_augment.h"
+#include "data/view_params.h"
 #include "image_files.h"
 
 #include <gtest/gtest.h>
@@ -117,7 +119,7 @@ TEST(ImageFolderTest, BrokenFilesAreSkippedCountedAndReplacedByTheNextImage) {
   cut.resize(cut.size() / 3);
   write(root / "a" / "1.jpg", cut);
   write(root / "b" / "2.png", png_bytes(pattern(30, 60, 2), 30, 60, false));
-  ImageFolderDataset dataset(scan_image_folder(root.string()), 16, true);
+  ImageFolderDataset dataset(scan_image_folder(root.string()), 16, true, Transforms::kPil);
   ASSERT_EQ(dataset.size(), 3);
   const Example broken = dataset.get(1), next = dataset.get(2);
   EXPECT_TRUE(torch::equal(broken.image, next.image));  // the next image, not a black one
@@ -132,19 +134,48 @@ TEST(ImageFolderTest, BrokenFilesAreSkippedCountedAndReplacedByTheNextImage) {
 TEST(ImageFolderTest, EvalViewIsResizeThenCenterCrop) {
   const fs::path root = temp_dir("eval");
   write(root / "a" / "0.png", png_bytes(pattern(60, 90, 3), 60, 90, false));
-  ImageFolderDataset dataset(scan_image_folder(root.string()), 28, false);
-  const Example e = dataset.get(0);
-  EXPECT_EQ(e.image.sizes(), (std::vector<int64_t>{3, 28, 28}));
-  // Resize(32) of 60x90 is 32x48; CenterCrop(28) takes rows 2..29 and columns 10..37 of it.
+  // Resize(32) of 60x90 is 32x48; CenterCrop(28) takes rows 2..29 and columns 10..37 of it, resized
+  // as the dataset's transforms say (Pillow's and torchvision's tensor resize differ on this image).
   const auto bytes = png_bytes(pattern(60, 90, 3), 60, 90, false);
   const Image full = decode_image(bytes.data(), bytes.size()).image;
-  const Image resized = resized_crop(full, {0, 0, 60, 90}, 32, 48);
-  for (int64_t c = 0; c < 3; ++c)
-    for (int64_t y = 0; y < 28; ++y)
-      for (int64_t x = 0; x < 28; ++x)
-        ASSERT_EQ(e.image[c][y][x].item<int64_t>(), resized.channel(c)[(y + 2) * 48 + x + 10])
-            << c << " " << y << " " << x;
+  EXPECT_NE(resized_crop(full, {0, 0, 60, 90}, 32, 48, Transforms::kPil).pixels,
+            resized_crop(full, {0, 0, 60, 90}, 32, 48, Transforms::kTensor).pixels);
+  for (Transforms transforms : {Transforms::kPil, Transforms::kTensor}) {
+    ImageFolderDataset dataset(scan_image_folder(root.string()), 28, false, transforms);
+    const Example e = dataset.get(0);
+    EXPECT_EQ(e.image.sizes(), (std::vector<int64_t>{3, 28, 28}));
+    const Image resized = resized_crop(full, {0, 0, 60, 90}, 32, 48, transforms);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < 28; ++y)
+        for (int64_t x = 0; x < 28; ++x)
+          ASSERT_EQ(e.image[c][y][x].item<int64_t>(), resized.channel(c)[(y + 2) * 48 + x + 10])
+              << c << " " << y << " " << x;
+  }
   fs::remove_all(root);
+}
+
+// Without DCT scaling a training view of the bytes is augment_view of the full-size decode, with the
+// options' transforms (the two implementations give other pixels here).
+TEST(ImageFolderTest, EncodedTrainViewsAugmentTheDecodedImageWithTheirTransforms) {
+  const auto bytes = jpeg_bytes(pattern(70, 90, 6), 70, 90);
+  const Image decoded = decode_image(bytes.data(), bytes.size()).image;
+  AugmentOptions o;
+  o.recipe = Recipe::kV2;
+  o.out_size = 32;
+  o.blur_prob = 1.0;
+  o.mean = {0.485, 0.456, 0.406};
+  o.std = {0.229, 0.224, 0.225};
+  std::vector<float> views[2];
+  for (Transforms transforms : {Transforms::kPil, Transforms::kTensor}) {
+    o.transforms = transforms;
+    std::vector<float> ours(3 * 32 * 32), expected(ours.size());
+    encoded_train_views(bytes.data(), bytes.size(), o, false, 17, ours.data(), nullptr, nullptr);
+    normalize_into(augment_view(decoded, draw_view_params(17, 70, 90, o), o.recipe, transforms, 32), o.mean, o.std,
+                   expected.data());
+    EXPECT_EQ(ours, expected);
+    views[transforms == Transforms::kPil ? 0 : 1] = ours;
+  }
+  EXPECT_NE(views[0], views[1]);
 }
 
 TEST(ImageFolderTest, LoaderMakesTwoDifferentViewsPerSampleWithItsLabel) {
@@ -157,7 +188,7 @@ TEST(ImageFolderTest, LoaderMakesTwoDifferentViewsPerSampleWithItsLabel) {
     else
       write(root / cls / (std::to_string(i) + ".jpg"), jpeg_bytes(pattern(h, w, i), h, w));
   }
-  auto dataset = std::make_shared<ImageFolderDataset>(scan_image_folder(root.string()), 24, true);
+  auto dataset = std::make_shared<ImageFolderDataset>(scan_image_folder(root.string()), 24, true, Transforms::kPil);
   AugmentOptions o;
   o.recipe = Recipe::kV2;
   o.out_size = 24;

@@ -70,9 +70,9 @@ TEST_P(ImageShardsTest, ShardsServeTheFolderSamplesBytesViewsAndBadFiles) {
   EXPECT_EQ(static_cast<int>(packed[0].files.size()), shards);
   EXPECT_EQ(fs::path(packed[0].files[0]).filename().string(), shard_file_name("train", 0, shards));
 
-  ImageFolderDataset folder(scan_image_folder(root.string()), 20, true);
+  ImageFolderDataset folder(scan_image_folder(root.string()), 20, true, Transforms::kPil);
   auto source = std::make_shared<ImageShardSource>(out.string(), "train");
-  EncodedImageDataset packed_set(source, 20, true);
+  EncodedImageDataset packed_set(source, 20, true, Transforms::kPil);
   EXPECT_EQ(source->num_shards(), shards);
   ASSERT_EQ(packed_set.size(), folder.size());
   EXPECT_EQ(packed_set.num_classes(), folder.num_classes());

@@ -216,21 +216,31 @@ TEST(ImageOpsTest, BlurKeepsAFlatImageAndSpreadsAnImpulse) {
   EXPECT_EQ(blur_kernel_size(2.0, 4, 9), 7);  // capped: reflect padding needs pad < side
 }
 
+// Both implementations, each against the other's views too: the batch takes options.transforms.
 TEST(ViewAugmentTest, BatchEqualsThePerSampleViews) {
   SyntheticDataset dataset(4, 3, 40, 36, 3, /*seed=*/2);
   const auto [images, labels] = dataset.get_batch({0, 1, 2, 3});
-  const AugmentOptions o = v2_options();
   std::vector<uint64_t> seeds;
   for (int64_t i = 0; i < 4; ++i) seeds.push_back(view_seed(5, 0, i, 0));
-  const torch::Tensor out = augment_batch(images, o, seeds);
-  ASSERT_EQ(out.sizes(), (std::vector<int64_t>{4, 3, 32, 32}));
-  for (int64_t i = 0; i < 4; ++i) {
-    Image x(3, 40, 36);
-    std::copy(images[i].data_ptr<uint8_t>(), images[i].data_ptr<uint8_t>() + x.pixels.size(), x.pixels.begin());
-    const Image view = augment_view(x, draw_view_params(seeds[static_cast<size_t>(i)], 40, 36, o), Recipe::kV2, 32);
-    std::vector<float> expected(view.pixels.size());
-    normalize_into(view, o.mean, o.std, expected.data());
-    EXPECT_TRUE(torch::equal(out[i], torch::from_blob(expected.data(), {3, 32, 32}, torch::kFloat))) << "sample " << i;
+  for (Transforms transforms : {Transforms::kPil, Transforms::kTensor}) {
+    AugmentOptions o = v2_options();
+    o.transforms = transforms;
+    const Transforms other = transforms == Transforms::kPil ? Transforms::kTensor : Transforms::kPil;
+    const torch::Tensor out = augment_batch(images, o, seeds);
+    ASSERT_EQ(out.sizes(), (std::vector<int64_t>{4, 3, 32, 32}));
+    int equal_to_other = 0;
+    for (int64_t i = 0; i < 4; ++i) {
+      Image x(3, 40, 36);
+      std::copy(images[i].data_ptr<uint8_t>(), images[i].data_ptr<uint8_t>() + x.pixels.size(), x.pixels.begin());
+      const ViewParams p = draw_view_params(seeds[static_cast<size_t>(i)], 40, 36, o);
+      const Image view = augment_view(x, p, Recipe::kV2, transforms, 32);
+      std::vector<float> expected(view.pixels.size());
+      normalize_into(view, o.mean, o.std, expected.data());
+      EXPECT_TRUE(torch::equal(out[i], torch::from_blob(expected.data(), {3, 32, 32}, torch::kFloat)))
+          << "sample " << i;
+      equal_to_other += augment_view(x, p, Recipe::kV2, other, 32).pixels == view.pixels;
+    }
+    EXPECT_EQ(equal_to_other, 0) << "the two implementations should differ on these views";
   }
 }
 

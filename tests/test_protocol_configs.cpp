@@ -48,6 +48,7 @@ const std::vector<Constant> kMainMoco = {
     {"data.mean", "[0.485, 0.456, 0.406]", "main_moco.py transforms.Normalize mean"},
     {"data.std", "[0.229, 0.224, 0.225]", "main_moco.py transforms.Normalize std"},
     {"data.dct_scaling", "false", "main_moco.py pil_loader: Image.open(f).convert('RGB'), a full-size decode"},
+    {"data.transforms", "pil", "main_moco.py: torchvision's transforms on the PIL image pil_loader returns"},
 };
 
 std::vector<Constant> with(std::vector<Constant> table, const std::vector<Constant>& more) {

@@ -57,6 +57,7 @@ std::vector<Constant> imagenet_lincls_table(bool mlp) {
                                 {"data.mean", "[0.485, 0.456, 0.406]", "main_lincls.py transforms.Normalize mean"},
                                 {"data.std", "[0.229, 0.224, 0.225]", "main_lincls.py transforms.Normalize std"},
                                 {"data.dct_scaling", "false", "main_lincls.py pil_loader: a full-size PIL decode"},
+                                {"data.transforms", "pil", "main_lincls.py: torchvision's transforms on PIL images"},
                                 {"model.arch", "resnet50", "main_lincls.py -a default resnet50"},
                                 {"model.small_stem", "false", "torchvision's resnet50: 7x7 stride-2 stem, max-pool"},
                                 {"model.mlp", mlp ? "true" : "false",
@@ -285,12 +286,14 @@ TEST(LinclsProtocolTest, ValViewIsResize256ThenCenterCrop224) {
   data::Image pattern(1, 256, 320);
   for (int64_t y = 0; y < 256; ++y)
     for (int64_t x = 0; x < 320; ++x) pattern.channel(0)[y * 320 + x] = static_cast<uint8_t>((7 * x + 13 * y) % 256);
-  const auto view = data::eval_view(pattern, 224);
-  ASSERT_EQ(view.height, 224);
-  ASSERT_EQ(view.width, 224);
-  for (int64_t y = 0; y < 224; ++y)
-    for (int64_t x = 0; x < 224; ++x)
-      ASSERT_EQ(view.channel(0)[y * 224 + x], pattern.channel(0)[(y + 16) * 320 + x + 48]) << y << " " << x;
+  for (data::Transforms transforms : {data::Transforms::kPil, data::Transforms::kTensor}) {
+    const auto view = data::eval_view(pattern, 224, transforms);
+    ASSERT_EQ(view.height, 224);
+    ASSERT_EQ(view.width, 224);
+    for (int64_t y = 0; y < 224; ++y)
+      for (int64_t x = 0; x < 224; ++x)
+        ASSERT_EQ(view.channel(0)[y * 224 + x], pattern.channel(0)[(y + 16) * 320 + x + 48]) << y << " " << x;
+  }
 
   data::AugmentOptions o;
   o.out_size = 224;

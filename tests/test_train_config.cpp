@@ -141,15 +141,20 @@ TEST(ConfigTest, RangesAreCheckedFromTheRows) {
 
 // The data.* augmentation keys feed the options the loader uses, member for member.
 TEST(ConfigTest, AugmentationKeysBindTheAugmentOptions) {
-  const auto c =
-      load_config(write_temp("{}\n"), {"data.augmentation=v2", "data.image_size=20", "data.crop_scale_min=0.3",
-                                       "data.blur_sigma=[0.2, 1.5]", "data.dct_scaling=false"});
+  const auto c = load_config(write_temp("{}\n"),
+                             {"data.augmentation=v2", "data.image_size=20", "data.crop_scale_min=0.3",
+                              "data.blur_sigma=[0.2, 1.5]", "data.dct_scaling=false", "data.transforms=tensor"});
   const moco::data::AugmentOptions& a = c.data.augment;
   EXPECT_EQ(a.recipe, moco::data::Recipe::kV2);
   EXPECT_EQ(a.out_size, 20);
   EXPECT_DOUBLE_EQ(a.scale_min, 0.3);
   EXPECT_EQ(a.blur_sigma, (std::vector<double>{0.2, 1.5}));
   EXPECT_FALSE(a.dct_scaling);
+  EXPECT_EQ(a.transforms, moco::data::Transforms::kTensor);
+  // The official scripts' PIL transforms unless a config says otherwise.
+  EXPECT_EQ(load_config(write_temp("{}\n")).data.augment.transforms, moco::data::Transforms::kPil);
+  EXPECT_TRUE(contains(config_error_of(write_temp("{}\n"), {"data.transforms=pillow"}),
+                       "key 'data.transforms' must be pil or tensor, not 'pillow'"));
   EXPECT_EQ(Config().data.augment.mean, (std::vector<double>{0.2860}));  // Fashion-MNIST's statistics by default
 }
 

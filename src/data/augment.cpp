@@ -146,7 +146,7 @@ torch::Tensor augment_per_sample(const torch::Tensor& images, const AugmentOptio
     const uint8_t* src = input.data_ptr<uint8_t>() + i * in_bytes;
     std::copy(src, src + in_bytes, image.pixels.begin());
     const ViewParams params = draw_view_params(seeds[static_cast<size_t>(i)], height, width, o);
-    normalize_into(augment_view(image, params, o.recipe, o.out_size), o.mean, o.std,
+    normalize_into(augment_view(image, params, o.recipe, o.transforms, o.out_size), o.mean, o.std,
                    out.data_ptr<float>() + i * out_floats);
   }
   return out;

@@ -16,6 +16,12 @@ enum class Recipe { kSimple, kV1, kV2 };
 Recipe parse_recipe(const std::string& name);  // simple | v1 | v2; throws std::invalid_argument
 const char* recipe_name(Recipe recipe);
 
+// Whose pixels the v1/v2 views (and the evaluation view of encoded images) equal. kPil: torchvision's
+// transforms on a PIL image, as the official main_moco.py / main_lincls.py apply them (Pillow's
+// bilinear resize, ImageEnhance, hue on uint8 HSV, "L" greyscale, ImageFilter.GaussianBlur).
+// kTensor: torchvision.transforms.functional on a uint8 tensor (sampled Gaussian blur, float hue).
+enum class Transforms { kPil, kTensor };
+
 struct AugmentOptions {
   Recipe recipe = Recipe::kSimple;
   int64_t out_size = 28;                    // output is out_size x out_size
@@ -31,6 +37,7 @@ struct AugmentOptions {
   std::vector<double> blur_sigma{0.1, 2.0};  // v2: [min, max]
   std::vector<double> mean{0.5}, std{0.5};   // per channel (one value broadcasts)
   bool dct_scaling = true;                   // encoded JPEGs: decode at a DCT scale where the crop allows
+  Transforms transforms = Transforms::kPil;  // v1, v2 and encoded evaluation views
 };
 
 }  // namespace moco::data

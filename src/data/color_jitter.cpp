@@ -119,25 +119,29 @@ void to_grayscale(Image& image) {
   for (int64_t i = 0; i < image.plane(); ++i) r[i] = g[i] = b[i] = luma(r[i], g[i], b[i]);
 }
 
-void color_jitter(Image& image, const JitterParams& p) {
+void apply_jitter(Image& image, const JitterParams& p, const JitterOps& ops) {
   for (int op : p.order) {
     switch (op) {
       case 0:
-        if (p.brightness != 1.0) adjust_brightness(image, p.brightness);
+        if (p.brightness != 1.0) ops.brightness(image, p.brightness);
         break;
       case 1:
-        if (p.contrast != 1.0) adjust_contrast(image, p.contrast);
+        if (p.contrast != 1.0) ops.contrast(image, p.contrast);
         break;
       case 2:
-        if (p.saturation != 1.0) adjust_saturation(image, p.saturation);
+        if (p.saturation != 1.0) ops.saturation(image, p.saturation);
         break;
       case 3:
-        if (p.hue != 0.0) adjust_hue(image, p.hue);
+        if (p.hue != 0.0) ops.hue(image, p.hue);
         break;
       default:
         throw std::invalid_argument("color_jitter: operation " + std::to_string(op) + " is not 0..3");
     }
   }
+}
+
+void color_jitter(Image& image, const JitterParams& p) {
+  apply_jitter(image, p, {adjust_brightness, adjust_contrast, adjust_saturation, adjust_hue});
 }
 
 }  // namespace moco::data

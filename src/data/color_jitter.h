@@ -29,4 +29,14 @@ struct JitterParams {
 };
 void color_jitter(Image& image, const JitterParams& params);
 
+// One implementation's four operations (this file's, or pil_color.h's), numbered as
+// JitterParams::order; apply_jitter is the one dispatcher both color_jitter()s use.
+struct JitterOps {
+  void (*brightness)(Image&, double);
+  void (*contrast)(Image&, double);
+  void (*saturation)(Image&, double);
+  void (*hue)(Image&, double);
+};
+void apply_jitter(Image& image, const JitterParams& params, const JitterOps& ops);
+
 }  // namespace moco::data

@@ -13,8 +13,8 @@
 namespace moco::data {
 
 EncodedImageDataset::EncodedImageDataset(std::shared_ptr<const EncodedSource> source, int64_t eval_size,
-                                         bool dct_scaling)
-    : source_(std::move(source)), eval_size_(eval_size), dct_scaling_(dct_scaling) {
+                                         bool dct_scaling, Transforms transforms)
+    : source_(std::move(source)), eval_size_(eval_size), dct_scaling_(dct_scaling), transforms_(transforms) {
   if (!source_) throw std::invalid_argument("EncodedImageDataset: no source");
   if (source_->size() == 0) throw FolderError(source_->root() + ": no images");
   if (eval_size_ <= 0) throw std::invalid_argument("EncodedImageDataset: eval_size must be positive");
@@ -49,7 +49,7 @@ int64_t EncodedImageDataset::with_encoded(int64_t index, const EncodedUse& use) 
 Example EncodedImageDataset::get(int64_t index) const {
   Example example;
   with_encoded(index, [&](const uint8_t* bytes, size_t size, int64_t label) {
-    Image view = encoded_eval_view(bytes, size, eval_size_, dct_scaling_);
+    Image view = encoded_eval_view(bytes, size, eval_size_, dct_scaling_, transforms_);
     example.image = torch::from_blob(view.pixels.data(), {3, eval_size_, eval_size_}, torch::kUInt8).clone();
     example.label = label;
   });

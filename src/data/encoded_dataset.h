@@ -2,6 +2,7 @@
 // messages), EncodedImageDataset (the Dataset over any source: evaluation views, bad files skipped)
 #pragma once
 
+#include "data/augment_options.h"
 #include "data/dataset.h"
 
 #include <atomic>
@@ -30,11 +31,12 @@ class EncodedSource {
 };
 
 // get() gives the evaluation view: Resize(S * 256 / 224) (shorter side, antialiased) +
-// CenterCrop(S), uint8 [3, S, S], with S = eval_size. The same class serves every source, so an
-// ImageFolder and its packed shards give the same samples, views and skipped files.
+// CenterCrop(S), uint8 [3, S, S], with S = eval_size, of `transforms` (encoded_views.h). The same class serves every
+// source, so an ImageFolder and its packed shards give the same samples, views and skipped files.
 class EncodedImageDataset : public Dataset {
  public:
-  EncodedImageDataset(std::shared_ptr<const EncodedSource> source, int64_t eval_size, bool dct_scaling);
+  EncodedImageDataset(std::shared_ptr<const EncodedSource> source, int64_t eval_size, bool dct_scaling,
+                      Transforms transforms);
 
   int64_t size() const override { return source_->size(); }
   Example get(int64_t index) const override;
@@ -53,6 +55,7 @@ class EncodedImageDataset : public Dataset {
   std::shared_ptr<const EncodedSource> source_;
   int64_t eval_size_;
   bool dct_scaling_;
+  Transforms transforms_;
   mutable std::mutex bad_mu_;
   mutable std::set<int64_t> bad_;  // known bad: skipped without reading them again
   mutable std::atomic<int64_t> bad_count_{0};

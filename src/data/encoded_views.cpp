@@ -48,10 +48,10 @@ void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions
       dct_scaling ? static_cast<int64_t>(std::ceil(static_cast<double>(full.width) * std::min(1.0, scale))) : 0;
   const Decoded decoded = decode_image(bytes, size, min_h, min_w);
   q.box = map_box(q.box, full, decoded.image);
-  normalize_into(augment_view(decoded.image, q, o.recipe, o.out_size), o.mean, o.std, query);
+  normalize_into(augment_view(decoded.image, q, o.recipe, o.transforms, o.out_size), o.mean, o.std, query);
   if (key_seed) {
     k.box = map_box(k.box, full, decoded.image);
-    normalize_into(augment_view(decoded.image, k, o.recipe, o.out_size), o.mean, o.std, key);
+    normalize_into(augment_view(decoded.image, k, o.recipe, o.transforms, o.out_size), o.mean, o.std, key);
   }
 }
 
@@ -72,9 +72,9 @@ ImageSize resized_size(int64_t side, int64_t h, int64_t w) {
 
 }  // namespace
 
-Image eval_view(const Image& image, int64_t out_size) {
+Image eval_view(const Image& image, int64_t out_size, Transforms transforms) {
   const ImageSize r = resized_size(eval_resize_side(out_size), image.height, image.width);
-  const Image resized = resized_crop(image, {0, 0, image.height, image.width}, r.height, r.width);
+  const Image resized = resized_crop(image, {0, 0, image.height, image.width}, r.height, r.width, transforms);
   // CenterCrop: offsets int(round((size - S) / 2)), halves to even as Python's round.
   const auto top = static_cast<int64_t>(std::nearbyint(static_cast<double>(r.height - out_size) / 2.0));
   const auto left = static_cast<int64_t>(std::nearbyint(static_cast<double>(r.width - out_size) / 2.0));
@@ -87,11 +87,11 @@ Image eval_view(const Image& image, int64_t out_size) {
   return out;
 }
 
-Image encoded_eval_view(const uint8_t* bytes, size_t size, int64_t out_size, bool dct_scaling) {
+Image encoded_eval_view(const uint8_t* bytes, size_t size, int64_t out_size, bool dct_scaling, Transforms transforms) {
   const ImageSize full = image_size(bytes, size);
   const ImageSize wanted = resized_size(eval_resize_side(out_size), full.height, full.width);
   return eval_view(decode_image(bytes, size, dct_scaling ? wanted.height : 0, dct_scaling ? wanted.width : 0).image,
-                   out_size);
+                   out_size, transforms);
 }
 
 }  // namespace moco::data

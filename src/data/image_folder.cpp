@@ -72,7 +72,7 @@ std::string ImageFolderSource::describe(int64_t index) const {
   return (fs::path(folder_.root) / folder_.files[static_cast<size_t>(index)]).string();
 }
 
-ImageFolderDataset::ImageFolderDataset(ImageFolder folder, int64_t eval_size, bool dct_scaling)
-    : EncodedImageDataset(std::make_shared<ImageFolderSource>(std::move(folder)), eval_size, dct_scaling) {}
+ImageFolderDataset::ImageFolderDataset(ImageFolder folder, int64_t eval_size, bool dct_scaling, Transforms transforms)
+    : EncodedImageDataset(std::make_shared<ImageFolderSource>(std::move(folder)), eval_size, dct_scaling, transforms) {}
 
 }  // namespace moco::data

@@ -53,7 +53,7 @@ class ImageFolderSource : public EncodedSource {
 // The train or val split of an ImageFolder, decoded per sample (see EncodedImageDataset).
 class ImageFolderDataset : public EncodedImageDataset {
  public:
-  ImageFolderDataset(ImageFolder folder, int64_t eval_size, bool dct_scaling);
+  ImageFolderDataset(ImageFolder folder, int64_t eval_size, bool dct_scaling, Transforms transforms);
   const ImageFolder& folder() const { return static_cast<const ImageFolderSource&>(source()).folder(); }
 };
 

@@ -1,5 +1,8 @@
 #include "data/pil_blur.h"
 
+#include "data/plane_transpose.h"
+#include "data/simd_clones.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -32,7 +35,8 @@ PilBox pil_box(float radius) {
 // A source index outside [0, n) reads the nearest edge pixel, which is what Pillow's three loops
 // per line amount to. `acc` holds the running sums of the window [y - r, y + r], modulo 2^32 as
 // Pillow's UINT32 (so the subtraction may wrap: the sum stays exact).
-void pil_box_pass(const uint8_t* src, uint8_t* dst, int64_t n, int64_t m, const PilBox& b, std::vector<uint32_t>& acc) {
+MOCO_AVX2_CLONE void pil_box_pass(const uint8_t* src, uint8_t* dst, int64_t n, int64_t m, const PilBox& b,
+                                  std::vector<uint32_t>& acc) {
   const int64_t r = b.radius, last = n - 1;
   auto row = [&](int64_t y) { return src + std::clamp<int64_t>(y, 0, last) * m; };
   // The window of the pixel before the first: r + 1 copies of the first pixel, then [0, r).
@@ -58,15 +62,6 @@ void pil_box_pass(const uint8_t* src, uint8_t* dst, int64_t n, int64_t m, const 
       out[x] = static_cast<uint8_t>((a * inner + (static_cast<uint32_t>(gone[x]) + far[x]) * edge + (1u << 23)) >> 24);
     }
   }
-}
-
-// rows x cols -> cols x rows, in tiles so both sides stay in cache.
-void pil_transpose(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
-  constexpr int64_t kTile = 32;
-  for (int64_t y0 = 0; y0 < rows; y0 += kTile)
-    for (int64_t x0 = 0; x0 < cols; x0 += kTile)
-      for (int64_t y = y0; y < std::min(rows, y0 + kTile); ++y)
-        for (int64_t x = x0; x < std::min(cols, x0 + kTile); ++x) dst[x * rows + y] = src[y * cols + x];
 }
 
 }  // namespace
@@ -96,11 +91,11 @@ void pil_gaussian_blur(Image& image, double radius) {
     uint8_t* plane = image.channel(c);
     // Across first (as rows of the transposed plane), then down: each pass rounds, so the order
     // is Pillow's.
-    pil_transpose(plane, h, w, one.data());
+    transpose_plane(plane, h, w, w, one.data());
     pil_box_pass(one.data(), two.data(), w, h, b, acc);
     pil_box_pass(two.data(), one.data(), w, h, b, acc);
     pil_box_pass(one.data(), two.data(), w, h, b, acc);
-    pil_transpose(two.data(), w, h, plane);
+    transpose_plane(two.data(), w, h, h, plane);
     pil_box_pass(plane, one.data(), h, w, b, acc);
     pil_box_pass(one.data(), two.data(), h, w, b, acc);
     pil_box_pass(two.data(), plane, h, w, b, acc);

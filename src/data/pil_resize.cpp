@@ -1,5 +1,8 @@
 #include "data/pil_resize.h"
 
+#include "data/plane_transpose.h"
+#include "data/simd_clones.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -66,25 +69,11 @@ PilTaps pil_taps(int64_t in_size, int64_t out_size) {
 // most half a unit each, so the clamp binds only past a shrink of about 8000x.
 uint8_t pil_clip8(int32_t sum) { return static_cast<uint8_t>(std::clamp<int32_t>(sum >> kPilPrecisionBits, 0, 255)); }
 
-// `rows` rows of one channel, `stride` apart, resampled across into `out` (rows x taps.first.size()).
-void pil_pass_across(const uint8_t* src, int64_t stride, int64_t rows, const PilTaps& taps, uint8_t* out) {
-  const auto out_width = static_cast<int64_t>(taps.first.size());
-  for (int64_t y = 0; y < rows; ++y) {
-    const uint8_t* line = src + y * stride;
-    for (int64_t x = 0; x < out_width; ++x) {
-      const int32_t* k = taps.weights.data() + x * taps.width;
-      const uint8_t* p = line + taps.first[static_cast<size_t>(x)];
-      int32_t sum = kPilHalf;
-      for (int64_t j = 0; j < taps.count[static_cast<size_t>(x)]; ++j) sum += static_cast<int32_t>(p[j]) * k[j];
-      out[y * out_width + x] = pil_clip8(sum);
-    }
-  }
-}
-
 // Rows of `src` (`width` wide, `stride` apart; row 0 is source row `row0`) resampled down into
 // `out`. Integer sums are exact, so accumulating a whole row per tap (which vectorises) gives
 // Pillow's per-pixel result.
-void pil_pass_down(const uint8_t* src, int64_t stride, int64_t width, int64_t row0, const PilTaps& taps, uint8_t* out) {
+MOCO_AVX2_CLONE void pil_pass_down(const uint8_t* src, int64_t stride, int64_t width, int64_t row0, const PilTaps& taps,
+                                   uint8_t* out) {
   std::vector<int32_t> acc(static_cast<size_t>(width));
   for (size_t y = 0; y < taps.first.size(); ++y) {
     std::fill(acc.begin(), acc.end(), kPilHalf);
@@ -97,6 +86,18 @@ void pil_pass_down(const uint8_t* src, int64_t stride, int64_t width, int64_t ro
     uint8_t* dst = out + static_cast<int64_t>(y) * width;
     for (int64_t x = 0; x < width; ++x) dst[x] = pil_clip8(acc[static_cast<size_t>(x)]);
   }
+}
+
+// `rows` rows of one channel (`width` wide, `stride` apart) resampled across into `out`
+// (rows x taps.first.size()): as a pass down the transposed rows, which vectorises; the sums are
+// the same integers.
+void pil_pass_across(const uint8_t* src, int64_t stride, int64_t rows, int64_t width, const PilTaps& taps,
+                     uint8_t* out) {
+  const auto out_width = static_cast<int64_t>(taps.first.size());
+  std::vector<uint8_t> lines(static_cast<size_t>(width * rows)), resampled(static_cast<size_t>(out_width * rows));
+  transpose_plane(src, rows, width, stride, lines.data());
+  pil_pass_down(lines.data(), rows, rows, 0, taps, resampled.data());
+  transpose_plane(resampled.data(), out_width, rows, rows, out);
 }
 
 }  // namespace
@@ -122,10 +123,10 @@ Image pil_resized_crop(const Image& image, const CropBox& box, int64_t out_heigh
     const uint8_t* src = image.channel(c) + box.top * image.width + box.left;
     uint8_t* dst = out.channel(c);
     if (across && down) {
-      pil_pass_across(src + row0 * image.width, image.width, row1 - row0, cols, temp.data());
+      pil_pass_across(src + row0 * image.width, image.width, row1 - row0, box.width, cols, temp.data());
       pil_pass_down(temp.data(), out_width, out_width, row0, rows, dst);
     } else if (across) {
-      pil_pass_across(src, image.width, box.height, cols, dst);
+      pil_pass_across(src, image.width, box.height, box.width, cols, dst);
     } else if (down) {
       pil_pass_down(src, image.width, box.width, 0, rows, dst);
     } else {

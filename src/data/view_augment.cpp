@@ -2,12 +2,37 @@
 
 #include "data/color_jitter.h"
 #include "data/gaussian_blur.h"
+#include "data/pil_blur.h"
+#include "data/pil_color.h"
+#include "data/pil_resize.h"
 #include "data/resize.h"
 
 #include <algorithm>
 #include <stdexcept>
 
 namespace moco::data {
+namespace {
+
+// The steps of one implementation; the pipelines below are written once over them.
+struct ViewOps {
+  Image (*crop)(const Image&, const CropBox&, int64_t, int64_t);
+  void (*grayscale)(Image&);
+  void (*jitter)(Image&, const JitterParams&);
+  void (*blur)(Image&, double);
+};
+
+const ViewOps& view_ops(Transforms transforms) {
+  static const ViewOps tensor{resized_crop, to_grayscale, color_jitter, gaussian_blur};
+  static const ViewOps pil{pil_resized_crop, pil::to_grayscale, pil::color_jitter, pil_gaussian_blur};
+  return transforms == Transforms::kPil ? pil : tensor;
+}
+
+}  // namespace
+
+Image resized_crop(const Image& image, const CropBox& box, int64_t out_height, int64_t out_width,
+                   Transforms transforms) {
+  return view_ops(transforms).crop(image, box, out_height, out_width);
+}
 
 void hflip(Image& image) {
   for (int64_t c = 0; c < image.channels; ++c)
@@ -17,17 +42,18 @@ void hflip(Image& image) {
     }
 }
 
-Image augment_view(const Image& image, const ViewParams& p, Recipe recipe, int64_t out_size) {
+Image augment_view(const Image& image, const ViewParams& p, Recipe recipe, Transforms transforms, int64_t out_size) {
   if (recipe == Recipe::kSimple)
     throw std::invalid_argument("augment_view: the simple recipe is batched (augment_batch)");
-  Image view = resized_crop(image, p.box, out_size, out_size);
+  const ViewOps& ops = view_ops(transforms);
+  Image view = ops.crop(image, p.box, out_size, out_size);
   if (recipe == Recipe::kV1) {
-    if (p.grayscale) to_grayscale(view);
-    if (p.jitter) color_jitter(view, p.jitter_params);
+    if (p.grayscale) ops.grayscale(view);
+    if (p.jitter) ops.jitter(view, p.jitter_params);
   } else {
-    if (p.jitter) color_jitter(view, p.jitter_params);
-    if (p.grayscale) to_grayscale(view);
-    if (p.blur) gaussian_blur(view, p.sigma);
+    if (p.jitter) ops.jitter(view, p.jitter_params);
+    if (p.grayscale) ops.grayscale(view);
+    if (p.blur) ops.blur(view, p.sigma);
   }
   if (p.flip) hflip(view);
   return view;

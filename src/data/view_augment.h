@@ -8,12 +8,18 @@
 
 namespace moco::data {
 
-// The official main_moco.py pipelines, each step as torchvision.transforms.functional on a uint8
-// tensor (the parity test checks this against torchvision itself):
+// The official main_moco.py pipelines, each step as torchvision does it on a PIL image
+// (Transforms::kPil: pil_resize.h, pil_color.h, pil_blur.h) or on a uint8 tensor (kTensor:
+// resize.h, color_jitter.h, gaussian_blur.h); the parity test checks both against torchvision:
 //   v1: RandomResizedCrop -> RandomGrayscale -> ColorJitter (always) -> RandomHorizontalFlip
 //   v2: RandomResizedCrop -> ColorJitter (p) -> RandomGrayscale -> GaussianBlur (p) -> RandomHorizontalFlip
 // Returns the out_size x out_size uint8 view before ToTensor/Normalize.
-Image augment_view(const Image& image, const ViewParams& params, Recipe recipe, int64_t out_size);
+Image augment_view(const Image& image, const ViewParams& params, Recipe recipe, Transforms transforms,
+                   int64_t out_size);
+
+// The resized crop of that implementation (the evaluation view's Resize too).
+Image resized_crop(const Image& image, const CropBox& box, int64_t out_height, int64_t out_width,
+                   Transforms transforms);
 
 void hflip(Image& image);
 

@@ -48,6 +48,11 @@ const Choices<data::Recipe>& choices(data::Recipe) {
                                  "simple, v1 or v2"};
   return c;
 }
+const Choices<data::Transforms>& choices(data::Transforms) {
+  using data::Transforms;
+  static const Choices<Transforms> c{{{Transforms::kPil, "pil"}, {Transforms::kTensor, "tensor"}}, "pil or tensor"};
+  return c;
+}
 const Choices<Schedule>& choices(Schedule) {
   static const Choices<Schedule> c{{{Schedule::kStep, "step"}, {Schedule::kCosine, "cosine"}}, "step or cosine"};
   return c;
@@ -257,12 +262,17 @@ std::vector<Field> data_fields() {
                  "leaves each crop at least data.image_size px, before the antialiased resize (faster only on photos "
                  "several times the view size, and other pixels than PIL's full-size decode: docs/data.md; the "
                  "paper configs set false)"),
+      MOCO_BOUND("data.transforms", data.augment.transforms,
+                 "v1, v2 and the evaluation view of imagefolder/hdf5: pil (torchvision's transforms on a PIL image, "
+                 "as the official main_moco.py and main_lincls.py: Pillow's bilinear resize, ImageEnhance, hue on "
+                 "uint8 HSV, ImageFilter.GaussianBlur; bit for bit) or tensor (torchvision's functions on a uint8 "
+                 "tensor: a sampled Gaussian blur, hue in float; docs/data.md)"),
       MOCO_BOUND("data.image_size", data.augment.out_size, "side in pixels of the augmented crops").must(positive),
       MOCO_BOUND(
           "data.augmentation", data.augment.recipe,
           "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, "
           "grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, "
-          "grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 equal torchvision's ops on uint8 images"),
+          "grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 as data.transforms says"),
       MOCO_FIELD(data.workers,
                  "decode/augmentation threads per rank; 0: on CUDA the rank's cores but one (its share of the node's, "
                  "or those it is bound to), on CPU 1")

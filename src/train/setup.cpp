@@ -67,7 +67,8 @@ Splits load_splits(const Config& c) {
   if (is_encoded_dataset(c)) {
     auto split = [&](const std::string& dir, const char* key) {
       return std::make_shared<data::EncodedImageDataset>(encoded_split(c, dir, key, "the config"),
-                                                         c.data.augment.out_size, c.data.augment.dct_scaling);
+                                                         c.data.augment.out_size, c.data.augment.dct_scaling,
+                                                         c.data.augment.transforms);
     };
     return {split(c.data.train_dir, "data.train_dir"), split(c.data.val_dir, "data.val_dir")};
   }

@@ -9,7 +9,8 @@ torchvision.transforms.functional:
 - the tensor path (OPS) on uint8 tensors (antialias=True): per output >= 99.9% of pixels within one
   uint8 level;
 - the PIL path (PIL_OPS) on PIL images (Image.fromarray of the same pixels), as the official
-  main_moco.py runs them: every pixel equal, unless the row states why not and its bound.
+  main_moco.py runs them, each op and the whole v1, v2 and evaluation views (data.transforms: pil),
+  and v2 after ToTensor + Normalize: every pixel equal, unless the row states why not and its bound.
 It prints, per path and op, the share of exact pixels and the largest difference.
 
 usage: augment_parity.py TOOL [--cases N] [--keep DIR]
@@ -190,6 +191,32 @@ class PilOp:
         self.fn, self.max_diff, self.why = fn, max_diff, why
 
 
+def pil_crop(img, p):
+    return F.resized_crop(img, *p["box"], [p["size"], p["size"]], interpolation=F.InterpolationMode.BILINEAR)
+
+
+def pil_v1(img, p):
+    """main_moco.py's v1 on a PIL image: RandomResizedCrop, RandomGrayscale, ColorJitter, RandomHorizontalFlip."""
+    img = pil_crop(img, p)
+    if p["grayscale"]:
+        img = gray(img)
+    img = jitter(img, p)
+    return F.hflip(img) if p["flip"] else img
+
+
+def pil_v2(img, p):
+    """main_moco.py's aug+ on a PIL image: crop, RandomApply(ColorJitter), RandomGrayscale,
+    RandomApply(moco.loader.GaussianBlur: ImageFilter.GaussianBlur(radius=sigma)), flip."""
+    img = pil_crop(img, p)
+    if p["jitter"]:
+        img = jitter(img, p)
+    if p["grayscale"]:
+        img = gray(img)
+    if p["blur"]:
+        img = img.filter(ImageFilter.GaussianBlur(radius=p["sigma"]))
+    return F.hflip(img) if p["flip"] else img
+
+
 # The same names as the C++ tool's pil_ops(); jitter and gray dispatch on PIL images as they do on tensors.
 PIL_OPS = {
     "brightness": PilOp(lambda x, p: F.adjust_brightness(x, p["brightness"])),
@@ -198,8 +225,13 @@ PIL_OPS = {
     "hue": PilOp(lambda x, p: F.adjust_hue(x, p["hue"])),
     "jitter": PilOp(jitter),
     "grayscale": PilOp(lambda x, p: gray(x)),
-    "resized_crop": PilOp(lambda x, p: F.resized_crop(x, *p["box"], [p["size"], p["size"]], interpolation=F.InterpolationMode.BILINEAR)),
+    "resized_crop": PilOp(pil_crop),
     "blur": PilOp(lambda x, p: x.filter(ImageFilter.GaussianBlur(radius=p["sigma"]))),
+    "flip": PilOp(lambda x, p: F.hflip(x)),
+    # main_lincls.py's val transform (Resize's default interpolation is bilinear).
+    "eval": PilOp(lambda x, p: F.center_crop(F.resize(x, round(p["size"] * 256 / 224)), p["size"])),
+    "v1": PilOp(pil_v1),
+    "v2": PilOp(pil_v2),
 }
 
 
@@ -258,6 +290,16 @@ def check_pil_path(p, image, stem, stats, failures, label="pil"):
         diff = compare((label, op), read_raw(path), from_pil(row.fn(pil_image, p)), what, stats, failures)
         if diff is not None and diff.numel() and diff.max().item() > row.max_diff:
             failures.append(f"{what}: {100 * (diff == 0).double().mean().item():.4f}% exact, max diff {diff.max().item()} > {row.max_diff}, params {p}")
+
+
+def check_pil_normalised(p, image, stem, failures):
+    """The PIL v2 view after ToTensor + Normalize, as main_moco.py's last two transforms: bit for bit."""
+    theirs = F.normalize(F.to_tensor(pil_v2(to_pil(image), p)), p["mean"], p["std"])
+    if theirs.dim() == 2:
+        theirs = theirs[None]
+    ours = torch.from_numpy(np.fromfile(stem + "pil.v2.f32", dtype=np.float32).reshape(theirs.shape))
+    if not torch.equal(ours, theirs):
+        failures.append(f"{p['image']} case {p['case']} pil normalised v2: {100 * (ours == theirs).double().mean().item():.4f}% equal, max diff {(ours - theirs).abs().max().item()}")
 
 
 def all_colours():
@@ -344,6 +386,7 @@ def main():
                     if fshare < MIN_SHARE:
                         failures.append(f"{p['image']} case {p['case']} normalised v2: {100 * fshare:.3f}% within one level")
             check_pil_path(p, image, stem, stats, failures)
+            check_pil_normalised(p, image, stem, failures)
         check_all_colours(args.tool, root, args.cases, stats, failures)
         print(f"{count} images, {len(rows)} parameter sets; the PIL path also on every 24-bit colour (pil-all)")
         keys = [("tensor", op) for op in OPS] + [(path, op) for path in ("pil", "pil-all") for op in PIL_OPS]

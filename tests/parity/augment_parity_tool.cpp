@@ -6,9 +6,9 @@
 // Raw image file (*.u8): three little-endian int32 (C, H, W), then C*H*W bytes, planar.
 // OUT_DIR/params.jsonl: one JSON object per (image, case); OUT_DIR/<image>.<case>.<op>.u8 per
 // tensor op, <image>.<case>.pil.<op>.u8 per PIL op, and <image>.<case>.v2.f32 (the normalised float
-// view, C*S*S float32). Encoded files (*.jpg, *.png) in IN_DIR are decoded at full size to
-// OUT_DIR/<file>.decoded.u8 (RGB). With --pil-only (the script's run over every 24-bit colour) only
-// the PIL rows are written.
+// view, C*S*S float32; pil.v2.f32 the same of the PIL path). Encoded files (*.jpg, *.png) in IN_DIR are decoded at full
+// size to OUT_DIR/<file>.decoded.u8 (RGB). With --pil-only (the script's run over every 24-bit colour) only the PIL
+// rows are written.
 #include "data/color_jitter.h"
 #include "data/encoded_views.h"
 #include "data/gaussian_blur.h"
@@ -78,6 +78,13 @@ ViewParams params_for(int which, const Image& image, const AugmentOptions& o) {
   return p;
 }
 
+// v1 jitters always and never blurs.
+ViewParams as_v1(ViewParams p) {
+  p.jitter = true;
+  p.blur = false;
+  return p;
+}
+
 // The PIL path, one row per operation: the script (PIL_OPS) redoes each row of the same name with
 // torchvision on a PIL image. `size` is the case's output size, for the rows that resize.
 struct PilOp {
@@ -107,8 +114,25 @@ const std::vector<PilOp>& pil_ops() {
       {"resized_crop",
        [](const Image& x, const ViewParams& p, int64_t size) { return pil_resized_crop(x, p.box, size, size); }},
       in_place("blur", [](Image& x, const ViewParams& p) { pil_gaussian_blur(x, p.sigma); }),
+      in_place("flip", [](Image& x, const ViewParams&) { hflip(x); }),
+      // The whole pipelines as the training and evaluation views run them (Transforms::kPil).
+      {"eval", [](const Image& x, const ViewParams&, int64_t size) { return eval_view(x, size, Transforms::kPil); }},
+      {"v1", [](const Image& x, const ViewParams& p,
+                int64_t size) { return augment_view(x, as_v1(p), Recipe::kV1, Transforms::kPil, size); }},
+      {"v2", [](const Image& x, const ViewParams& p,
+                int64_t size) { return augment_view(x, p, Recipe::kV2, Transforms::kPil, size); }},
   };
   return ops;
+}
+
+// ToTensor + Normalize of a view, C*S*S float32.
+void write_normalised(const std::string& path, const Image& view, const std::vector<double>& mean,
+                      const std::vector<double>& std) {
+  std::vector<float> normalised(view.pixels.size());
+  normalize_into(view, mean, std, normalised.data());
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(normalised.data()),
+             static_cast<std::streamsize>(normalised.size() * sizeof(float)));
 }
 
 // The tensor path: each operation alone on the whole image (the crop: on its box), the evaluation
@@ -129,18 +153,11 @@ void write_tensor_ops(const Image& image, const ViewParams& p, int64_t size, con
   one("grayscale", [&](Image& x) { to_grayscale(x); });
   one("blur", [&](Image& x) { gaussian_blur(x, p.sigma); });
   one("flip", [&](Image& x) { hflip(x); });
-  write_raw(stem + "eval.u8", eval_view(image, size));
-  ViewParams v1 = p;
-  v1.jitter = true;
-  v1.blur = false;
-  write_raw(stem + "v1.u8", augment_view(image, v1, Recipe::kV1, size));
-  const Image v2 = augment_view(image, p, Recipe::kV2, size);
+  write_raw(stem + "eval.u8", eval_view(image, size, Transforms::kTensor));
+  write_raw(stem + "v1.u8", augment_view(image, as_v1(p), Recipe::kV1, Transforms::kTensor, size));
+  const Image v2 = augment_view(image, p, Recipe::kV2, Transforms::kTensor, size);
   write_raw(stem + "v2.u8", v2);
-  std::vector<float> normalised(v2.pixels.size());
-  normalize_into(v2, mean, std, normalised.data());
-  std::ofstream(stem + "v2.f32", std::ios::binary)
-      .write(reinterpret_cast<const char*>(normalised.data()),
-             static_cast<std::streamsize>(normalised.size() * sizeof(float)));
+  write_normalised(stem + "v2.f32", v2, mean, std);
 }
 
 nlohmann::json params_row(const std::string& name, int k, int64_t size, const Image& image, const ViewParams& p,
@@ -205,6 +222,8 @@ int main(int argc, char** argv) {
         const std::string stem = (out_dir / (name + "." + std::to_string(k) + ".")).string();
         if (!pil_only) write_tensor_ops(image, p, size, stem, mean, std);
         for (const PilOp& op : pil_ops()) write_raw(stem + "pil." + op.name + ".u8", op.apply(image, p, size));
+        if (!pil_only)
+          write_normalised(stem + "pil.v2.f32", augment_view(image, p, Recipe::kV2, Transforms::kPil, size), mean, std);
         params_out << params_row(name, k, size, image, p, mean, std).dump() << "\n";
       }
     }
