@@ -95,6 +95,15 @@ bool settings_switched_off() {
   return value != nullptr && std::strcmp(value, "0") == 0;
 }
 
+// What /proc/self/exe points to, while that file is still there; else the link itself.
+std::string own_path() {
+  char buffer[4096];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  if (n <= 0) return "/proc/self/exe";
+  const std::string path(buffer, static_cast<size_t>(n));
+  return access(path.c_str(), X_OK) == 0 ? path : "/proc/self/exe";
+}
+
 __attribute__((constructor)) void restart_with_openblas_settings_for_this_machine() {
   if (settings_switched_off()) {
     done.switched_off = true;
@@ -120,7 +129,9 @@ __attribute__((constructor)) void restart_with_openblas_settings_for_this_machin
          kernels != nullptr ? (set_timeout ? "OPENBLAS_CORETYPE OPENBLAS_THREAD_TIMEOUT" : "OPENBLAS_CORETYPE")
                             : "OPENBLAS_THREAD_TIMEOUT",
          1);
-  execv("/proc/self/exe", argv.data());
+  // The binary's own path, not /proc/self/exe: the kernel names a process after the file it runs,
+  // and "exe" would hide it from ps and pkill (and from tests that look for moco_dist).
+  execv(own_path().c_str(), argv.data());
   // The restart failed: carry on as loaded.
   if (kernels != nullptr) unsetenv("OPENBLAS_CORETYPE");
   if (set_timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT");

@@ -29,6 +29,10 @@ if grep -qw avx2 /proc/cpuinfo && [ -n "$report" ]; then
     expected="OpenBLAS: kernels ${report#Core: } as detected, "
   fi
   [[ "$line" == "$expected"* ]] || { echo "FAIL: the line does not begin with '$expected'"; exit 1; }
+  # A restarted process keeps its name (ps, pkill, the multi-host tests find ranks by it).
+  comm=$(env -u OPENBLAS_CORETYPE "$probe" --comm)
+  echo "process name after the restart: $comm"
+  [ "$comm" = openblas_probe ] || { echo "FAIL: the restarted process is called '$comm', not openblas_probe"; exit 1; }
   checked=1
 fi
 

@@ -146,7 +146,22 @@ def crop(img, p):
     return F.resized_crop(img, top, left, h, w, [p["size"], p["size"]], interpolation=F.InterpolationMode.BILINEAR, antialias=True)
 
 
-def v1(img, p):
+def tensor_blur(img, p):
+    k = p["kernel_view"]
+    return F.gaussian_blur(img, [k, k], [p["sigma"], p["sigma"]])
+
+
+def pil_crop(img, p):
+    return F.resized_crop(img, *p["box"], [p["size"], p["size"]], interpolation=F.InterpolationMode.BILINEAR)
+
+
+def pil_blur(img, p):
+    """moco.loader.GaussianBlur: ImageFilter.GaussianBlur(radius=sigma)."""
+    return img.filter(ImageFilter.GaussianBlur(radius=p["sigma"]))
+
+
+def v1(img, p, crop=crop):
+    """main_moco.py's v1: RandomResizedCrop, RandomGrayscale, ColorJitter, RandomHorizontalFlip."""
     img = crop(img, p)
     if p["grayscale"]:
         img = gray(img)
@@ -154,15 +169,15 @@ def v1(img, p):
     return F.hflip(img) if p["flip"] else img
 
 
-def v2(img, p):
+def v2(img, p, crop=crop, blur=tensor_blur):
+    """main_moco.py's aug+: crop, RandomApply(ColorJitter), RandomGrayscale, RandomApply(blur), flip."""
     img = crop(img, p)
     if p["jitter"]:
         img = jitter(img, p)
     if p["grayscale"]:
         img = gray(img)
     if p["blur"]:
-        k = p["kernel_view"]
-        img = F.gaussian_blur(img, [k, k], [p["sigma"], p["sigma"]])
+        img = blur(img, p)
     return F.hflip(img) if p["flip"] else img
 
 
@@ -191,30 +206,12 @@ class PilOp:
         self.fn, self.max_diff, self.why = fn, max_diff, why
 
 
-def pil_crop(img, p):
-    return F.resized_crop(img, *p["box"], [p["size"], p["size"]], interpolation=F.InterpolationMode.BILINEAR)
-
-
 def pil_v1(img, p):
-    """main_moco.py's v1 on a PIL image: RandomResizedCrop, RandomGrayscale, ColorJitter, RandomHorizontalFlip."""
-    img = pil_crop(img, p)
-    if p["grayscale"]:
-        img = gray(img)
-    img = jitter(img, p)
-    return F.hflip(img) if p["flip"] else img
+    return v1(img, p, pil_crop)
 
 
 def pil_v2(img, p):
-    """main_moco.py's aug+ on a PIL image: crop, RandomApply(ColorJitter), RandomGrayscale,
-    RandomApply(moco.loader.GaussianBlur: ImageFilter.GaussianBlur(radius=sigma)), flip."""
-    img = pil_crop(img, p)
-    if p["jitter"]:
-        img = jitter(img, p)
-    if p["grayscale"]:
-        img = gray(img)
-    if p["blur"]:
-        img = img.filter(ImageFilter.GaussianBlur(radius=p["sigma"]))
-    return F.hflip(img) if p["flip"] else img
+    return v2(img, p, pil_crop, pil_blur)
 
 
 # The same names as the C++ tool's pil_ops(); jitter and gray dispatch on PIL images as they do on tensors.
@@ -226,7 +223,7 @@ PIL_OPS = {
     "jitter": PilOp(jitter),
     "grayscale": PilOp(lambda x, p: gray(x)),
     "resized_crop": PilOp(pil_crop),
-    "blur": PilOp(lambda x, p: x.filter(ImageFilter.GaussianBlur(radius=p["sigma"]))),
+    "blur": PilOp(pil_blur),
     "flip": PilOp(lambda x, p: F.hflip(x)),
     # main_lincls.py's val transform (Resize's default interpolation is bilinear).
     "eval": PilOp(lambda x, p: F.center_crop(F.resize(x, round(p["size"] * 256 / 224)), p["size"])),

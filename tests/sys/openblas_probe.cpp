@@ -1,6 +1,7 @@
 // Prints the OpenBLAS settings this process runs with, after src/sys/openblas_kernels.cpp (linked
 // into every executable) had its say: for tests/cli/openblas_kernels_test.sh. With --line, prints
-// the line moco_dist logs about them instead.
+// the line moco_dist logs about them instead; with --comm, the process's name as ps and pkill see it
+// (/proc/self/comm), which a restart must keep.
 #include "sys/openblas_kernels.h"
 
 #include <dlfcn.h>
@@ -8,10 +9,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--line") == 0) {
     std::printf("%s\n", moco::sys::openblas_settings_line().c_str());
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--comm") == 0) {
+    std::string comm;
+    std::getline(std::ifstream("/proc/self/comm"), comm);
+    std::cout << comm << "\n";
     return 0;
   }
   using Query = int (*)();
