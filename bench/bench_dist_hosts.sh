@@ -19,10 +19,11 @@
 # cores taken by the two ranks that starved the kernel's TCP/veth work (the raw all-reduce moved
 # half of what it does when it yields, docs/benchmarks.md), so the ratio is given against both.
 # BENCH_MPIRUN_ARGS
-# adds mpirun options to every run (e.g. --mca btl_tcp_progress_thread 1).
+# adds mpirun options to every run (e.g. --mca btl_tcp_progress_thread 1); BENCH_MTU (default 1500)
+# sets every link's MTU (bench/tcp_hosts.sh: what the kernel's TCP moves at each, and its CPU cost).
 # The hosts are taken down on every exit, also a failed or interrupted one.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,22p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,23p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 mkdir -p "$2" && out=$(cd "$2" && pwd)
 shift 2
@@ -31,6 +32,7 @@ rates=("$@")
 src=$(cd "$(dirname "$0")/.." && pwd)
 hosts=$src/tests/multinode/hosts.sh
 repeats=${BENCH_REPEATS:-2}
+mtu=${BENCH_MTU:-1500}
 read -r -a bench_args <<<"${BENCH_DIST_ARGS:---iters 10 --step-model resnet18 --step-batch 8 --bucket-mb 4}"
 read -r -a extra_mpirun_args <<<"${BENCH_MPIRUN_ARGS:-}"
 yielding=(--mca mpi_yield_when_idle 1)
@@ -46,7 +48,8 @@ trap 'exit 130' INT TERM  # through the EXIT trap
 net=10.77.0.0/24
 printf 'mocohost1 slots=1\nmocohost2 slots=1\n' >"$out/hostfile"
 # shellcheck disable=SC2054  # "self,tcp" is one argument
-mpirun_args=(--hostfile "$out/hostfile" -np 2 --map-by node --oversubscribe -x OMP_NUM_THREADS
+# --bind-to none: each host's daemon would bind its one rank to "its" core 0, the same core for both.
+mpirun_args=(--hostfile "$out/hostfile" -np 2 --map-by node --bind-to none --oversubscribe -x OMP_NUM_THREADS
   --mca plm_rsh_agent "$MOCO_HOSTS_DIR/agent" --mca oob_tcp_if_include "$net"
   --mca btl self,tcp --mca btl_tcp_if_include "$net" "${extra_mpirun_args[@]}")
 
@@ -76,6 +79,7 @@ run_once() {  # RATE RUN [MPIRUN_ARGS...]: RUN "yield" times the all-reduces alo
   local args=("${bench_args[@]}")
   [ "$run" != yield ] || args=(--iters 10 --allreduce-only)
   "$hosts" up 2 "$MOCO_HOSTS_DIR" >/dev/null
+  "$hosts" mtu "$mtu"
   if [ "$rate" != none ]; then "$hosts" shape 2 "$rate" 0 "$(burst_for "$rate")"; fi
   # One rank per host: the two hostnames, in rank order.
   local where
@@ -116,7 +120,7 @@ PY
 
 command -v bc >/dev/null || die "no bc"
 for rate in "${rates[@]}"; do [ "$rate" = none ] || burst_for "$rate" >/dev/null; done  # all checked first
-echo "$(date '+%F %T'): $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores; rates ${rates[*]}, $repeats runs each" \
+echo "$(date '+%F %T'): $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores; rates ${rates[*]}, $repeats runs each, MTU $mtu" \
   | tee -a "$out/summary.txt"
 for rate in "${rates[@]}"; do
   for run in $(seq "$repeats"); do run_once "$rate" "$run"; done

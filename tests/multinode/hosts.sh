@@ -19,6 +19,7 @@
 #                                bucket, default 32kbit) must grow with RATE: at 10gbit 32kbit is a
 #                                3 us bucket, which holds the link far below its rate
 #   hosts.sh drops I             how many packets the LOSS rules of host I's link have dropped
+#   hosts.sh mtu BYTES           every link's MTU (both ends of each veth and the bridge; default 1500)
 #
 # DIR (default $MOCO_HOSTS_DIR, else /tmp/moco_hosts) keeps the state: the namespace names, one
 # holder process per host that owns its UTS namespace (DIR/holderI.pid), and DIR/agent, a launch
@@ -142,6 +143,15 @@ drops() {
     awk '/counter packets/ {for (f = 1; f < NF; f++) if ($f == "packets") n += $(f + 1)} END {print n + 0}'
 }
 
+mtu() {  # BYTES, on every link
+  local i
+  for i in $(seq "$n"); do
+    ip -n "$(ns sw)" link set "h$i" mtu "$1"
+    ip -n "$(ns "$i")" link set eth0 mtu "$1"
+  done
+  ip -n "$(ns sw)" link set br0 mtu "$1"
+}
+
 host_exec() {
   local i=$1 p
   shift
@@ -162,5 +172,6 @@ link) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; ip -n "$(ns "$1")" link set et
 pids) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; pids "$1" ;;
 shape) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; shape "${1:?shape I RATE LOSS [BURST]}" "${2:?RATE}" "${3:?LOSS}" "${4:-}" ;;
 drops) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; drops "$1" ;;
-*) sed -n '2,27p' "$self"; exit 2 ;;
+mtu) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; mtu "${1:?mtu BYTES}" ;;
+*) sed -n '2,28p' "$self"; exit 2 ;;
 esac
