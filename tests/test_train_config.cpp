@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 using moco::train::Config;
 using moco::train::ConfigError;
@@ -314,6 +315,34 @@ TEST(ConfigTest, ExtremeFiniteFloatsSurviveTheCheckpointRoundTrip) {
                               "moco.momentum=-0.0", "dist.bucket_mb=4.9e-324"});
   const auto again = moco::train::load_config_text(moco::train::to_yaml(c), "saved");
   EXPECT_TRUE(moco::train::config_changes(c, again).empty()) << moco::train::to_yaml(c);
+}
+
+// A checkpoint saved before data.transforms and optim.lr_update existed ran the tensor ops and set
+// the learning rate every step: its config reads so, and a resume with today's defaults is refused
+// naming both keys, instead of switching the views and the schedule silently.
+TEST(ConfigTest, SavedConfigWithoutALaterKeyReadsTheValueItRanBeforeTheKeyExisted) {
+  using moco::data::Transforms;
+  using moco::train::LrUpdate;
+  const Config before_the_keys = moco::train::load_config_text("{}\n", "old checkpoint");
+  EXPECT_EQ(before_the_keys.data.augment.transforms, Transforms::kTensor);
+  EXPECT_EQ(before_the_keys.optim.lr_update, LrUpdate::kStep);
+  std::set<std::string> math;
+  for (const auto& change : moco::train::config_changes(before_the_keys, Config{}))
+    if (change.changes_math) math.insert(change.key);
+  EXPECT_EQ(math, (std::set<std::string>{"data.transforms", "optim.lr_update"}));
+  // Their sections present, the keys absent: the same.
+  const Config sections = moco::train::load_config_text("data: {dataset: synthetic}\noptim: {base_lr: 0.1}\n", "old");
+  EXPECT_EQ(sections.data.augment.transforms, Transforms::kTensor);
+  EXPECT_EQ(sections.optim.lr_update, LrUpdate::kStep);
+
+  // Saved today, both keys are written: they read back as they were, defaults included.
+  const Config now = moco::train::load_config_text(moco::train::to_yaml(Config{}), "new checkpoint");
+  EXPECT_EQ(now.data.augment.transforms, Transforms::kPil);
+  EXPECT_EQ(now.optim.lr_update, LrUpdate::kEpoch);
+  // Given in a section of their own, they are read, not replaced.
+  const Config given = moco::train::load_config_text("data: {transforms: pil}\noptim: {lr_update: epoch}\n", "given");
+  EXPECT_EQ(given.data.augment.transforms, Transforms::kPil);
+  EXPECT_EQ(given.optim.lr_update, LrUpdate::kEpoch);
 }
 
 TEST(ScheduleTest, LinearScalingStepAndCosine) {

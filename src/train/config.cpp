@@ -720,6 +720,29 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return reading.config;
 }
 
+namespace {
+
+// Keys added after runs had been saved, whose default is not what those runs computed. A saved
+// config without one was written before the key existed and ran the value here, so that a resume
+// sees the difference (and refuses it, naming the key) instead of switching silently.
+struct ValueBeforeTheKey {
+  const char* key;
+  const char* value;
+};
+constexpr ValueBeforeTheKey kValuesBeforeTheKeys[] = {
+    {"data.transforms", "tensor"},  // the views' ops before the PIL-equal ones became the default
+    {"optim.lr_update", "step"},    // the learning rate was set every step before main_moco.py's per epoch
+};
+
+bool holds_key(const YAML::Node& node, const std::string& dotted) {
+  if (!node.IsMap()) return false;
+  const auto dot = dotted.find('.');
+  const YAML::Node child = node[dotted.substr(0, dot)];  // const: the lookup adds nothing
+  return child.IsDefined() && (dot == std::string::npos || holds_key(child, dotted.substr(dot + 1)));
+}
+
+}  // namespace
+
 Config load_config_text(const std::string& yaml, const std::string& where) {
   YAML::Node root;
   try {
@@ -728,6 +751,9 @@ Config load_config_text(const std::string& yaml, const std::string& where) {
     throw ConfigError(where + ": not valid YAML: " + e.what());
   }
   Reading reading = apply_root(root, where);
+  for (const auto& before : kValuesBeforeTheKeys) {
+    if (!holds_key(root, before.key)) assign(reading, *find_field(before.key), YAML::Node(before.value), where);
+  }
   validate(reading, where);
   return reading.config;
 }

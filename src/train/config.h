@@ -166,7 +166,9 @@ void validate_for_world(const Config& config, int world_size, const std::string&
 // checks it for a MoCo job). Throws ConfigError naming moco.queue_size.
 void check_queue_fits(const Config& config, const std::string& where);
 
-// The same from YAML text (a checkpoint's saved config); `where` names its origin in errors.
+// The same from YAML text (a checkpoint's saved config); `where` names its origin in errors. A key
+// added since the config was saved, whose default differs from what the run computed then
+// (data.transforms, optim.lr_update), reads as that older value.
 Config load_config_text(const std::string& yaml, const std::string& where);
 
 // The effective configuration as YAML (written beside the run's metrics).

@@ -180,6 +180,22 @@ refusals)
   # Allowed: logging, kNN and checkpoint keys, and an explicit checkpoint path.
   run 1 "$work/run" train.log_every=2 knn.k=10 train.resume="$work/run/checkpoints/step_00000003"
   grep -q "resume: knn.k changes from 20 to 10" "$work/run.console" || fail "allowed change not logged"
+  # A checkpoint saved before data.transforms and optim.lr_update existed (its saved config lacks
+  # them) ran the tensor ops and set the lr every step: with today's defaults its resume is refused
+  # naming both; given those values, it resumes.
+  run 1 "$work/old" train.stop_at_step=3 data.transforms=tensor optim.lr_update=step
+  "$py" - "$work/old/checkpoints/step_00000003/manifest.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+kept = [l for l in m["config_yaml"].splitlines(keepends=True) if l.split(":")[0].strip() not in ("transforms", "lr_update")]
+assert len(kept) == m["config_yaml"].count("\n") - 2, "the two keys were not in the saved config"
+m["config_yaml"] = "".join(kept)
+json.dump(m, open(sys.argv[1], "w"))
+EOF
+  expect_fails_with 2 "data.transforms: tensor in the checkpoint, pil now" launch 1 "$work/old"
+  grep -qF "optim.lr_update: step in the checkpoint, epoch now" "$work/last.out" || fail "optim.lr_update not named"
+  run 1 "$work/old" data.transforms=tensor optim.lr_update=step
+  grep -q "resumed from $work/old/checkpoints/step_00000003" "$work/old.console" || fail "the old checkpoint did not resume"
   ;;
 tools)
   run 1 "$work/run" train.stop_at_step=2
