@@ -1,7 +1,6 @@
 #include "data/encoded_views.h"
 
 #include "data/image_decode.h"
-#include "data/resize.h"
 #include "data/view_augment.h"
 #include "data/view_params.h"
 

@@ -148,7 +148,6 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> params, std::shared_
   }
   buckets_ = compute_bucket_layout(params_, bucket_cap_bytes, first_bucket_cap_bytes);
   if (group_->world_size() > 1) agree_on_layout();
-  if (group_->progresses_only_inside_calls()) progress_ = std::make_unique<ProgressThread>(kProgressInterval);
   set_enabled(group_->world_size() > 1);
 }
 
@@ -256,6 +255,8 @@ void GradientReducer::ensure_armed() {
   for (size_t i = 0; i < params_.size(); ++i) {
     hook_handles_.push_back(params_[i].register_hook([this, i](const torch::Tensor& grad) { on_gradient(i, grad); }));
   }
+  // Started with the hooks, so that a disabled reducer (a world of one) has no thread.
+  if (group_->progresses_only_inside_calls()) progress_ = std::make_unique<ProgressThread>(kProgressInterval);
   armed_ = true;
   reset_step();
 }

@@ -52,6 +52,10 @@ void note_log_failure(const std::string& file, const std::string& what) {
   log_failed.store(true);
 }
 
+std::filesystem::path rank_log_file(const std::string& output_dir, int rank) {
+  return std::filesystem::path(output_dir) / ("rank" + std::to_string(rank) + ".log");
+}
+
 }  // namespace
 
 void check_log_writes() {
@@ -75,7 +79,7 @@ void setup_logging(const std::string& output_dir, int rank, int world_size, bool
   std::vector<spdlog::sink_ptr> sinks;
   // Appended to: a resumed or requeued run keeps the log of the attempts before it. First, so that
   // a line reaches the file before the console.
-  const auto file = std::filesystem::path(output_dir) / ("rank" + std::to_string(rank) + ".log");
+  const auto file = rank_log_file(output_dir, rank);
   if (to_files) {
     try {
       sinks.push_back(std::make_shared<WrittenThroughFileSink>(file.string()));
@@ -95,9 +99,7 @@ void setup_logging(const std::string& output_dir, int rank, int world_size, bool
 }
 
 LogUndo::LogUndo(const std::string& output_dir, int rank)
-    : dir_(output_dir),
-      file_((std::filesystem::path(output_dir) / ("rank" + std::to_string(rank) + ".log")).string()),
-      rank_(rank) {
+    : dir_(output_dir), file_(rank_log_file(output_dir, rank).string()), rank_(rank) {
   std::error_code ec;
   dir_existed_ = std::filesystem::exists(dir_, ec);
   file_existed_ = std::filesystem::is_regular_file(file_, ec);
