@@ -12,9 +12,11 @@
 #include "ckpt/checkpoint_dir.h"
 #include "dist/bootstrap.h"
 #include "dist/mpi_process_group.h"
+#include "moco_v2/moco_v2.h"
 #include "model/moco.h"
+#include "run/sgd.h"
 #include "sys/host_memory.h"
-#include "train/sgd.h"
+#include "sys/openblas_kernels.h"
 #include "train/train_state.h"
 
 #include <CLI/CLI.hpp>
@@ -66,7 +68,8 @@ double dd_seconds(moco::dist::ProcessGroup& group, const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  moco::sys::keep_freed_host_memory();  // host memory as moco_dist runs it
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
+  moco::sys::keep_freed_host_memory();          // host memory as moco_dist runs it
   CLI::App app{
       "bench_ckpt: ResNet-50 MoCo v2 checkpoint save/load against dd on the same disk; run plain or under mpirun"};
   std::string dir = "bench_ckpt_tmp", json_path = "bench_ckpt.json";
@@ -91,8 +94,8 @@ int main(int argc, char** argv) {
     moco::model::MocoOptions options;
     options.queue_size = 65536;
     moco::model::Moco moco(encoder, options, group, 0);
-    moco::train::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
-    moco::train::TrainState state(*moco, sgd, false);
+    moco::run::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
+    moco::train::TrainState state(moco::moco_v2::state_entries(*moco, sgd, false));
     const auto& entries = state.entries_for_save({});
     int64_t bytes = 0;
     for (const auto& e : entries)

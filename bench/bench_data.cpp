@@ -14,6 +14,7 @@
 #include "data/image_pack.h"
 #include "data/image_shards.h"
 #include "data/loader.h"
+#include "sys/openblas_kernels.h"
 
 #include <algorithm>
 #include <chrono>
@@ -148,6 +149,7 @@ double peer_images_per_second(const std::string& script, const std::string& dir,
 }  // namespace
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   using namespace moco::data;
   if (argc < 2) {
     std::cerr << "usage: bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]\n";

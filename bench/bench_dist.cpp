@@ -23,6 +23,7 @@
 #include "model/batch_shuffle.h"
 #include "model/moco.h"
 #include "sys/host_memory.h"
+#include "sys/openblas_kernels.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -356,6 +357,7 @@ nlohmann::json measure(std::shared_ptr<ProcessGroup> group, const Settings& set)
 }  // namespace
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   moco::sys::keep_freed_host_memory();
   CLI::App app{"bench_dist: collective bandwidth, shuffle-BN cost and exposed communication; run under mpirun"};
   Settings set;

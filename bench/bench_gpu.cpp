@@ -3,9 +3,10 @@
 // and channels-last by default). bench/moco_step_pytorch.py does the same step the official way
 // (DDP-wrapped model, torch.autocast bf16); tools/gpu_check.sh runs both in one command.
 #include "model/moco.h"
-#include "train/device.h"
+#include "run/device.h"
+#include "run/sgd.h"
 #include "sys/host_memory.h"
-#include "train/sgd.h"
+#include "sys/openblas_kernels.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -17,7 +18,8 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
-  moco::sys::keep_freed_host_memory();  // host memory as moco_dist runs it
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
+  moco::sys::keep_freed_host_memory();          // host memory as moco_dist runs it
   CLI::App app{"bench_gpu: MoCo v2 ResNet-50 training-step throughput on cuda:0 (synthetic data)"};
   int64_t batch = 256, queue = 65536;
   int warmup = 10, steps = 30;
@@ -47,9 +49,9 @@ int main(int argc, char** argv) {
   options.bf16 = precision == "bf16";
   moco::model::Moco moco(encoder, options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
   moco->to(device);
-  if (channels_last) moco::train::use_channels_last(*moco);
+  if (channels_last) moco::run::use_channels_last(*moco);
   moco->train();
-  moco::train::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
+  moco::run::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
   sgd.set_lr(0.03);
 
   auto images = [&] {

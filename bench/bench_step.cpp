@@ -7,8 +7,9 @@
 #include "data/loader.h"
 #include "data/synthetic.h"
 #include "model/moco.h"
+#include "run/device.h"
 #include "sys/host_memory.h"
-#include "train/device.h"
+#include "sys/openblas_kernels.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -85,7 +86,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
   options.queue_size = queue_size;
   moco::model::Moco moco(encoder_for(c), options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
   moco->train();
-  if (channels_last) moco::train::use_channels_last(*moco);
+  if (channels_last) moco::run::use_channels_last(*moco);
   const auto format = channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
   torch::optim::SGD optimizer(moco->trainable_parameters(),
                               torch::optim::SGDOptions(0.03).momentum(0.9).weight_decay(1e-4));
@@ -133,6 +134,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
 }  // namespace
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   moco::sys::keep_freed_host_memory();
   CLI::App app{"bench_step: MoCo training-step throughput against the forward/backward floor"};
   int warmup = 2, steps = 20, threads = 0;

@@ -4,7 +4,7 @@
 // report) is a bug. A config that loads must survive what a checkpoint does with it: written with
 // to_yaml and read back with load_config_text, unchanged.
 #include "fuzz_util.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <cstdint>
 #include <string>
@@ -23,27 +23,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<std::string> overrides(parts.begin() + 1, parts.end());
   moco::fuzz::write_file(file.path(), parts[0].data(), parts[0].size());
 
-  moco::train::Config config;
+  moco::run::Config config;
   try {
-    config = moco::train::load_config(file.path(), overrides);
-  } catch (const moco::train::ConfigError&) {
+    config = moco::run::load_config(file.path(), overrides);
+  } catch (const moco::run::ConfigError&) {
     return 0;
   }
   for (int world = 1; world <= 4; ++world) {
     try {
-      moco::train::validate_for_world(config, world, "fuzz");
-    } catch (const moco::train::ConfigError&) {
+      moco::run::validate_for_world(config, world, "fuzz");
+    } catch (const moco::run::ConfigError&) {
     }
   }
-  const std::string yaml = moco::train::to_yaml(config);
-  moco::train::Config reloaded;
+  const std::string yaml = moco::run::to_yaml(config);
+  moco::run::Config reloaded;
   try {
-    reloaded = moco::train::load_config_text(yaml, "the saved config");
-  } catch (const moco::train::ConfigError& e) {
+    reloaded = moco::run::load_config_text(yaml, "the saved config");
+  } catch (const moco::run::ConfigError& e) {
     moco::fuzz::fuzz_bug(std::string("a loaded config does not load again from its own YAML: ") + e.what() + "\n" +
                          yaml);
   }
-  const auto changes = moco::train::config_changes(config, reloaded);
+  const auto changes = moco::run::config_changes(config, reloaded);
   if (!changes.empty())
     moco::fuzz::fuzz_bug("key '" + changes[0].key + "' changes in the round trip: " + changes[0].before + " -> " +
                          changes[0].after);

@@ -4,7 +4,7 @@
 // the tables.
 #pragma once
 
-#include "train/config.h"
+#include "run/config.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -46,9 +46,9 @@ inline std::string flow(const YAML::Node& node) {
 
 // Each row's key read from the effective config (to_yaml, so every key reads as the config file
 // writes it) and compared with the row's value; a mismatch names the config, the key and the source.
-inline void expect_constants(const train::Config& config, const std::vector<Constant>& table,
+inline void expect_constants(const run::Config& config, const std::vector<Constant>& table,
                              const std::string& config_name) {
-  const YAML::Node effective = YAML::Load(train::to_yaml(config));
+  const YAML::Node effective = YAML::Load(run::to_yaml(config));
   for (const auto& row : table) {
     const std::string key = row.key;
     const auto dot = key.find('.');

@@ -6,7 +6,8 @@
 #include "ckpt/export.h"
 #include "ckpt/torch_export.h"
 #include "model/moco.h"
-#include "train/sgd.h"
+#include "moco_v2/moco_v2.h"
+#include "run/sgd.h"
 #include "train/train_state.h"
 
 #include <gtest/gtest.h>
@@ -37,8 +38,8 @@ void expect_torchvision_agrees(const std::string& arch) {
       if (item.key().find("running_var") != std::string::npos) item.value().uniform_(0.5, 1.5);
     }
   }
-  train::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
-  train::TrainState state(*moco, sgd, false);
+  run::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
+  train::TrainState state(moco_v2::state_entries(*moco, sgd, false));
   const auto dir = fs::temp_directory_path() / ("moco_ckpt_export_" + arch);
   fs::remove_all(dir);
   const auto checkpoint =

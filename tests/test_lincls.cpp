@@ -9,7 +9,7 @@
 #include "lincls/views.h"
 #include "model/moco.h"
 #include "test_world.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -37,12 +37,12 @@ lincls::TopK plain_topk(const torch::Tensor& logits, const torch::Tensor& labels
   return t;
 }
 
-train::Config tiny_config(const std::string& pretrained) {
-  train::Config c;
-  c.model.arch = train::Arch::kResnetTiny;
+run::Config tiny_config(const std::string& pretrained) {
+  run::Config c;
+  c.model.arch = run::Arch::kResnetTiny;
   c.model.width = 0.25;
   c.model.mlp = true;
-  c.data.dataset = train::Dataset::kSynthetic;
+  c.data.dataset = run::Dataset::kSynthetic;
   c.data.augment.out_size = 16;
   c.train.seed = 7;
   c.model.pretrained = pretrained;
@@ -167,7 +167,7 @@ TEST(LinclsTest, StandardizationIsAppliedBeforeTheLayer) {
 
 TEST(LinclsTest, RandomInitIsTheEncoderMocoTrainingStartsFrom) {
   const auto c = tiny_config("random");
-  auto options = model::resnet_options_for(train::to_string(c.model.arch));
+  auto options = model::resnet_options_for(run::to_string(c.model.arch));
   options.in_channels = 1;
   options.small_stem = c.model.small_stem;
   options.width = c.model.width;
@@ -234,12 +234,12 @@ TEST(LinclsTest, PretrainedOfAnotherArchitectureIsRefusedNamingTheTensor) {
   auto source = lincls::Backbone::load(tiny_config("random"), torch::kCPU);
   auto net = source.net();
   const auto path = write_export("lincls_test_other_arch.h5", net);
-  auto expect_refusal = [&](train::Config c, const std::string& naming) {
+  auto expect_refusal = [&](run::Config c, const std::string& naming) {
     c.model.pretrained = path;
     try {
       lincls::Backbone::load(c, torch::kCPU);
       FAIL() << "loaded a backbone that does not fit; expected a ConfigError naming " << naming;
-    } catch (const train::ConfigError& e) {
+    } catch (const run::ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find(naming), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
@@ -248,14 +248,14 @@ TEST(LinclsTest, PretrainedOfAnotherArchitectureIsRefusedNamingTheTensor) {
   wider.model.width = 0.5;  // resnet_tiny at width 0.5: conv1 has 32 filters, not 16
   expect_refusal(wider, "tensor 'conv1.weight' is 16x1x3x3 there, 32x1x3x3 here");
   auto deeper = tiny_config(path);
-  deeper.model.arch = train::Arch::kResnet18;
+  deeper.model.arch = run::Arch::kResnet18;
   deeper.model.width = 0.25;
   expect_refusal(deeper, "it has no tensor 'layer1.1.conv1.weight'");
   auto big_stem = tiny_config(path);
   big_stem.model.small_stem = false;  // a 7x7 first convolution
   expect_refusal(big_stem, "tensor 'conv1.weight' is 16x1x3x3 there, 16x1x7x7 here");
   auto missing = tiny_config((fs::temp_directory_path() / "lincls_no_such_checkpoint").string());
-  EXPECT_THROW(lincls::Backbone::load(missing, torch::kCPU), train::ConfigError);
+  EXPECT_THROW(lincls::Backbone::load(missing, torch::kCPU), run::ConfigError);
   fs::remove(path);
 }
 
@@ -297,14 +297,14 @@ TEST(LinclsTest, SyntheticTestSplitSharesTheTrainSplitsClasses) {
 }
 
 TEST(LinclsTest, ConfigKeysChangeTheMathOfTheirOwnJobOnly) {
-  train::Config a, b;
+  run::Config a, b;
   b.lincls.base_lr = 0.1;
   b.model.pretrained = "runs/x";
   b.lincls.epochs = 7;
   b.optim.base_lr = 0.5;
   std::map<std::string, bool> moco, lin;
-  for (const auto& change : train::config_changes(a, b, train::Job::kMoco)) moco[change.key] = change.changes_math;
-  for (const auto& change : train::config_changes(a, b, train::Job::kLincls)) lin[change.key] = change.changes_math;
+  for (const auto& change : run::config_changes(a, b, run::Job::kMoco)) moco[change.key] = change.changes_math;
+  for (const auto& change : run::config_changes(a, b, run::Job::kLincls)) lin[change.key] = change.changes_math;
   EXPECT_FALSE(moco.at("lincls.base_lr"));
   EXPECT_FALSE(moco.at("model.pretrained"));
   EXPECT_FALSE(moco.at("lincls.epochs"));

@@ -8,6 +8,7 @@
 #include "dist/bootstrap.h"
 #include "dist/errors.h"
 #include "dist/mpi_process_group.h"
+#include "sys/openblas_kernels.h"
 #include "test_world.h"
 
 namespace {
@@ -33,6 +34,7 @@ class RankFailurePrinter final : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   ::testing::InitGoogleTest(&argc, argv);
   // Under a launcher MPI starts now, so that only rank 0 prints. Alone, MPI starts on first use by a
   // test (init_world is idempotent): the ~0.3-0.6 s of a singleton start would otherwise be paid by

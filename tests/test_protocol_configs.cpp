@@ -7,9 +7,9 @@
 #include "constant_table.h"
 #include "data/view_params.h"
 #include "model/resnet.h"
-#include "train/config.h"
+#include "run/config.h"
 #include "train/schedule.h"
-#include "train/setup.h"
+#include "run/setup.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -103,27 +103,27 @@ const std::vector<Constant> kFashionMnistQuick = {
     {"data.crop_scale_min", "0.85", "project choice: centred items (kNN at 936 steps: 0.2 75.64%, 0.85 80.04%)"},
 };
 
-double lr_at(const train::Config& c, double epoch) { return train::learning_rate(c, epoch); }
+double lr_at(const run::Config& c, double epoch) { return train::learning_rate(c, epoch); }
 
 }  // namespace protocol_configs_test
 
 using namespace protocol_configs_test;
 
 TEST(PaperConfigTest, MocoV1IsThePapersAndMainMocoPys) {
-  constant_table::expect_constants(train::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml")),
-                                   kMocoV1, "moco_v1_r50_imagenet.yaml");
+  constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml")), kMocoV1,
+                                   "moco_v1_r50_imagenet.yaml");
 }
 
 TEST(PaperConfigTest, MocoV2IsThePapersAndMainMocoPys) {
-  constant_table::expect_constants(train::load_config(constant_table::config_path("moco_v2_r50_imagenet.yaml")),
-                                   kMocoV2, "moco_v2_r50_imagenet.yaml");
+  constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v2_r50_imagenet.yaml")), kMocoV2,
+                                   "moco_v2_r50_imagenet.yaml");
 }
 
 TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
-  constant_table::expect_constants(train::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
+  constant_table::expect_constants(run::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
                                    kFashionMnistQuick, "fashion_mnist_quick.yaml");
-  // The defaults a config without moco.* or optim.* gets are v1's (train::Config, --help).
-  constant_table::expect_constants(train::Config{},
+  // The defaults a config without moco.* or optim.* gets are v1's (run::Config, --help).
+  constant_table::expect_constants(run::Config{},
                                    {{"moco.queue_size", "65536", "main_moco.py --moco-k"},
                                     {"moco.momentum", "0.999", "main_moco.py --moco-m"},
                                     {"moco.temperature", "0.07", "main_moco.py --moco-t"},
@@ -136,7 +136,7 @@ TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
                                     {"optim.lr_update", "epoch", "main_moco.py adjust_learning_rate, once per epoch"},
                                     {"train.epochs", "200", "main_moco.py --epochs"},
                                     {"data.crop_scale_min", "0.2", "main_moco.py RandomResizedCrop scale=(0.2, 1.)"}},
-                                   "train::Config defaults");
+                                   "run::Config defaults");
 }
 
 // main_moco.py adjust_learning_rate: step, lr *= 0.1 for each milestone <= epoch (120, 160); with --cos
@@ -144,11 +144,11 @@ TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
 // steps ScheduleTest checks); learning_rate also takes the fractional epochs of lr_update=step. The lr is for the batch
 // of 256 and scales linearly (the MoCo README: "linear lr scaling", --lr 0.015 for a batch of 128).
 TEST(PaperConfigTest, LrSchedulesAtTheirMilestonesAndAlongTheCosine) {
-  const auto v1 = train::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml"));
+  const auto v1 = run::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml"));
   const std::map<double, double> step = {{0, 0.03},    {119, 0.03},  {119.999, 0.03}, {120, 0.003},
                                          {121, 0.003}, {159, 0.003}, {160, 0.0003},   {199, 0.0003}};
   for (const auto& [epoch, lr] : step) EXPECT_NEAR(lr_at(v1, epoch), lr, lr * 1e-12) << "v1, epoch " << epoch;
-  const auto v2 = train::load_config(constant_table::config_path("moco_v2_r50_imagenet.yaml"));
+  const auto v2 = run::load_config(constant_table::config_path("moco_v2_r50_imagenet.yaml"));
   const std::map<double, double> cosine = {{0, 0.03}, {50, 0.015 * (1 + std::sqrt(0.5))}, {100, 0.015}, {200, 0}};
   for (const auto& [epoch, lr] : cosine) EXPECT_NEAR(lr_at(v2, epoch), lr, 1e-12) << "v2, epoch " << epoch;
   auto half = v1;
@@ -160,8 +160,8 @@ TEST(PaperConfigTest, LrSchedulesAtTheirMilestonesAndAlongTheCosine) {
 // 2048), ReLU, Linear(2048, 128). v1: fc = Linear(2048, 128).
 TEST(PaperConfigTest, HeadIsLinearForV1AndA2048HiddenMlpForV2) {
   auto shapes_of = [](const char* name) {
-    const auto c = train::load_config(constant_table::config_path(name));
-    model::ResNet net(train::backbone_options(c, train::dataset_channels(c)));
+    const auto c = run::load_config(constant_table::config_path(name));
+    model::ResNet net(run::backbone_options(c, run::dataset_channels(c)));
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& p : net->named_parameters())
       if (p.key().rfind("fc.", 0) == 0) shapes[p.key()] = p.value().sizes().vec();
@@ -186,7 +186,7 @@ TEST(PaperConfigTest, AugmentationGatesFireAtThePapersProbabilities) {
     double jitter = 0, grayscale = 0, blur = 0, flip = 0, least_area = 1, sigma_min = 100, sigma_max = 0;
   };
   auto rates_of = [](const char* name) {
-    const auto options = train::augment_options(train::load_config(constant_table::config_path(name)));
+    const auto options = run::augment_options(run::load_config(constant_table::config_path(name)));
     Rates r;
     const int draws = 5000;
     for (int seed = 0; seed < draws; ++seed) {

@@ -17,8 +17,8 @@
 #include "lincls/lincls.h"
 #include "lincls/linear_classifier.h"
 #include "lincls/views.h"
-#include "train/config.h"
-#include "train/knn_monitor.h"
+#include "run/config.h"
+#include "run/knn_monitor.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -84,11 +84,11 @@ const std::vector<Constant> kFashionMnistLincls = {
 
 double relative_gap(double got, double want) { return std::abs(got - want) / std::abs(want); }
 
-train::Config small_backbone_config() {
-  train::Config c;
-  c.model.arch = train::Arch::kResnetTiny;
+run::Config small_backbone_config() {
+  run::Config c;
+  c.model.arch = run::Arch::kResnetTiny;
   c.model.width = 0.25;
-  c.data.dataset = train::Dataset::kSynthetic;
+  c.data.dataset = run::Dataset::kSynthetic;
   c.data.augment.out_size = 16;
   c.train.seed = 11;
   c.model.pretrained = "random";
@@ -116,19 +116,19 @@ std::vector<float> at_angle(double angle, double length = 1.0) {
   return {static_cast<float>(length * std::cos(angle)), static_cast<float>(length * std::sin(angle))};
 }
 
-// The kNN monitor as training runs it (train::KnnMonitor, knn.* of `config`) on a memory and a
+// The kNN monitor as training runs it (run::KnnMonitor, knn.* of `config`) on a memory and a
 // query set of hand-made 2-D features; returns its top-1.
-double monitor_top1(const train::Config& config, const std::vector<std::vector<float>>& memory,
+double monitor_top1(const run::Config& config, const std::vector<std::vector<float>>& memory,
                     const std::vector<int64_t>& memory_labels, const std::vector<std::vector<float>>& queries,
                     const std::vector<int64_t>& query_labels, int64_t classes) {
   std::vector<float> flat;
   for (const auto* set : {&memory, &queries})
     for (const auto& f : *set) flat.insert(flat.end(), f.begin(), f.end());
   const auto table = torch::tensor(flat).view({-1, 2});
-  train::Splits splits{indexed_images(0, memory_labels, classes),
-                       indexed_images(static_cast<int64_t>(memory.size()), query_labels, classes)};
+  run::Splits splits{indexed_images(0, memory_labels, classes),
+                     indexed_images(static_cast<int64_t>(memory.size()), query_labels, classes)};
   dist::LocalProcessGroup group;
-  train::KnnMonitor monitor(config, splits, nullptr, group);
+  run::KnnMonitor monitor(config, splits, nullptr, group);
   return monitor.evaluate(table_lookup(table), "trained", 0, 0, false);
 }
 
@@ -192,29 +192,29 @@ TEST(LinclsProtocolTest, LrOfEveryEpochAroundTheMilestones) {
   const std::map<int64_t, double> official = {{0, 30}, {1, 30},   {59, 30},  {60, 3},  {61, 3},
                                               {79, 3}, {80, 0.3}, {81, 0.3}, {99, 0.3}};
   for (const char* name : {"moco_v1_lincls_imagenet.yaml", "moco_v2_lincls_imagenet.yaml"}) {
-    const auto c = train::load_config(constant_table::config_path(name));
+    const auto c = run::load_config(constant_table::config_path(name));
     for (const auto& [epoch, lr] : official)
       EXPECT_LT(relative_gap(lincls::learning_rate(c, epoch), lr), 1e-12)
           << name << " epoch " << epoch << ": lr " << lincls::learning_rate(c, epoch) << ", official " << lr;
   }
-  const train::Config defaults;  // lincls.* defaults are main_lincls.py's too
+  const run::Config defaults;  // lincls.* defaults are main_lincls.py's too
   for (const auto& [epoch, lr] : official)
     EXPECT_LT(relative_gap(lincls::learning_rate(defaults, epoch), lr), 1e-12) << "defaults, epoch " << epoch;
   // Project choice: lincls.base_lr is for a batch of 256 and scales linearly (the MoCo README's recipe
   // for other batches); at main_lincls.py's 256 it is its lr unscaled.
-  train::Config big = defaults;
+  run::Config big = defaults;
   big.lincls.batch_size = 512;
   EXPECT_LT(relative_gap(lincls::learning_rate(big, 0), 60.0), 1e-12);
   EXPECT_LT(relative_gap(lincls::learning_rate(big, 60), 6.0), 1e-12);
 }
 
 TEST(LinclsProtocolTest, ConfigsAndDefaultsAreMainLinclsPys) {
-  constant_table::expect_constants(train::Config{}, kMainLincls, "train::Config defaults (lincls.*)");
-  constant_table::expect_constants(train::load_config(constant_table::config_path("moco_v1_lincls_imagenet.yaml")),
+  constant_table::expect_constants(run::Config{}, kMainLincls, "run::Config defaults (lincls.*)");
+  constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v1_lincls_imagenet.yaml")),
                                    imagenet_lincls_table(false), "moco_v1_lincls_imagenet.yaml");
-  constant_table::expect_constants(train::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml")),
+  constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml")),
                                    imagenet_lincls_table(true), "moco_v2_lincls_imagenet.yaml");
-  constant_table::expect_constants(train::load_config(constant_table::config_path("fashion_mnist_lincls.yaml")),
+  constant_table::expect_constants(run::load_config(constant_table::config_path("fashion_mnist_lincls.yaml")),
                                    kFashionMnistLincls, "fashion_mnist_lincls.yaml");
 }
 
@@ -223,7 +223,7 @@ TEST(LinclsProtocolTest, ConfigsAndDefaultsAreMainLinclsPys) {
 // p -= lr*buf). A momentum of 0 or 0.99 moves the second step. (A weight decay of 1e-4 on weights of
 // 0.01 would move it by less than float precision: the tables above pin lincls.weight_decay.)
 TEST(LinclsProtocolTest, SgdStepsAreTorchsWithTheConfiguredMomentumAndNoWeightDecay) {
-  const auto c = train::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
+  const auto c = run::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
   lincls::LinearClassifier classifier(16, 5, c.lincls.momentum, c.lincls.weight_decay,
                                       std::make_shared<dist::LocalProcessGroup>(), 3, torch::kCPU);
   auto w = classifier.fc()->weight.detach().clone().requires_grad_(true);
@@ -250,7 +250,7 @@ TEST(LinclsProtocolTest, SgdStepsAreTorchsWithTheConfiguredMomentumAndNoWeightDe
 // main_lincls.py's training view: RandomResizedCrop(224) (torchvision's scale (0.08, 1), ratio
 // (3/4, 4/3)) and RandomHorizontalFlip(), no colour change: whatever the pre-training's augmentation.
 TEST(LinclsProtocolTest, TrainViewIsRandomResizedCropFromEightPercentAndAFlip) {
-  const auto c = train::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
+  const auto c = run::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
   const auto view = lincls::train_view(c);
   EXPECT_EQ(view.out_size, 224);
   EXPECT_DOUBLE_EQ(view.scale_min, 0.08);
@@ -338,10 +338,10 @@ TEST(LinclsProtocolTest, BackboneAndBatchNormStatisticsStayFrozenThroughATrainin
       << "a sample's features depend on its batch: BatchNorm is not in eval mode";
 }
 
-// The kNN monitor with knn.* at their defaults (train::Config), on a memory where only k = 200 gives
+// The kNN monitor with knn.* at their defaults (run::Config), on a memory where only k = 200 gives
 // the query's label: 199 or 201 neighbours give another class.
 TEST(KnnProtocolTest, KIs200) {
-  const train::Config defaults;
+  const run::Config defaults;
   std::vector<std::vector<float>> memory;
   std::vector<int64_t> labels;
   k_sensitive_memory(memory, labels);
@@ -350,7 +350,7 @@ TEST(KnnProtocolTest, KIs200) {
   EXPECT_EQ(monitor_top1(defaults, memory, labels, query, {0}, 3), 100.0) << "the kNN monitor's k is not 200";
   // The memory does tell k apart: one neighbour more or less, or a tenth of them, and the label is lost.
   for (int64_t other : {199, 201, 20}) {
-    train::Config c = defaults;
+    run::Config c = defaults;
     c.knn.k = other;
     EXPECT_EQ(monitor_top1(c, memory, labels, query, {0}, 3), 0.0) << "k = " << other;
   }
@@ -359,14 +359,14 @@ TEST(KnnProtocolTest, KIs200) {
 // The vote weights exp(sim / t) with t = 0.1 (knn.temperature's default): the query's label wins only
 // for t in about (0.08, 0.125); t = 0.07 or 0.2 (MoCo's own temperatures) lose it.
 TEST(KnnProtocolTest, TemperatureOfTheVoteWeightsIs01) {
-  const train::Config defaults;
+  const run::Config defaults;
   std::vector<std::vector<float>> memory;
   std::vector<int64_t> labels;
   temperature_sensitive_memory(memory, labels, true);
   const std::vector<std::vector<float>> query = {at_angle(0.0)};
   EXPECT_EQ(monitor_top1(defaults, memory, labels, query, {0}, 3), 100.0) << "the kNN vote's temperature is not 0.1";
   for (double other : {0.07, 0.2, 0.05, 1.0}) {
-    train::Config c = defaults;
+    run::Config c = defaults;
     c.knn.temperature = other;
     EXPECT_EQ(monitor_top1(c, memory, labels, query, {0}, 3), 0.0) << "t = " << other;
   }
@@ -377,7 +377,7 @@ TEST(KnnProtocolTest, TemperatureOfTheVoteWeightsIs01) {
 // would win; without the query's, its length would act as t = 0.02 (class 1) or t = 0.5 (class 2).
 TEST(KnnProtocolTest, MemoryAndQueriesAreL2Normalised) {
   eval::KnnOptions options;
-  const train::Config defaults;
+  const run::Config defaults;
   options.k = defaults.knn.k;
   options.temperature = defaults.knn.temperature;
   std::vector<std::vector<float>> unit, scaled;
@@ -401,7 +401,7 @@ TEST(KnnProtocolTest, MemoryAndQueriesAreL2Normalised) {
 // one test sample is labelled against its nearest train cluster: the honest answer is 50%; a memory of
 // test features (each query finds itself) or queries from the train split would give 100%.
 TEST(KnnProtocolTest, MemoryIsTheTrainSplitQueriesTheTestSplit) {
-  const train::Config defaults;
+  const run::Config defaults;
   const std::vector<std::vector<float>> train = {{1.0f, 0.0f}, {0.0f, 1.0f}};
   const std::vector<std::vector<float>> test = {{0.9f, 0.1f}, {0.8f, 0.2f}};
   EXPECT_DOUBLE_EQ(monitor_top1(defaults, train, {0, 1}, test, {0, 1}, 2), 50.0);
@@ -418,10 +418,10 @@ TEST(KnnProtocolTest, ShippedConfigsUseTheMonitorsConstantsOrSayWhy) {
   };
   for (const char* name : {"moco_v1_r50_imagenet.yaml", "moco_v2_r50_imagenet.yaml", "moco_v1_lincls_imagenet.yaml",
                            "moco_v2_lincls_imagenet.yaml", "fashion_mnist_lincls.yaml"})
-    constant_table::expect_constants(train::load_config(constant_table::config_path(name)), monitor, name);
-  constant_table::expect_constants(train::Config{}, monitor, "train::Config defaults");
+    constant_table::expect_constants(run::load_config(constant_table::config_path(name)), monitor, name);
+  constant_table::expect_constants(run::Config{}, monitor, "run::Config defaults");
   constant_table::expect_constants(
-      train::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
+      run::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
       {monitor[0],
        monitor[1],
        {"knn.memory_size", "10000", "project choice: the first 10000 train images, ~30 s per evaluation on 2 cores"},
@@ -429,6 +429,6 @@ TEST(KnnProtocolTest, ShippedConfigsUseTheMonitorsConstantsOrSayWhy) {
       "fashion_mnist_quick.yaml");
   for (const char* name : {"debug.yaml", "imagefolder_quick.yaml"})
     constant_table::expect_constants(
-        train::load_config(constant_table::config_path(name)),
+        run::load_config(constant_table::config_path(name)),
         {{"knn.k", "20", "project choice: seconds-long smoke runs on 512 images or fewer"}, monitor[1]}, name);
 }

@@ -1,4 +1,4 @@
-#include "train/config.h"
+#include "run/config.h"
 #include "train/schedule.h"
 
 #include <fmt/format.h>
@@ -10,9 +10,9 @@
 #include <fstream>
 #include <set>
 
-using moco::train::Config;
-using moco::train::ConfigError;
-using moco::train::load_config;
+using moco::run::Config;
+using moco::run::ConfigError;
+using moco::run::load_config;
 
 namespace {
 
@@ -44,15 +44,15 @@ TEST(ConfigTest, ShippedConfigsLoad) {
     EXPECT_NO_THROW(load_config(kConfigs + name)) << name;
   }
   const auto v1 = load_config(kConfigs + "moco_v1_r50_imagenet.yaml");
-  EXPECT_EQ(v1.model.arch, moco::train::Arch::kResnet50);
+  EXPECT_EQ(v1.model.arch, moco::run::Arch::kResnet50);
   EXPECT_DOUBLE_EQ(v1.moco.temperature, 0.07);
   EXPECT_EQ(v1.optim.milestones, (std::vector<double>{120, 160}));
   const auto v2 = load_config(kConfigs + "moco_v2_r50_imagenet.yaml");
   EXPECT_TRUE(v2.model.mlp);
   EXPECT_DOUBLE_EQ(v2.moco.temperature, 0.2);
-  EXPECT_EQ(v2.optim.schedule, moco::train::Schedule::kCosine);
+  EXPECT_EQ(v2.optim.schedule, moco::run::Schedule::kCosine);
   // The papers' augmentations: v1 jitter 0.4 everywhere (hue too), always; v2 aug+ with hue 0.1 and blur.
-  EXPECT_EQ(v1.data.dataset, moco::train::Dataset::kImageFolder);
+  EXPECT_EQ(v1.data.dataset, moco::run::Dataset::kImageFolder);
   EXPECT_EQ(v1.data.augment.recipe, moco::data::Recipe::kV1);
   EXPECT_DOUBLE_EQ(v1.data.augment.hue, 0.4);
   EXPECT_EQ(v2.data.augment.recipe, moco::data::Recipe::kV2);
@@ -84,7 +84,7 @@ TEST(ConfigTest, AugmentationKeysAreChecked) {
                        "has 2 values but data.dataset hdf5 has 3 channel(s)"));
   EXPECT_EQ(
       load_config(write_temp("data:\n  dataset: hdf5\n  augmentation: v2\n  mean: [0.5]\n  std: [0.5]\n")).data.dataset,
-      moco::train::Dataset::kHdf5);
+      moco::run::Dataset::kHdf5);
   EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  dataset: hdf6\n")),
                        "must be one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"));
 }
@@ -94,22 +94,22 @@ TEST(ConfigTest, AugmentationKeysAreChecked) {
 TEST(ConfigTest, EnumKeysReadAndPrintTheirNames) {
   const auto c = load_config(write_temp("{}\n"), {"model.arch=resnet34", "data.dataset=synthetic",
                                                   "optim.schedule=cosine", "train.precision=bf16"});
-  EXPECT_EQ(c.model.arch, moco::train::Arch::kResnet34);
-  EXPECT_EQ(c.data.dataset, moco::train::Dataset::kSynthetic);
-  EXPECT_EQ(c.optim.schedule, moco::train::Schedule::kCosine);
-  EXPECT_EQ(c.train.precision, moco::train::Precision::kBf16);
+  EXPECT_EQ(c.model.arch, moco::run::Arch::kResnet34);
+  EXPECT_EQ(c.data.dataset, moco::run::Dataset::kSynthetic);
+  EXPECT_EQ(c.optim.schedule, moco::run::Schedule::kCosine);
+  EXPECT_EQ(c.train.precision, moco::run::Precision::kBf16);
   EXPECT_EQ(fmt::format("{} {} {} {}", c.model.arch, c.data.dataset, c.optim.schedule, c.train.precision),
             "resnet34 synthetic cosine bf16");
-  const std::string yaml = moco::train::to_yaml(c);
+  const std::string yaml = moco::run::to_yaml(c);
   EXPECT_TRUE(contains(yaml, "  arch: resnet34\n") && contains(yaml, "  precision: bf16\n")) << yaml;
-  EXPECT_TRUE(contains(moco::train::config_reference(), "  model.arch (string, default resnet_tiny)\n"));
+  EXPECT_TRUE(contains(moco::run::config_reference(), "  model.arch (string, default resnet_tiny)\n"));
 
   const auto bad = write_temp("model:\n  arch: resnet99\n");
   EXPECT_EQ(config_error_of(bad, {"train.seed=1"}),
             bad +
                 " (with overrides): key 'model.arch' must be one of resnet_tiny, resnet18, resnet34, resnet50, "
                 "not 'resnet99'");
-  EXPECT_EQ(load_config(bad, {"model.arch=resnet18"}).model.arch, moco::train::Arch::kResnet18);  // the last wins
+  EXPECT_EQ(load_config(bad, {"model.arch=resnet18"}).model.arch, moco::run::Arch::kResnet18);  // the last wins
   EXPECT_TRUE(contains(config_error_of(bad, {"model.arch=resnet18", "model.arch=resnet7"}), "not 'resnet7'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("optim:\n  schedule: linear\n")),
                        "key 'optim.schedule' must be step or cosine, not 'linear'"));
@@ -269,10 +269,10 @@ TEST(ConfigTest, MeanAndStdMatchTheDatasetsChannels) {
 TEST(ConfigTest, TheBatchMustSplitOverTheRanks) {
   Config c;
   c.optim.batch_size = 33;
-  EXPECT_NO_THROW(moco::train::validate_for_world(c, 1, "f.yaml"));
-  EXPECT_NO_THROW(moco::train::validate_for_world(c, 3, "f.yaml"));
+  EXPECT_NO_THROW(moco::run::validate_for_world(c, 1, "f.yaml"));
+  EXPECT_NO_THROW(moco::run::validate_for_world(c, 3, "f.yaml"));
   try {
-    moco::train::validate_for_world(c, 2, "f.yaml");
+    moco::run::validate_for_world(c, 2, "f.yaml");
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_TRUE(contains(e.what(), "f.yaml: key 'optim.batch_size' (33) must be divisible by the number of ranks (2)"))
@@ -283,11 +283,11 @@ TEST(ConfigTest, TheBatchMustSplitOverTheRanks) {
 TEST(ConfigTest, EffectiveConfigRoundTrips) {
   const auto c = load_config(write_temp("{}\n"), {"train.seed=7", "data.dataset=synthetic", "data.synthetic_channels=3",
                                                   "data.mean=[0.1, 0.2, 0.3]", "data.std=[1, 2, 3]"});
-  const auto again = load_config(write_temp(moco::train::to_yaml(c)));
+  const auto again = load_config(write_temp(moco::run::to_yaml(c)));
   EXPECT_EQ(again.train.seed, 7u);
   EXPECT_EQ(again.data.augment.mean, (std::vector<double>{0.1, 0.2, 0.3}));
-  EXPECT_EQ(moco::train::to_yaml(again), moco::train::to_yaml(c));
-  EXPECT_TRUE(contains(moco::train::config_reference(), "moco.queue_size (int, default 65536)"));
+  EXPECT_EQ(moco::run::to_yaml(again), moco::run::to_yaml(c));
+  EXPECT_TRUE(contains(moco::run::config_reference(), "moco.queue_size (int, default 65536)"));
 }
 
 // .nan and .inf are YAML floats, but no key means anything by them, and to_yaml writes them as "nan"
@@ -313,8 +313,8 @@ TEST(ConfigTest, ExtremeFiniteFloatsSurviveTheCheckpointRoundTrip) {
   const auto c = load_config(write_temp("{}\n"),
                              {"train.time_budget_s=1.7976931348623157e308", "data.std=[2.2250738585072014e-308]",
                               "moco.momentum=-0.0", "dist.bucket_mb=4.9e-324"});
-  const auto again = moco::train::load_config_text(moco::train::to_yaml(c), "saved");
-  EXPECT_TRUE(moco::train::config_changes(c, again).empty()) << moco::train::to_yaml(c);
+  const auto again = moco::run::load_config_text(moco::run::to_yaml(c), "saved");
+  EXPECT_TRUE(moco::run::config_changes(c, again).empty()) << moco::run::to_yaml(c);
 }
 
 // A checkpoint saved before data.transforms and optim.lr_update existed ran the tensor ops and set
@@ -322,25 +322,25 @@ TEST(ConfigTest, ExtremeFiniteFloatsSurviveTheCheckpointRoundTrip) {
 // naming both keys, instead of switching the views and the schedule silently.
 TEST(ConfigTest, SavedConfigWithoutALaterKeyReadsTheValueItRanBeforeTheKeyExisted) {
   using moco::data::Transforms;
-  using moco::train::LrUpdate;
-  const Config before_the_keys = moco::train::load_config_text("{}\n", "old checkpoint");
+  using moco::run::LrUpdate;
+  const Config before_the_keys = moco::run::load_config_text("{}\n", "old checkpoint");
   EXPECT_EQ(before_the_keys.data.augment.transforms, Transforms::kTensor);
   EXPECT_EQ(before_the_keys.optim.lr_update, LrUpdate::kStep);
   std::set<std::string> math;
-  for (const auto& change : moco::train::config_changes(before_the_keys, Config{}))
+  for (const auto& change : moco::run::config_changes(before_the_keys, Config{}))
     if (change.changes_math) math.insert(change.key);
   EXPECT_EQ(math, (std::set<std::string>{"data.transforms", "optim.lr_update"}));
   // Their sections present, the keys absent: the same.
-  const Config sections = moco::train::load_config_text("data: {dataset: synthetic}\noptim: {base_lr: 0.1}\n", "old");
+  const Config sections = moco::run::load_config_text("data: {dataset: synthetic}\noptim: {base_lr: 0.1}\n", "old");
   EXPECT_EQ(sections.data.augment.transforms, Transforms::kTensor);
   EXPECT_EQ(sections.optim.lr_update, LrUpdate::kStep);
 
   // Saved today, both keys are written: they read back as they were, defaults included.
-  const Config now = moco::train::load_config_text(moco::train::to_yaml(Config{}), "new checkpoint");
+  const Config now = moco::run::load_config_text(moco::run::to_yaml(Config{}), "new checkpoint");
   EXPECT_EQ(now.data.augment.transforms, Transforms::kPil);
   EXPECT_EQ(now.optim.lr_update, LrUpdate::kEpoch);
   // Given in a section of their own, they are read, not replaced.
-  const Config given = moco::train::load_config_text("data: {transforms: pil}\noptim: {lr_update: epoch}\n", "given");
+  const Config given = moco::run::load_config_text("data: {transforms: pil}\noptim: {lr_update: epoch}\n", "given");
   EXPECT_EQ(given.data.augment.transforms, Transforms::kPil);
   EXPECT_EQ(given.optim.lr_update, LrUpdate::kEpoch);
 }
@@ -355,7 +355,7 @@ TEST(ScheduleTest, LinearScalingStepAndCosine) {
   EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 119.9), 0.06);
   EXPECT_NEAR(moco::train::learning_rate(c, 120), 0.006, 1e-12);
   EXPECT_NEAR(moco::train::learning_rate(c, 199), 0.0006, 1e-12);
-  c.optim.schedule = moco::train::Schedule::kCosine;
+  c.optim.schedule = moco::run::Schedule::kCosine;
   EXPECT_DOUBLE_EQ(moco::train::learning_rate(c, 0), 0.06);
   EXPECT_NEAR(moco::train::learning_rate(c, 100), 0.03, 1e-12);
   EXPECT_NEAR(moco::train::learning_rate(c, 200), 0.0, 1e-12);
@@ -377,20 +377,20 @@ TEST(ScheduleTest, EpochUpdateIsMainMocoPysIntegerEpochAndStepUpdateTheFraction)
   c.optim.milestones = {3, 7};
   const int64_t steps_per_epoch = 7, total = 70;
   for (const bool cos : {false, true}) {
-    c.optim.schedule = cos ? moco::train::Schedule::kCosine : moco::train::Schedule::kStep;
+    c.optim.schedule = cos ? moco::run::Schedule::kCosine : moco::run::Schedule::kStep;
     for (int64_t step = 0; step < total; ++step) {
       const int64_t epoch = step / steps_per_epoch;
       const double progress = static_cast<double>(step) / static_cast<double>(total);
-      c.optim.lr_update = moco::train::LrUpdate::kEpoch;
+      c.optim.lr_update = moco::run::LrUpdate::kEpoch;
       const double lr = moco::train::learning_rate(c, moco::train::schedule_epoch(c, epoch, progress));
       EXPECT_NEAR(lr, schedule_test::main_moco_lr(0.03, epoch, 10, cos, c.optim.milestones), 1e-15)
           << "step " << step << " cos " << cos;
-      c.optim.lr_update = moco::train::LrUpdate::kStep;
+      c.optim.lr_update = moco::run::LrUpdate::kStep;
       EXPECT_DOUBLE_EQ(moco::train::schedule_epoch(c, epoch, progress), progress * 10) << "step " << step;
     }
   }
   // Under a time budget the budget's whole epochs lead when they are ahead of the loop's.
-  c.optim.lr_update = moco::train::LrUpdate::kEpoch;
+  c.optim.lr_update = moco::run::LrUpdate::kEpoch;
   c.train.time_budget_s = 100;
   EXPECT_EQ(moco::train::schedule_epoch(c, 0, 0.0999), 0);
   EXPECT_EQ(moco::train::schedule_epoch(c, 0, 0.1), 1);

@@ -1,4 +1,4 @@
-#include "train/device.h"
+#include "run/device.h"
 
 #include "thrown_message.h"
 
@@ -9,8 +9,8 @@
 
 #include <string>
 
-using moco::train::available_cores;
-using moco::train::data_workers;
+using moco::run::available_cores;
+using moco::run::data_workers;
 
 // data.workers = 0 is resolved from the cores; a configured count is kept as it is.
 TEST(DataWorkersTest, ConfiguredCountsAreKept) {
@@ -36,11 +36,11 @@ TEST(DataWorkersTest, OnCudaARankTakesItsShareOfTheCoresButOne) {
   EXPECT_EQ(data_workers(0, gpu, 1, 1, 1), 1);
   EXPECT_EQ(data_workers(0, gpu, 1000, 64, 64), 1);
   // The defaults are this machine's.
-  EXPECT_EQ(data_workers(0, gpu, 1), data_workers(0, gpu, 1, available_cores(), moco::train::node_core_count()));
+  EXPECT_EQ(data_workers(0, gpu, 1), data_workers(0, gpu, 1, available_cores(), moco::run::node_core_count()));
 }
 
+using moco::run::choose_cuda_device;
 using moco::test::error_of;
-using moco::train::choose_cuda_device;
 
 // One visible GPU is this rank's own (per-task binding), whatever its local rank.
 TEST(ChooseCudaDeviceTest, OneVisibleGpuIsDeviceZeroForEveryLocalRank) {
@@ -76,6 +76,6 @@ TEST(DescribePlacementTest, NamesRankHostLocalRankAndDevice) {
   world.local_size = 2;
   char host[256] = {};
   ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
-  EXPECT_EQ(moco::train::describe_placement(world, torch::kCPU),
+  EXPECT_EQ(moco::run::describe_placement(world, torch::kCPU),
             std::string("rank 3/4 on host ") + host + ", local rank 1/2, device cpu");
 }

@@ -2,7 +2,7 @@
 // for nothing the device computes; a log step reads all the steps since the last one at once. On a
 // GPU each such read would drain the queue of kernels; here every read_on_host call is counted.
 #include "dist/process_group.h"
-#include "train/host_reads.h"
+#include "run/host_reads.h"
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -12,23 +12,23 @@
 
 namespace {
 
-using moco::train::host_reads;
+using moco::run::host_reads;
 
-// host_reads() made by a one-rank CPU run of tiny_synthetic that stops after `steps` steps.
+// run::host_reads() made by a one-rank CPU run of tiny_synthetic that stops after `steps` steps.
 int64_t host_reads_of_run(const std::string& dir, int64_t steps, int64_t log_every) {
   std::filesystem::remove_all(dir);
-  const auto config = moco::train::load_config(
+  const auto config = moco::run::load_config(
       MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
       {"train.output_dir=" + dir, "train.epochs=1", "train.stop_at_step=" + std::to_string(steps),
        "train.log_every=" + std::to_string(log_every), "train.threads=1", "ckpt.every_minutes=0", "ckpt.async=false",
        "dist.queue_check_every=0"});
-  moco::train::RunContext context;
+  moco::run::RunContext context;
   context.group = std::make_shared<moco::dist::LocalProcessGroup>();
-  const int64_t before = host_reads();
+  const int64_t before = run::host_reads();
   const auto result = moco::train::train(config, context);
   EXPECT_EQ(result.steps, steps);
   std::filesystem::remove_all(dir);
-  return host_reads() - before;
+  return run::host_reads() - before;
 }
 
 // 16 steps an epoch: runs of 4 and 12 steps differ by steps 5-12, of which 8 and 12 log. The rest

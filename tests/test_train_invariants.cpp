@@ -1,4 +1,4 @@
-#include "train/invariants.h"
+#include "moco_v2/invariants.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -22,7 +22,7 @@ model::Moco small_moco() {
   return m;
 }
 
-std::string error_of_step(model::Moco& moco, train::InvariantChecker& checker, const std::function<void()>& tamper) {
+std::string error_of_step(model::Moco& moco, moco_v2::InvariantChecker& checker, const std::function<void()>& tamper) {
   checker.before_forward();
   moco->forward(torch::randn({8, 1, 12, 12}), torch::randn({8, 1, 12, 12}));
   tamper();
@@ -38,7 +38,7 @@ std::string error_of_step(model::Moco& moco, train::InvariantChecker& checker, c
 
 TEST(InvariantCheckerTest, AcceptsRealStepsAndNamesEachBrokenInvariant) {
   auto moco = small_moco();
-  train::InvariantChecker checker(*moco);
+  moco_v2::InvariantChecker checker(*moco);
   torch::optim::SGD sgd(moco->trainable_parameters(), torch::optim::SGDOptions(0.1));
   for (int step = 1; step <= 3; ++step) {  // real steps, the query encoder moving in between
     checker.before_forward();

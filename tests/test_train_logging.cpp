@@ -1,4 +1,4 @@
-#include "train/run_logging.h"
+#include "run/run_logging.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
@@ -42,7 +42,7 @@ TEST(RunLoggingTest, ALineIsInTheRankFileBeforeTheConsoleTakesIt) {
   ASSERT_EQ(dup2(pipe_fds[1], STDOUT_FILENO), STDOUT_FILENO);
 
   const auto previous = spdlog::default_logger();
-  moco::train::setup_logging(dir.string(), /*rank=*/0, /*world_size=*/2, /*all_ranks_to_console=*/false);
+  moco::run::setup_logging(dir.string(), /*rank=*/0, /*world_size=*/2, /*all_ranks_to_console=*/false);
   std::atomic<bool> logged{false};
   std::thread logging([&] {
     spdlog::critical("the line that must not be lost");

@@ -1,7 +1,7 @@
 // bf16 autocast and channels-last: the same training, other numerics or memory order.
 #include "model/autocast.h"
 #include "model/moco.h"
-#include "train/device.h"
+#include "run/device.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -78,7 +78,7 @@ TEST(PrecisionTest, AutocastGuardRunsConvolutionsInBf16AndRestoresTheState) {
 
 TEST(PrecisionTest, ChannelsLastChangesTheMemoryOrderNotTheTraining) {
   auto plain = moco_in_precision(false), nhwc = moco_in_precision(false);
-  train::use_channels_last(*nhwc);
+  run::use_channels_last(*nhwc);
   int four_d = 0;
   for (const auto& p : nhwc->parameters())
     if (p.dim() == 4) {
@@ -92,7 +92,7 @@ TEST(PrecisionTest, ChannelsLastChangesTheMemoryOrderNotTheTraining) {
 
 TEST(PrecisionTest, ToDeviceKeepsValuesAndAppliesTheMemoryOrder) {
   const auto x = torch::randn({3, 2, 5, 5});
-  const auto y = train::to_device(x, torch::kCPU, /*channels_last=*/true);
+  const auto y = run::to_device(x, torch::kCPU, /*channels_last=*/true);
   EXPECT_TRUE(y.is_contiguous(torch::MemoryFormat::ChannelsLast));
   EXPECT_TRUE(torch::equal(x, y));
 }

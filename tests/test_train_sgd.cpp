@@ -1,4 +1,4 @@
-#include "train/sgd.h"
+#include "run/sgd.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -14,7 +14,7 @@ TEST(MomentumSgdTest, StepsBitwiseLikeTorchSgd) {
     b.push_back(p.clone().set_requires_grad(true));
   }
   torch::optim::SGD reference(a, torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
-  moco::train::MomentumSgd mine(b, 0.9, 1e-4);
+  moco::run::MomentumSgd mine(b, 0.9, 1e-4);
   for (int step = 0; step < 6; ++step) {
     const double lr = 0.1 / (1 + step);
     for (auto& g : reference.param_groups()) g.options().set_lr(lr);
@@ -38,7 +38,7 @@ TEST(MomentumSgdTest, StepsBitwiseLikeTorchSgd) {
 TEST(MomentumSgdTest, BuffersKeepTheParametersMemoryOrder) {
   auto weight = torch::randn({4, 3, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast).set_requires_grad(true);
   auto bias = torch::randn({4}).set_requires_grad(true);
-  moco::train::MomentumSgd sgd({weight, bias}, 0.9, 1e-4);
+  moco::run::MomentumSgd sgd({weight, bias}, 0.9, 1e-4);
   EXPECT_EQ(sgd.momentum_buffers()[0].strides(), weight.strides());
   EXPECT_EQ(sgd.momentum_buffers()[1].strides(), bias.strides());
 }
@@ -49,7 +49,7 @@ TEST(MomentumSgdTest, AStepNotAppliedChangesNothingAndAnAppliedOneIsThePlainStep
   torch::manual_seed(3);
   const auto start = torch::randn({5, 4});
   auto masked = start.clone().set_requires_grad(true), plain = start.clone().set_requires_grad(true);
-  moco::train::MomentumSgd masked_sgd({masked}, 0.9, 1e-4), plain_sgd({plain}, 0.9, 1e-4);
+  moco::run::MomentumSgd masked_sgd({masked}, 0.9, 1e-4), plain_sgd({plain}, 0.9, 1e-4);
   masked_sgd.set_lr(0.5);
   plain_sgd.set_lr(0.5);
   for (int step = 0; step < 3; ++step) {

@@ -2,15 +2,15 @@
 // host together: the same values the host used to read step by step, in step order.
 #include "train/step_records.h"
 
-#include "train/host_reads.h"
+#include "run/host_reads.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 namespace {
 
-moco::model::MocoOutput step_output(float loss, std::vector<int64_t> positive_rank, int32_t nonfinite) {
-  moco::model::MocoOutput out;
+moco::run::StepOutput step_output(float loss, std::vector<int64_t> positive_rank, int32_t nonfinite) {
+  moco::run::StepOutput out;
   out.loss = torch::tensor(loss);
   out.positive_rank = torch::tensor(positive_rank);
   out.nonfinite_by_rank = torch::full({1}, nonfinite, torch::kInt32);
@@ -27,9 +27,9 @@ TEST(StepRecordsTest, GivesEachStepsLossAccuraciesAndSkipsInOrderWithOneHostRead
   records.agreed({7, 0.0, 0, 0.125});
   records.agreed({8, 0.0, 0, 0.375});
   EXPECT_THROW(records.agreed({9, 0.0, 0, 0.0}), std::logic_error);
-  const int64_t reads_before = moco::train::host_reads();
+  const int64_t reads_before = moco::run::host_reads();
   const auto reports = records.drain();
-  EXPECT_EQ(moco::train::host_reads() - reads_before, 1);
+  EXPECT_EQ(moco::run::host_reads() - reads_before, 1);
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[0].step, 7);
   EXPECT_TRUE(reports[0].trained());

@@ -29,7 +29,7 @@ q_not_normalised|src/model/moco.cpp|out.q = F::normalize(encode(encoder_q, im_q)
 temperature_on_negatives_only|src/model/contrastive.cpp|return torch::cat({l_pos, l_neg}, 1) / temperature;|return torch::cat({l_pos, l_neg / temperature}, 1);|^ContrastiveTest\.|^MocoTest\.
 momentum_swapped|src/model/moco.cpp|k_params[i].mul_(m).add_(q_params[i], 1.0 - m);|k_params[i].mul_(1.0 - m).add_(q_params[i], m);|^MocoTest\.
 gradients_summed|src/dist/reducer.cpp|torch::div_out(slot.view, grad, torch::scalar_tensor(static_cast<double>(group_->world_size()), torch::kDouble));|slot.view.copy_(grad);|^Reducer|^mpi\.np2$
-bn_buffers_not_broadcast|src/train/replicas.cpp|  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
+bn_buffers_not_broadcast|src/moco_v2/replicas.cpp|  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
   bn_hash_ =|  bn_hash_ =|^cli\.train\.bn_buffers_np2$
 crop_at_corner|src/data/view_params.cpp|return {top, left, h, w};|return {0, 0, h, w};|^AugmentTest\.|^LoaderTest\.|^ViewParamsTest\.
 crop_centred|src/data/view_params.cpp|return {top, left, h, w};|return {(height - h) / 2, (width - w) / 2, h, w};|^AugmentTest\.|^LoaderTest\.|^ViewParamsTest\.
@@ -49,19 +49,19 @@ keys_not_unshuffled|src/model/moco.cpp|const auto k = plan.unshuffle(encode(enco
 unshuffle_skipped_in_plan|src/model/batch_shuffle.cpp|  local.index_copy_(0, as_index(send_rows_, shuffled.device()), back);
   return local;|  return back;|^BatchShuffleTest\.|^mpi\.np2$
 knn_memory_not_normalised|src/eval/knn.cpp|const auto memory = F::normalize(memory_features, unit);|const auto memory = memory_features;|^KnnTest\.
-config_bad_choice_accepted|src/train/config.cpp|reading.bad_choices[field.key] = bad.what;|(void)bad;|^ConfigTest\.
-config_bad_choice_not_overridable|src/train/config.cpp|reading.bad_choices.erase(field.key);|(void)0;|^ConfigTest\.
-config_row_rules_skipped|src/train/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
-config_range_edge_open|src/train/config.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
+config_bad_choice_accepted|src/run/config.cpp|reading.bad_choices[field.key] = bad.what;|(void)bad;|^ConfigTest\.
+config_bad_choice_not_overridable|src/run/config.cpp|reading.bad_choices.erase(field.key);|(void)0;|^ConfigTest\.
+config_row_rules_skipped|src/run/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
+config_range_edge_open|src/run/config.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
-lr_updated_every_step|src/train/schedule.cpp|  if (config.optim.lr_update == LrUpdate::kStep) return progress * config.train.epochs;|  return progress * config.train.epochs;|^ScheduleTest\.|^cli\.train\.lr_update$
+lr_updated_every_step|src/train/schedule.cpp|  if (config.optim.lr_update == run::LrUpdate::kStep) return progress * config.train.epochs;|  return progress * config.train.epochs;|^ScheduleTest\.|^cli\.train\.lr_update$
 lr_epoch_ignores_budget|src/train/schedule.cpp|  if (config.train.time_budget_s <= 0) return whole;|  return whole;|^ScheduleTest\.|^cli\.train\.time_budget$
 loader_window_ignored|src/data/loader.cpp|next_to_claim < next_to_deliver + window;|true;|^LoaderTest\.
 queue_wrap_drops_keys|src/model/contrastive.cpp|add_(ptr).remainder_(size)|add_(ptr).clamp_max_(size - 1)|^MocoTest\.|^ContrastiveTest\.
-time_budget_ignored|src/train/run_control.cpp|if (config_.train.time_budget_s > 0) p = std::max(p, train_seconds / config_.train.time_budget_s);|(void)0;|^cli\.train\.time_budget$
-knn_every_epochs_ignored|src/train/run_control.cpp|return config_.knn.every_epochs > 0 &&|return false &&|^cli\.train\.knn_every_epochs$
-shuffle_counter_not_restored|src/train/train_state.cpp|moco_.set_shuffle_steps(p.shuffle_steps);|(void)p.shuffle_steps;|^ckpt\.resume_bitwise_np1$
-loader_not_resumed_mid_epoch|src/train/trainer.cpp|first_batch = at.batch_in_epoch;|first_batch = 0;|^ckpt\.resume_bitwise_np1$
+time_budget_ignored|src/run/run_control.cpp|if (config_.train.time_budget_s > 0) p = std::max(p, train_seconds / config_.train.time_budget_s);|(void)0;|^cli\.train\.time_budget$
+knn_every_epochs_ignored|src/run/run_control.cpp|return config_.knn.every_epochs > 0 &&|return false &&|^cli\.train\.knn_every_epochs$
+shuffle_counter_not_restored|src/train/run_chores.cpp|run_.method->set_draw_counter(at_.shuffle_steps);|(void)at_.shuffle_steps;|^ckpt\.resume_bitwise_np1$
+loader_not_resumed_mid_epoch|src/train/run_chores.cpp|epoch == at_.epoch ? at_.batch_in_epoch : 0;|0;|^ckpt\.resume_bitwise_np1$
 stop_signal_ignored|src/train/step_book.cpp|preempt::preemption_signal(), data_wait_s}|0, data_wait_s}|^launch\.plain_sigterm$
 nan_skip_keeps_query_bn_stats|src/model/moco.cpp|    restore_unless(out.trained, q_buffers, q_buffers_before);|    (void)q_buffers_before;|^faults\.nan_skip$
 h5_attribute_read_one_short|src/h5/attributes.cpp|std::string text(H5Tget_size(type.get()) + 1, '\0');|std::string text(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
@@ -69,7 +69,7 @@ roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[static_cas
 roll_call_not_answered_while_waiting|src/dist/mpi_process_group.cpp|if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm, &waiting, &status) != MPI_SUCCESS|if (true|^mpi\.np4$
 roll_call_before_the_group_is_made|src/dist/mpi_process_group.cpp|if (comm == MPI_COMM_NULL) return "no roll call|if (false) return "no roll call|^mpi\.np2$
 roll_call_answered_at_once|src/dist/mpi_process_group.cpp|!deadline.ran_for(roll_call_window())) return;|false) return;|^mpi\.np2$
-log_file_not_written_through|src/train/run_logging.cpp|    if (msg.level >= spdlog::level::info) file_.flush();|    (void)msg.level;|^RunLoggingTest\.
+log_file_not_written_through|src/run/run_logging.cpp|    if (msg.level >= spdlog::level::info) file_.flush();|    (void)msg.level;|^RunLoggingTest\.
 thaw_forgotten|src/dist/running_deadline.h|      thawed_at_ = now;|      (void)0;|^RunningDeadline\.
 lincls_backbone_in_train_mode|src/lincls/backbone.cpp|return net->features(normalised_images.to(device));|net->train(); return net->features(normalised_images.to(device));|^lincls\.full_np2$|^LinclsTest\.
 lincls_loader_not_resumed_mid_epoch|src/lincls/lincls.cpp|run.loader->start_epoch(epoch, at.batch_in_epoch());|run.loader->start_epoch(epoch, 0);|^lincls\.resume_bitwise$
@@ -112,17 +112,17 @@ openblas_restart_note_lost|src/sys/openblas_kernels.cpp|done.set_timeout = std::
 fused_loss_temperature_dropped|src/model/contrastive.cpp|const auto q_t = q * inv_t;|const auto q_t = q * 1.0;|^ContrastiveTest\.Fused|^MocoTest\.
 fused_loss_grad_no_onehot|src/model/contrastive.cpp|p.exp_().select(1, 0).sub_(1.0);|p.exp_();|^ContrastiveTest\.Fused
 fused_loss_log_of_softmax|src/model/contrastive.cpp|const auto loss = -p.select(1, 0).mean();|const auto loss = -p.select(1, 0).exp().log().mean();|^ContrastiveTest\.Fused
-data_workers_not_shared|src/train/device.cpp|cores /= std::max(1, local_size);|(void)local_size;|^DataWorkersTest\.
-data_workers_zero_kept|src/train/device.cpp|  if (configured > 0) return configured;|  if (configured >= 0) return configured;|^DataWorkersTest\.
+data_workers_not_shared|src/run/device.cpp|cores /= std::max(1, local_size);|(void)local_size;|^DataWorkersTest\.
+data_workers_zero_kept|src/run/device.cpp|  if (configured > 0) return configured;|  if (configured >= 0) return configured;|^DataWorkersTest\.
 shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s) { return i < s.first; }|[](int64_t i, const Shard& s) { return i <= s.first; }|^Shards/ImageShardsTest\.|^ImageShardsConcurrency\.
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
-cuda_device_ignores_per_task_binding|src/train/device.cpp|if (visible == 1) return 0;|if (false) return 0;|^ChooseCudaDeviceTest\.
-world_group_at_one_ignored|src/train/device.cpp|if (world_size == 1 && !config.dist.world_group_at_one) {|if (world_size == 1) {|^cli\.train\.world_group_at_one$
+cuda_device_ignores_per_task_binding|src/run/device.cpp|if (visible == 1) return 0;|if (false) return 0;|^ChooseCudaDeviceTest\.
+world_group_at_one_ignored|src/run/device.cpp|if (world_size == 1 && !config.dist.world_group_at_one) {|if (world_size == 1) {|^cli\.train\.world_group_at_one$
 gpu_check_results_only_at_the_end|tools/gpu_check.sh|  write_results
 }|  :
 }|^gpu_check\.self_check$
 bucket_views_contiguous|src/dist/reducer.cpp|if (param.dim() == 4 && !param.is_contiguous() && param.is_contiguous(torch::MemoryFormat::ChannelsLast)) {|if (false) {|^ReducerMemoryFormat\.
-momentum_buffers_contiguous|src/train/sgd.cpp|torch::zeros_like(p, torch::MemoryFormat::Preserve)|torch::zeros_like(p, torch::MemoryFormat::Contiguous)|^MomentumSgdTest\.
+momentum_buffers_contiguous|src/run/sgd.cpp|torch::zeros_like(p, torch::MemoryFormat::Preserve)|torch::zeros_like(p, torch::MemoryFormat::Contiguous)|^MomentumSgdTest\.
 shuffle_returns_nchw|src/model/batch_shuffle.cpp|return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;|return nhwc ? shuffled.permute({0, 3, 1, 2}).contiguous() : shuffled;|^BatchShuffleTest\.
 file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|const std::vector<std::string>& extra_dirs, bool write) {|const std::vector<std::string>& extra_dirs, bool may_write) { const bool write = (static_cast<void>(may_write), true);|^FileListCacheTest\.
 layers_dist_sees_train|CMakeLists.txt|moco_room(dist USES sys)|moco_room(dist USES sys train)|^build\.layers_refuse_upward_include$
@@ -139,8 +139,8 @@ skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_unless(out
 bn_restore_bumps_version|src/model/moco.cpp|    auto values = now[i].variable_data();  // same storage, a version counter of its own|    auto values = now[i];|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
 momentum_swapped_when_checked|src/model/moco.cpp|k_params[i].mul(m).add_(q_params[i], 1.0 - m);|k_params[i].mul(1.0 - m).add_(q_params[i], m);|^MocoTest\.AStepWithNonFinite
 skipped_step_enqueues|src/model/contrastive.cpp|  if (apply.defined()) keys_by_column = torch::where(apply, keys_by_column, queue.index_select(1, columns));|  (void)apply;|^ContrastiveTest\.EnqueueKeeps|^MocoTest\.AStepWithNonFinite
-skipped_step_moves_weights|src/train/sgd.cpp|    p.copy_(torch::where(apply, moved, p));|    p.copy_(moved);|^MomentumSgdTest\.AStepNotApplied
-loss_read_every_step|src/train/trainer.cpp|        if (step % config.train.log_every == 0|        if (step > 0|^HostSyncsTest\.
+skipped_step_moves_weights|src/run/sgd.cpp|    p.copy_(torch::where(apply, moved, p));|    p.copy_(moved);|^MomentumSgdTest\.AStepNotApplied
+loss_read_every_step|src/train/run_chores.cpp|  if (step_ % run_.config.train.log_every == 0|  if (step_ > 0|^HostSyncsTest\.
 step_record_acc_off_by_one|src/train/step_records.cpp|  return positive_rank.lt(k).sum()|  return positive_rank.le(k).sum()|^StepRecordsTest\.
 step_record_flags_misread|src/train/step_records.cpp|      if (row[3 + r] != 0) report.skipped_by.push_back(r);|      if (row[2 + r] != 0) report.skipped_by.push_back(r);|^StepRecordsTest\.|^faults\.nan_skip$
 nccl_check_ignores_dtype|src/dist/collective_check.cpp|  std::vector<int64_t> words = {d.op, d.dtype, d.ndim, d.numel, d.arg};|  std::vector<int64_t> words = {d.op, d.ndim, d.numel, d.arg};|^DistCheck\.AgreedCollectives
@@ -155,11 +155,11 @@ lincls_crop_scale_of_pretraining|src/lincls/views.cpp|  a.scale_min = c.lincls.c
 lincls_backbone_bn_not_frozen|src/lincls/backbone.cpp|  net->eval();|  net->train();|^LinclsProtocolTest\.|^LinclsTest\.
 eval_resize_not_256|src/data/encoded_views.cpp|static_cast<double>(out_size) * 256.0 / 224.0|static_cast<double>(out_size) * 288.0 / 224.0|^LinclsProtocolTest\.|^ImageFolderTest\.
 eval_crop_off_centre|src/data/encoded_views.cpp|std::nearbyint(static_cast<double>(r.width - out_size) / 2.0)|std::nearbyint(static_cast<double>(r.width - out_size) / 3.0)|^LinclsProtocolTest\.|^ImageFolderTest\.
-knn_k_drifts|src/train/knn_monitor.cpp|  options.k = config_.knn.k;|  options.k = config_.knn.k - 1;|^KnnProtocolTest\.
-knn_temperature_drifts|src/train/knn_monitor.cpp|  options.temperature = config_.knn.temperature;|  options.temperature = 0.07;|^KnnProtocolTest\.
+knn_k_drifts|src/run/knn_monitor.cpp|  options.k = config_.knn.k;|  options.k = config_.knn.k - 1;|^KnnProtocolTest\.
+knn_temperature_drifts|src/run/knn_monitor.cpp|  options.temperature = config_.knn.temperature;|  options.temperature = 0.07;|^KnnProtocolTest\.
 knn_queries_not_normalised|src/eval/knn.cpp|    const auto queries = F::normalize(
         query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start)), unit);|    const auto queries = query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start));|^KnnProtocolTest\.
-knn_memory_is_the_test_split|src/train/knn_monitor.cpp|eval::extract_features(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_);|eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size, config_.knn.memory_size, &group_);|^KnnProtocolTest\.
+knn_memory_is_the_test_split|src/run/knn_monitor.cpp|eval::extract_features(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_);|eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size, config_.knn.memory_size, &group_);|^KnnProtocolTest\.
 v2_temperature_drifts|configs/moco_v2_r50_imagenet.yaml|  temperature: 0.2|  temperature: 0.07|^PaperConfigTest\.
 v1_milestone_drifts|configs/moco_v1_r50_imagenet.yaml|  milestones: [120, 160]|  milestones: [120, 180]|^PaperConfigTest\.
 v2_jitter_always|configs/moco_v2_r50_imagenet.yaml|  jitter_prob: 0.8|  jitter_prob: 1.0|^PaperConfigTest\.
@@ -182,24 +182,24 @@ pack_rename_errno_lost|src/data/image_pack.cpp|" to it: " + why +|" to it: " + s
 pack_renamed_shards_kept|src/data/image_pack.cpp|    for (size_t j = 0; j < i; ++j) fs::remove(tasks[j].final_path, ignored);|    (void)ignored;|^tools\.pack_all_or_none$
 pack_leftovers_kept|src/data/image_pack.cpp|    if (fs::remove(entry.path(), removed))|    if (false)|^tools\.pack_leftovers_removed$
 pack_live_tmp_removed|src/data/image_pack.cpp|::kill(static_cast<pid_t>(pid), 0) == 0|false|^tools\.pack_leftovers_removed$
-queue_size_unchecked|src/train/config.cpp|  if (job == Job::kMoco) check_queue_fits(c, where);|  (void)job;|^tools\.queue_too_large_np1$
-config_second_document_ignored|src/train/config.cpp|  if (documents.size() > 1)|  if (false)|^tools\.config_two_documents$
+queue_size_unchecked|src/run/config.cpp|  if (job == Job::kMoco) check_queue_fits(c, where);|  (void)job;|^tools\.queue_too_large_np1$
+config_second_document_ignored|src/run/config.cpp|  if (documents.size() > 1)|  if (false)|^tools\.config_two_documents$
 lincls_pretrained_file_unnamed|src/lincls/backbone.cpp|    throw ConfigError(
         fmt::format("model.pretrained: {} is a file but not|    throw std::runtime_error(
         fmt::format("model.pretrained: {} is a file but not|^tools\.lincls_pretrained_not_hdf5_np1$
 lincls_run_above_checkpoint_ignored|src/lincls/lincls.cpp|  if (path.parent_path().filename() == "checkpoints") folders.push_back|  if (false) folders.push_back|^tools\.lincls_inside_run_np1$
 refusal_log_kept|src/app/moco_dist_main.cpp|    if (log_undo) log_undo->undo();|    (void)log_undo;|^tools\.resume_refused_writes_nothing_np1$
 export_module_unchecked|src/app/moco_ckpt_main.cpp|  check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
-refusal_log_appended|src/train/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
-log_write_failure_unchecked|src/train/trainer.cpp|        check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|        (void)0;|^ckpt\.fs_full_log$
+refusal_log_appended|src/run/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
+log_write_failure_unchecked|src/train/run_chores.cpp|  run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|  (void)0;|^ckpt\.fs_full_log$
 export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}", out_path, out_path, e.what()));|throw CheckpointError(e.what());|^ckpt\.fs_export_full$
 pack_write_failure_tmps_kept|src/data/image_pack.cpp|    remove_tmps(tasks);
     throw;|    throw;|^ckpt\.fs_pack_full$
-log_error_handler_spdlogs|src/train/run_logging.cpp|  logger->set_error_handler(|  if (false) logger->set_error_handler(|^ckpt\.fs_full_log$
+log_error_handler_spdlogs|src/run/run_logging.cpp|  logger->set_error_handler(|  if (false) logger->set_error_handler(|^ckpt\.fs_full_log$
 ckpt_manifest_errno_lost|src/sys/durable_file.cpp|(errno ? std::string(": ") + std::strerror(errno) : "")|std::string()|^ckpt\.fs_full_manifest$
 ckpt_latest_failure_kept|src/ckpt/checkpoint.cpp|    fs::rename(final_dir, tmp_dir, ec);|    ec.clear();|^ckpt\.fs_full_latest$
 ckpt_latest_tmp_kept|src/sys/durable_file.cpp|    std::filesystem::remove(tmp, ignored);|    (void)ignored;|^ckpt\.fs_full_latest$
-lincls_log_failure_unchecked|src/lincls/lincls.cpp|    train::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does|    (void)0;|^ckpt\.fs_lincls_full_log$
+lincls_log_failure_unchecked|src/lincls/lincls.cpp|    run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does|    (void)0;|^ckpt\.fs_lincls_full_log$
 export_format_torch_writes_h5|src/ckpt/export.cpp|  if (format == ExportFormat::torch) {|  if (false) {|^CkptExport\.|^tools\.export_existing$
 export_unknown_format_exits_1|src/app/moco_ckpt_main.cpp|  if (!format) throw Refusal(|  if (!format) throw std::runtime_error(|^tools\.export_existing$
 export_detectron2_pkl_accepted|src/app/moco_ckpt_main.cpp|*format == moco::ckpt::ExportFormat::detectron2 && out.size() >= 4|false && out.size() >= 4|^tools\.export_existing$
@@ -209,7 +209,7 @@ detectron2_bn3_kept|src/ckpt/torch_export.cpp|for (int t = 1; t <= 3; ++t) k = r
 detectron2_shortcut_norm_unnamed|src/ckpt/torch_export.cpp|  return replace_all(k, "downsample.1", "shortcut.norm");|  return k;|^CkptExport\.
 detectron2_author_wrong|src/ckpt/torch_export.cpp|content.insert("__author__", std::string("MOCO"));|content.insert("__author__", std::string("Caffe2"));|^CkptExport\.
 detectron2_no_matching_heuristics|src/ckpt/torch_export.cpp|content.insert("matching_heuristics", true);|content.insert("matching_heuristics", false);|^CkptExport\.
-config_override_second_document_ignored|src/train/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.AMultiDocumentValueIsRefusedNamingTheKey$
+config_override_second_document_ignored|src/run/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.AMultiDocumentValueIsRefusedNamingTheKey$
 pack_marker_unchecked|src/data/image_shards.cpp|  if (!read_pack_marker(dir, split, pack_id, marked))|  if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
 pack_shard_of_other_pack_accepted|src/data/image_shards.cpp|      if (c.pack_id != pack_id)|      if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
 pack_old_marker_kept|src/data/image_pack.cpp|    fs::remove(marker, ec);|    (void)marker;|^tools\.pack_interrupted$
@@ -228,11 +228,11 @@ encoded_views_ignore_transforms|src/data/encoded_views.cpp|augment_view(decoded.
 eval_dataset_ignores_transforms|src/data/encoded_dataset.cpp|eval_size_, dct_scaling_, transforms_)|eval_size_, dct_scaling_, Transforms::kPil)|^ImageFolderTest\.
 eval_view_ignores_transforms|src/data/encoded_views.cpp|r.height, r.width, transforms);|r.height, r.width, Transforms::kTensor);|^ImageFolderTest\.|^data\.augment_parity_torchvision$
 transforms_default_tensor|src/data/augment_options.h|  Transforms transforms = Transforms::kPil;|  Transforms transforms = Transforms::kTensor;|^ConfigTest\.
-legacy_transforms_read_as_default|src/train/config.cpp|    {"data.transforms", "tensor"},|    {"data.transforms", "pil"},|^ConfigTest\.|^ckpt\.refusals$
-legacy_lr_update_read_as_default|src/train/config.cpp|    {"optim.lr_update", "step"},|    {"optim.lr_update", "epoch"},|^ConfigTest\.|^ckpt\.refusals$
-legacy_values_replace_given_keys|src/train/config.cpp|    if (!holds_key(root, before.key)) assign|    if (true) assign|^ConfigTest\.|^ckpt\.refusals$
-holds_key_stops_at_the_section|src/train/config.cpp|  return child.IsDefined() && (dot == std::string::npos|  return child.IsDefined() && (true|^ConfigTest\.|^ckpt\.refusals$
-transforms_names_swapped|src/train/config.cpp|{{Transforms::kPil, "pil"}, {Transforms::kTensor, "tensor"}}|{{Transforms::kPil, "tensor"}, {Transforms::kTensor, "pil"}}|^ConfigTest\.|^PaperConfigTest\.
+legacy_transforms_read_as_default|src/run/config.cpp|    {"data.transforms", "tensor"},|    {"data.transforms", "pil"},|^ConfigTest\.|^ckpt\.refusals$
+legacy_lr_update_read_as_default|src/run/config.cpp|    {"optim.lr_update", "step"},|    {"optim.lr_update", "epoch"},|^ConfigTest\.|^ckpt\.refusals$
+legacy_values_replace_given_keys|src/run/config.cpp|    if (!holds_key(root, before.key)) assign|    if (true) assign|^ConfigTest\.|^ckpt\.refusals$
+holds_key_stops_at_the_section|src/run/config.cpp|  return child.IsDefined() && (dot == std::string::npos|  return child.IsDefined() && (true|^ConfigTest\.|^ckpt\.refusals$
+transforms_names_swapped|src/run/config.cpp|{{Transforms::kPil, "pil"}, {Transforms::kTensor, "tensor"}}|{{Transforms::kPil, "tensor"}, {Transforms::kTensor, "pil"}}|^ConfigTest\.|^PaperConfigTest\.
 jitter_dispatch_skips_saturation|src/data/color_jitter.cpp|        if (p.saturation != 1.0) ops.saturation(image, p.saturation);|        (void)0;|^ImageOpsTest\.|^PilColorTest\.|^data\.augment_parity_torchvision$
 pil_hue_turns_not_wrapped|src/data/pil_color.cpp|h = static_cast<float>(turns >= 1.0 ? turns - 1.0 : turns);|h = static_cast<float>(turns);|^PilColorTest\.|^data\.augment_parity_torchvision$
 pil_hsv_round_truncates|src/data/pil_color.cpp|return x - static_cast<double>(i) >= 0.5 ? i + 1 : i;|return i;|^PilColorTest\.|^data\.augment_parity_torchvision$

@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import yaml
 
-# moco_dist's defaults (src/train/config.cpp, see `build/moco_dist --help`) for the keys this peer
+# moco_dist's defaults (src/run/config.cpp, see `build/moco_dist --help`) for the keys this peer
 # uses; the YAML and the command line override them in that order, as in moco_dist.
 DEFAULTS = {
     "model": {"arch": "resnet_tiny", "small_stem": True, "stem_stride": 1, "width": 0.0, "dim": 128,
@@ -299,7 +299,7 @@ def main():
     random_init = encoder_top1(moco.encoder_q, train, test, cfg)
     print(f"kNN (random_init encoder): top-1 {random_init:.2f}%", flush=True)
 
-    # SGD with momentum and weight decay on every query parameter (BN and biases too), as train/sgd.cpp;
+    # SGD with momentum and weight decay on every query parameter (BN and biases too), as run/sgd.cpp;
     # torch.optim.SGD (no dampening, no Nesterov) is the same update.
     opt = torch.optim.SGD(moco.encoder_q.parameters(), lr=0.0, momentum=o["momentum"], weight_decay=o["weight_decay"])
     peak = o["base_lr"] * o["batch_size"] / 256.0

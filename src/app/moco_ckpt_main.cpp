@@ -3,6 +3,8 @@
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/export.h"
 #include "ckpt/manifest.h"
+#include "sys/host_memory.h"
+#include "sys/openblas_kernels.h"
 #include "sys/paths.h"
 
 #include <CLI/CLI.hpp>
@@ -180,6 +182,8 @@ int diff(const std::string& path_a, const std::string& path_b, const std::vector
 }  // namespace
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
+  moco::sys::keep_freed_host_memory();
   CLI::App app{
       "moco_ckpt: inspect, verify, export and compare moco_dist checkpoints.\n"
       "CHECKPOINT is a checkpoint folder (output_dir/checkpoints/step_<n>), a checkpoints folder or a run's\n"

@@ -5,12 +5,13 @@
 #include "dist/process_group.h"
 #include "lincls/knn_eval.h"
 #include "preempt/preemption.h"
+#include "run/config.h"
+#include "run/device.h"
+#include "run/run_logging.h"
+#include "run/setup.h"
 #include "sys/host_memory.h"
+#include "sys/openblas_kernels.h"
 #include "sys/workarounds.h"
-#include "train/config.h"
-#include "train/device.h"
-#include "train/run_logging.h"
-#include "train/setup.h"
 #include "train/trainer.h"
 
 #include <CLI/CLI.hpp>
@@ -46,7 +47,7 @@ void add_options(CLI::App& app, Options& o) {
                "writes nothing")
       ->excludes("--dry-run");
   app.footer(
-      "Config keys (YAML sections in the file, dotted on the command line):\n" + moco::train::config_reference() +
+      "Config keys (YAML sections in the file, dotted on the command line):\n" + moco::run::config_reference() +
       "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
       "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
       "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config.");
@@ -54,14 +55,14 @@ void add_options(CLI::App& app, Options& o) {
 
 // The config file with the overrides applied, or the exit code: 2 for a bad config, 0 once printed
 // (--print-config).
-std::optional<int> read_config(const Options& o, moco::train::Config& config) {
+std::optional<int> read_config(const Options& o, moco::run::Config& config) {
   try {
-    config = moco::train::load_config(o.config_path, o.overrides);
+    config = moco::run::load_config(o.config_path, o.overrides);
     if (o.print_config) {
-      std::cout << moco::train::to_yaml(config);
+      std::cout << moco::run::to_yaml(config);
       return 0;
     }
-  } catch (const moco::train::ConfigError& e) {
+  } catch (const moco::run::ConfigError& e) {
     spdlog::error("{}", e.what());
     return 2;
   } catch (const std::exception& e) {
@@ -74,20 +75,20 @@ std::optional<int> read_config(const Options& o, moco::train::Config& config) {
   return std::nullopt;
 }
 
-moco::train::RunContext make_context(const moco::train::Config& config, const moco::dist::WorldInfo& world,
-                                     bool dry_run) {
-  moco::train::RunContext context;
+moco::run::RunContext make_context(const moco::run::Config& config, const moco::dist::WorldInfo& world, bool dry_run) {
+  moco::run::RunContext context;
   context.dry_run = dry_run;
-  context.device = moco::train::select_device(world.local_rank, world.local_size);
-  spdlog::info("{}", moco::train::describe_placement(world, context.device));
+  context.device = moco::run::select_device(world.local_rank, world.local_size);
+  spdlog::info("{}", moco::run::describe_placement(world, context.device));
   context.local_size = world.local_size;
-  context.group = moco::train::make_job_group(config, world.world_size, context.device);
+  context.group = moco::run::make_job_group(config, world.world_size, context.device);
   return context;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   moco::sys::keep_freed_host_memory();
   CLI::App app{
       "moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
@@ -97,12 +98,12 @@ int main(int argc, char** argv) {
   add_options(app, o);
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
-  moco::train::Config config;
+  moco::run::Config config;
   if (const auto code = read_config(o, config)) return *code;
-  if (o.dry_run) std::cout << moco::train::to_yaml(config);
+  if (o.dry_run) std::cout << moco::run::to_yaml(config);
 
   moco::dist::WorldInfo world;
-  std::optional<moco::train::LogUndo> log_undo;
+  std::optional<moco::run::LogUndo> log_undo;
   // Nothing may reach std::terminate: every failure ends as exit 1 or 2 with a message, and with
   // several ranks takes the others down too (they may wait in a collective this rank never joins).
   auto fail = [&](const std::string& why, int code) {
@@ -116,11 +117,11 @@ int main(int argc, char** argv) {
     moco::preempt::install_preemption_handlers();
     // The world size is known now: a batch that does not split over the ranks is the config's fault,
     // reported before any folder is made or data read.
-    moco::train::validate_for_world(config, world.world_size, o.source());
-    moco::train::check_data(config, o.source(), world.rank == 0);
+    moco::run::validate_for_world(config, world.world_size, o.source());
+    moco::run::check_data(config, o.source(), world.rank == 0);
     if (!o.dry_run && !o.eval_only) log_undo.emplace(config.train.output_dir, world.rank);
-    moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
-                               !o.dry_run && !o.eval_only);
+    moco::run::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
+                             !o.dry_run && !o.eval_only);
     moco::sys::log_workarounds();
     const auto context = make_context(config, world, o.dry_run);
     if (o.eval_only) {
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
     } else {
       moco::train::train(config, context);
     }
-  } catch (const moco::train::ConfigError& e) {
+  } catch (const moco::run::ConfigError& e) {
     if (log_undo) log_undo->undo();  // a refusal writes nothing: the log it started goes too
     // Found once the ranks could look (a checkpoint's saved config, the world size): still the
     // config's fault, still before any training.

@@ -7,12 +7,13 @@
 #include "lincls/backbone.h"
 #include "lincls/lincls.h"
 #include "preempt/preemption.h"
+#include "run/config.h"
+#include "run/device.h"
+#include "run/run_logging.h"
+#include "run/setup.h"
 #include "sys/host_memory.h"
+#include "sys/openblas_kernels.h"
 #include "sys/workarounds.h"
-#include "train/config.h"
-#include "train/device.h"
-#include "train/run_logging.h"
-#include "train/setup.h"
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -20,6 +21,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   moco::sys::keep_freed_host_memory();
   CLI::App app{
       "moco_lincls: linear classification on frozen features (the protocol of MoCo's main_lincls.py).\n"
@@ -37,22 +39,22 @@ int main(int argc, char** argv) {
       "Config keys (YAML sections in the file, dotted on the command line; moco_lincls reads model.*, data.*, "
       "lincls.*,\n"
       "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.{keep_last,async} and dist.*):\n" +
-      moco::train::config_reference() +
+      moco::run::config_reference() +
       "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
       "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
       "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running (or a corrupt checkpoint), 2 bad\n"
       "command line or config (a model.pretrained that does not fit model.*, naming the tensor).");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
-  moco::train::Config config;
+  moco::run::Config config;
   const std::string where = overrides.empty() ? config_path : config_path + " (with overrides)";
   try {
-    config = moco::train::load_config(config_path, overrides);
+    config = moco::run::load_config(config_path, overrides);
     if (print_config) {
-      std::cout << moco::train::to_yaml(config);
+      std::cout << moco::run::to_yaml(config);
       return 0;
     }
-  } catch (const moco::train::ConfigError& e) {
+  } catch (const moco::run::ConfigError& e) {
     spdlog::error("{}", e.what());
     return 2;
   } catch (const std::exception& e) {
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
   }
 
   moco::dist::WorldInfo world;
-  std::optional<moco::train::LogUndo> log_undo;
+  std::optional<moco::run::LogUndo> log_undo;
   auto fail = [&](const std::string& why, int code) {
     if (world.world_size > 1) moco::dist::abort_world(why, code);
     spdlog::error("{}", why);
@@ -71,21 +73,21 @@ int main(int argc, char** argv) {
   try {
     world = moco::dist::init_world(&argc, &argv);
     moco::preempt::install_preemption_handlers();
-    moco::train::validate_for_world(config, world.world_size, where, moco::train::Job::kLincls);
-    moco::train::check_data(config, where, world.rank == 0);
-    moco::train::RunContext context;
-    context.device = moco::train::select_device(world.local_rank, world.local_size);
+    moco::run::validate_for_world(config, world.world_size, where, moco::run::Job::kLincls);
+    moco::run::check_data(config, where, world.rank == 0);
+    moco::run::RunContext context;
+    context.device = moco::run::select_device(world.local_rank, world.local_size);
     context.local_size = world.local_size;
     // Before any folder is made: a backbone that does not fit the config is the config's fault.
     const auto backbone = moco::lincls::Backbone::load(config, context.device);
     moco::lincls::check_own_output_dir(config, backbone);
     log_undo.emplace(config.train.output_dir, world.rank);
-    moco::train::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
-    spdlog::info("{}", moco::train::describe_placement(world, context.device));
+    moco::run::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
+    spdlog::info("{}", moco::run::describe_placement(world, context.device));
     moco::sys::log_workarounds();
-    context.group = moco::train::make_job_group(config, world.world_size, context.device);
+    context.group = moco::run::make_job_group(config, world.world_size, context.device);
     moco::lincls::run_lincls(config, context, backbone);
-  } catch (const moco::train::ConfigError& e) {
+  } catch (const moco::run::ConfigError& e) {
     if (log_undo) log_undo->undo();  // a refusal writes nothing: the log it started goes too
     return fail(e.what(), 2);
   } catch (const std::exception& e) {

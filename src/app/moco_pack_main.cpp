@@ -4,6 +4,8 @@
 #include "data/file_list_cache.h"
 #include "data/image_folder.h"
 #include "data/image_pack.h"
+#include "sys/host_memory.h"
+#include "sys/openblas_kernels.h"
 #include "sys/paths.h"
 
 #include <CLI/CLI.hpp>
@@ -15,6 +17,8 @@
 #include <thread>
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
+  moco::sys::keep_freed_host_memory();
   CLI::App app{
       "moco_pack: packs the ImageFolder splits SRC/train and SRC/val into HDF5 shards OUT/train-SSSSS-of-NNNNN.h5 and\n"
       "OUT/val-SSSSS-of-NNNNN.h5, for moco_dist with data.dataset=hdf5 data.root=OUT. Each shard holds the image "

@@ -4,7 +4,7 @@
 #include "ckpt/h5_tensor_file.h"
 #include "ckpt/manifest.h"
 #include "data/augment.h"
-#include "train/setup.h"
+#include "run/setup.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +15,7 @@
 
 namespace moco::lincls {
 namespace fs = std::filesystem;
-using train::ConfigError;
+using run::ConfigError;
 
 namespace {
 
@@ -31,7 +31,7 @@ struct Source {
 };
 
 // The model.* keys that decide a backbone, as a mismatch names them.
-std::string model_keys(const train::Config& c) {
+std::string model_keys(const run::Config& c) {
   return fmt::format("model.arch={} model.small_stem={} model.stem_stride={} model.width={}", c.model.arch,
                      c.model.small_stem, c.model.stem_stride, c.model.width);
 }
@@ -40,7 +40,7 @@ std::string model_keys(const train::Config& c) {
 void note_training_config(Source& source, const std::string& config_yaml, const std::string& where) {
   if (config_yaml.empty()) return;  // an export written before exports carried their config
   try {
-    const auto saved = train::load_config_text(config_yaml, where);
+    const auto saved = run::load_config_text(config_yaml, where);
     source.trained_with = "; the checkpoint was trained with " + model_keys(saved);
     source.stem_stride = saved.model.stem_stride;
   } catch (const std::exception&) {
@@ -99,11 +99,11 @@ std::string shape_text(const torch::Tensor& t) {
 
 // Throws ConfigError naming the first tensor in which the source and the network differ in name,
 // shape or dtype.
-void check_fits(const Source& source, model::ResNetImpl& net, const train::Config& c) {
+void check_fits(const Source& source, model::ResNetImpl& net, const run::Config& c) {
   const auto mine = backbone_tensors(net);
   auto mismatch = [&](const std::string& what) {
     return ConfigError(fmt::format("model.pretrained: {} does not fit {} with {}-channel images: {}{}",
-                                   source.description, model_keys(c), train::dataset_channels(c), what,
+                                   source.description, model_keys(c), run::dataset_channels(c), what,
                                    source.trained_with));
   };
   // The stem's stride changes no tensor's shape, only what the features mean: without this check a
@@ -127,9 +127,9 @@ void check_fits(const Source& source, model::ResNetImpl& net, const train::Confi
 
 // MoCo's query encoder as training initialises it: the same seed, the same construction order
 // (model::Moco seeds the generator and builds encoder_q first).
-model::ResNet random_init(const train::Config& c) {
+model::ResNet random_init(const run::Config& c) {
   torch::manual_seed(c.train.seed);
-  return model::ResNet(train::backbone_options(c, train::dataset_channels(c)));
+  return model::ResNet(run::backbone_options(c, run::dataset_channels(c)));
 }
 
 void freeze(model::ResNet& net, torch::Device device) {
@@ -149,7 +149,7 @@ std::vector<std::pair<std::string, torch::Tensor>> backbone_tensors(model::ResNe
   return out;
 }
 
-Backbone Backbone::load(const train::Config& c, torch::Device device) {
+Backbone Backbone::load(const run::Config& c, torch::Device device) {
   Backbone b;
   const std::string& what = c.model.pretrained;
   if (what.empty())
@@ -159,7 +159,7 @@ Backbone Backbone::load(const train::Config& c, torch::Device device) {
   if (what == "raw_pixels") {
     b.kind_ = Kind::kRawPixels;
     b.description_ = "raw pixels";
-    b.feature_dim_ = train::dataset_channels(c) * c.data.augment.out_size * c.data.augment.out_size;
+    b.feature_dim_ = run::dataset_channels(c) * c.data.augment.out_size * c.data.augment.out_size;
     return b;
   }
   b.net_ = random_init(c);
@@ -200,7 +200,7 @@ torch::Tensor Backbone::features(const torch::Tensor& normalised_images) const {
   return net->features(normalised_images.to(device));
 }
 
-int64_t Backbone::check_unchanged(const train::Config& c) const {
+int64_t Backbone::check_unchanged(const run::Config& c) const {
   if (!net_) return 0;
   std::map<std::string, torch::Tensor> reference;
   if (kind_ == Kind::kPretrained) {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "model/resnet.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <torch/types.h>
 
@@ -24,10 +24,10 @@ class Backbone {
   //   "random": the encoder MoCo training starts from (model.*, train.seed), bit for bit;
   //   "raw_pixels": no network, the normalised image flattened.
   // The fc head is never read. A source that does not fit model.* (a missing, extra or differently
-  // shaped tensor) or a path that is none of the above is a train::ConfigError naming the tensor
+  // shaped tensor) or a path that is none of the above is a run::ConfigError naming the tensor
   // or the path; a corrupt file a ckpt::CheckpointError naming the file and the tensor. The network
   // is in eval mode (BatchNorm running statistics) and nothing of it requires grad.
-  static Backbone load(const train::Config& config, torch::Device device);
+  static Backbone load(const run::Config& config, torch::Device device);
 
   Kind kind() const { return kind_; }
   // metrics.jsonl's word for it: "trained", "random_init" or "raw_pixels".
@@ -46,7 +46,7 @@ class Backbone {
   // The official sanity check: every backbone tensor (parameters and BatchNorm buffers, fc excluded)
   // is bitwise the one of the source, read again from disk (or drawn again from the seed). Returns
   // how many were compared; throws std::runtime_error naming the first that differs.
-  int64_t check_unchanged(const train::Config& config) const;
+  int64_t check_unchanged(const run::Config& config) const;
 
  private:
   Kind kind_ = Kind::kRawPixels;

@@ -1,9 +1,9 @@
 #include "lincls/knn_eval.h"
 
 #include "lincls/backbone.h"
-#include "train/device.h"
-#include "train/knn_monitor.h"
-#include "train/setup.h"
+#include "run/device.h"
+#include "run/knn_monitor.h"
+#include "run/setup.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -13,17 +13,17 @@
 
 namespace moco::lincls {
 
-KnnEvalResult knn_eval_only(const train::Config& config, const train::RunContext& context) {
-  torch::set_num_threads(config.train.threads > 0 ? config.train.threads : train::available_cores());
-  train::Config c = config;
+KnnEvalResult knn_eval_only(const run::Config& config, const run::RunContext& context) {
+  torch::set_num_threads(config.train.threads > 0 ? config.train.threads : run::available_cores());
+  run::Config c = config;
   if (c.model.pretrained.empty()) c.model.pretrained = c.train.output_dir;
   const Backbone backbone = Backbone::load(c, context.device);
-  train::KnnMonitor knn(c, train::load_splits(c), nullptr, *context.group);
+  run::KnnMonitor knn(c, run::load_splits(c), nullptr, *context.group);
   KnnEvalResult result;
   result.raw_pixels = knn.raw_baseline_enabled() && backbone.kind() != Backbone::Kind::kRawPixels
                           ? knn.evaluate_raw_pixels(0, 0, false)
                           : std::nan("");
-  const auto normalisation = train::augment_options(c);
+  const auto normalisation = run::augment_options(c);
   result.top1 = knn.evaluate(
       [&](const torch::Tensor& images) { return backbone.features(data::normalize_batch(images, normalisation)); },
       backbone.label(), 0, 0, false);

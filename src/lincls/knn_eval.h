@@ -2,8 +2,9 @@
 // export, random init or the raw pixels, with the raw-pixel baseline beside it)
 #pragma once
 
-#include "train/config.h"
-#include "train/trainer.h"
+#include "run/config.h"
+#include "run/config.h"
+#include "run/run_context.h"
 
 namespace moco::lincls {
 
@@ -15,6 +16,6 @@ struct KnnEvalResult {
 // Scores the backbone model.pretrained names (when unset: the newest checkpoint of
 // train.output_dir) with the kNN monitor exactly as training does (knn.*, eval-mode features of the
 // normalised images), and the raw pixels when knn.raw_baseline allows. Writes no file. Collective.
-KnnEvalResult knn_eval_only(const train::Config& config, const train::RunContext& context);
+KnnEvalResult knn_eval_only(const run::Config& config, const run::RunContext& context);
 
 }  // namespace moco::lincls

@@ -5,13 +5,13 @@
 #include "lincls/linear_classifier.h"
 #include "lincls/views.h"
 #include "preempt/preemption.h"
-#include "train/checkpointing.h"
-#include "train/clock.h"
-#include "train/device.h"
+#include "run/checkpointing.h"
+#include "run/clock.h"
+#include "run/device.h"
 #include "metrics/metrics_log.h"
-#include "train/run_logging.h"  // defines: check_log_writes
-#include "train/run_output.h"
-#include "train/setup.h"
+#include "run/run_logging.h"  // defines: check_log_writes
+#include "run/run_output.h"
+#include "run/setup.h"
 #include "sys/paths.h"
 
 #include <fmt/format.h>
@@ -28,9 +28,9 @@ namespace moco::lincls {
 namespace {
 
 namespace fs = std::filesystem;
-using train::Clock;
-using train::Config;
-using train::seconds_since;
+using run::Clock;
+using run::Config;
+using run::seconds_since;
 
 }  // namespace
 
@@ -71,8 +71,8 @@ class Progress {
   torch::Tensor values_ = torch::zeros({4}, torch::kFloat64);
 };
 
-void log_lincls_plan(const Config& config, const Backbone& backbone, const train::Splits& splits,
-                     const train::RunContext& context) {
+void log_lincls_plan(const Config& config, const Backbone& backbone, const run::Splits& splits,
+                     const run::RunContext& context) {
   const auto& lc = config.lincls;
   spdlog::info(
       "lincls: {} ({}-dim features), {} classes, {}; lr {} (batch {}), x{} at epochs [{}], momentum {}, weight decay "
@@ -92,11 +92,11 @@ struct ProbeFeatures {
 
 // The backbone is frozen and in eval mode, so the val features are the same every epoch: extracted
 // once. The train split's are needed for cached training and for the standardisation statistics.
-ProbeFeatures extract_center_features(const Config& config, const Backbone& backbone, const train::Splits& splits,
+ProbeFeatures extract_center_features(const Config& config, const Backbone& backbone, const run::Splits& splits,
                                       dist::ProcessGroup& group) {
   const int64_t per_rank = config.lincls.batch_size / group.world_size();
   const auto extract_start = Clock::now();
-  const auto eval_view = train::augment_options(config);
+  const auto eval_view = run::augment_options(config);
   const eval::Featurizer center_features = [&](const torch::Tensor& images) {
     return backbone.features(center_view(images, eval_view));
   };
@@ -122,10 +122,10 @@ void standardize_features(LinearClassifier& classifier, const torch::Tensor& tra
   classifier.set_standardization(stats[0], stats[1]);
 }
 
-data::LoaderOptions lincls_loader_options(const Config& config, const train::RunContext& context) {
+data::LoaderOptions lincls_loader_options(const Config& config, const run::RunContext& context) {
   data::LoaderOptions options;
   options.batch_size = config.lincls.batch_size / context.group->world_size();
-  options.workers = train::data_workers(config.data.workers, context.device, context.local_size);
+  options.workers = run::data_workers(config.data.workers, context.device, context.local_size);
   options.prefetch = config.data.prefetch;
   options.seed = config.train.seed;
   options.rank = context.group->rank();
@@ -155,14 +155,14 @@ LinclsStepAgreement agree_on_lincls_step(double loss, double rank0_seconds, dist
 // Everything a linear-probe run is made of, built in the order that fixes every random draw and
 // collective.
 struct LinclsRun {
-  LinclsRun(const Config& c, const train::RunContext& ctx, const Backbone& b)
+  LinclsRun(const Config& c, const run::RunContext& ctx, const Backbone& b)
       : config(c),
         context(ctx),
         backbone(b),
         group(*ctx.group),
-        checkpointing(c, group, train::Job::kLincls),  // before any data is read
-        metrics(train::open_run_output(c, group.rank(), /*append=*/checkpointing.will_try_resume())),
-        splits(train::load_splits(c)) {
+        checkpointing(c, group, run::Job::kLincls),  // before any data is read
+        metrics(run::open_run_output(c, group.rank(), /*append=*/checkpointing.will_try_resume())),
+        splits(run::load_splits(c)) {
     log_lincls_plan(c, b, splits, ctx);
     features = extract_center_features(c, b, splits, group);
     classifier.emplace(b.feature_dim(), splits.train->num_classes(), c.lincls.momentum, c.lincls.weight_decay,
@@ -182,12 +182,12 @@ struct LinclsRun {
   }
 
   const Config& config;
-  const train::RunContext& context;
+  const run::RunContext& context;
   const Backbone& backbone;
   dist::ProcessGroup& group;
-  train::Checkpointing checkpointing;
+  run::Checkpointing checkpointing;
   std::optional<metrics::MetricsLog> metrics;  // rank 0's
-  const train::Splits splits;
+  const run::Splits splits;
   ProbeFeatures features;
   std::optional<LinearClassifier> classifier;
   data::LoaderOptions loader_options;
@@ -227,7 +227,7 @@ int train_epoch(LinclsRun& run, Progress& at, int64_t epoch, double lr, bool& st
     at.train_seconds() += agreed.step_seconds;
     at.batch_in_epoch() = b + 1;
     ++at.step();
-    train::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does
+    run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does
     if (agreed.stop_signal != 0 || (run.config.train.stop_at_step > 0 && at.step() >= run.config.train.stop_at_step)) {
       stopped = true;
       return agreed.stop_signal;
@@ -339,15 +339,15 @@ void check_own_output_dir(const Config& c, const Backbone& backbone) {
   if (backbone.kind() != Backbone::Kind::kPretrained) return;
   for (const auto& folder : pretrained_folders(backbone.source()))
     if (sys::lies_within(c.train.output_dir, folder) || sys::lies_within(folder, c.train.output_dir))
-      throw train::ConfigError(fmt::format(
+      throw run::ConfigError(fmt::format(
           "train.output_dir '{}' and model.pretrained ({}) overlap: the linear classifier may not write inside the "
           "pre-training run it reads ({}), nor hold it; give it a folder of its own",
           c.train.output_dir, backbone.source(), folder));
 }
 
-LinclsResult run_lincls(const Config& config, const train::RunContext& context, const Backbone& backbone) {
-  torch::set_num_threads(config.train.threads > 0 ? config.train.threads : train::available_cores());
-  train::validate_for_world(config, context.group->world_size(), "config", train::Job::kLincls);
+LinclsResult run_lincls(const Config& config, const run::RunContext& context, const Backbone& backbone) {
+  torch::set_num_threads(config.train.threads > 0 ? config.train.threads : run::available_cores());
+  run::validate_for_world(config, context.group->world_size(), "config", run::Job::kLincls);
   check_own_output_dir(config, backbone);
   LinclsRun run(config, context, backbone);
   const auto& lc = config.lincls;
@@ -375,7 +375,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     if (lc.save_every_epochs > 0 && at.epoch() % lc.save_every_epochs == 0 && at.epoch() < lc.epochs && !stopped)
       save_lincls_checkpoint(run, at, entries, result);
   }
-  train::check_log_writes();  // no final checkpoint after a log line was lost
+  run::check_log_writes();  // no final checkpoint after a log line was lost
   if (!run.checkpointing.saved_at(at.step())) save_lincls_checkpoint(run, at, entries, result);
   run.checkpointing.finish();
   result.steps = at.step();
@@ -386,7 +386,7 @@ LinclsResult run_lincls(const Config& config, const train::RunContext& context, 
     return result;
   }
   finish_lincls(run, at, result);
-  train::check_log_writes();
+  run::check_log_writes();
   return result;
 }
 

@@ -4,8 +4,9 @@
 #pragma once
 
 #include "lincls/backbone.h"
-#include "train/config.h"
-#include "train/trainer.h"
+#include "run/config.h"
+#include "run/config.h"
+#include "run/run_context.h"
 
 #include <string>
 
@@ -25,11 +26,11 @@ struct LinclsResult {
 // main_lincls.py's adjust_learning_rate at `epoch` (counted from 0, as its loop counts): lincls.base_lr
 // x lincls.batch_size/256, times lincls.gamma for each milestone reached (epoch >= milestone). With the
 // official values: 30 for epochs 0-59, 3 for 60-79, 0.3 for 80-99 (tests/test_protocol_lincls.cpp).
-double learning_rate(const train::Config& config, int64_t epoch);
+double learning_rate(const run::Config& config, int64_t epoch);
 
 // train.output_dir may neither lie inside the pre-training run that model.pretrained reads (its
-// folder, checkpoints/ or a checkpoint folder) nor hold it. Throws train::ConfigError naming both.
-void check_own_output_dir(const train::Config& config, const Backbone& backbone);
+// folder, checkpoints/ or a checkpoint folder) nor hold it. Throws run::ConfigError naming both.
+void check_own_output_dir(const run::Config& config, const Backbone& backbone);
 
 // Every rank calls it with the same config and an equal backbone; rank 0 writes config.yaml and
 // metrics.jsonl ({"event":"lincls",...} per epoch, {"event":"lincls_result",...} at the end) in
@@ -37,6 +38,6 @@ void check_own_output_dir(const train::Config& config, const Backbone& backbone)
 // (train.resume). Training on a new augmented view each step, or (lincls.cached_features) on the
 // features of the un-augmented images extracted once. After the last epoch the sanity check
 // (Backbone::check_unchanged) must pass, or it throws.
-LinclsResult run_lincls(const train::Config& config, const train::RunContext& context, const Backbone& backbone);
+LinclsResult run_lincls(const run::Config& config, const run::RunContext& context, const Backbone& backbone);
 
 }  // namespace moco::lincls

@@ -17,7 +17,7 @@ LinearClassifier::LinearClassifier(int64_t in_features, int64_t num_classes, dou
   }
   fc_->to(device);
   if (group->world_size() > 1) dist::broadcast_parameters(fc_->parameters(), *group);
-  sgd_ = std::make_unique<train::MomentumSgd>(fc_->parameters(), momentum, weight_decay);
+  sgd_ = std::make_unique<run::MomentumSgd>(fc_->parameters(), momentum, weight_decay);
   reducer_ = std::make_unique<dist::GradientReducer>(
       fc_->parameters(), std::move(group), dist::GradientReducer::kDefaultBucketCapBytes,
       dist::GradientReducer::kDefaultFirstBucketCapBytes, std::vector<std::string>{"fc.weight", "fc.bias"});

@@ -6,7 +6,7 @@
 #include "ckpt/checkpoint.h"
 #include "dist/process_group.h"
 #include "dist/reducer.h"
-#include "train/sgd.h"
+#include "run/sgd.h"
 
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
@@ -41,7 +41,7 @@ class LinearClassifier {
   torch::Tensor standardize(const torch::Tensor& features) const;
   torch::nn::Linear fc_{nullptr};
   torch::Tensor mean_, std_;
-  std::unique_ptr<train::MomentumSgd> sgd_;
+  std::unique_ptr<run::MomentumSgd> sgd_;
   std::unique_ptr<dist::GradientReducer> reducer_;
 };
 

@@ -1,6 +1,6 @@
 #include "lincls/views.h"
 
-#include "train/setup.h"
+#include "run/setup.h"
 
 #include <torch/torch.h>
 
@@ -8,15 +8,15 @@
 
 namespace moco::lincls {
 
-data::AugmentOptions train_view(const train::Config& c) {
-  data::AugmentOptions a = train::augment_options(c);
+data::AugmentOptions train_view(const run::Config& c) {
+  data::AugmentOptions a = run::augment_options(c);
   a.scale_min = c.lincls.crop_scale_min;
   a.scale_max = 1.0;
   a.flip_prob = 0.5;
   a.jitter_prob = 0.0;
   // The official linear protocol's training view is crop + flip whatever the pre-training used:
   // the batched recipe for images of one size, else v1 with every colour change off.
-  a.recipe = train::is_encoded_dataset(c) ? data::Recipe::kV1 : data::Recipe::kSimple;
+  a.recipe = run::is_encoded_dataset(c) ? data::Recipe::kV1 : data::Recipe::kSimple;
   a.brightness = a.contrast = a.saturation = a.hue = 0.0;
   a.grayscale_prob = 0.0;
   return a;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "data/augment.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <torch/types.h>
 
@@ -11,7 +11,7 @@ namespace moco::lincls {
 
 // RandomResizedCrop(data.image_size, scale (lincls.crop_scale_min, 1)) and a horizontal flip with
 // probability 0.5, then data.mean/std; no colour jitter.
-data::AugmentOptions train_view(const train::Config& config);
+data::AugmentOptions train_view(const run::Config& config);
 
 // uint8 [n, C, H, W] -> float [n, C, S, S], S = normalisation.out_size, normalised: the image itself
 // when it is S x S; otherwise its shorter side resized (bilinear) to S * 256/224 and the centre

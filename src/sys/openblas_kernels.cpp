@@ -1,7 +1,7 @@
-// Linked into every executable (an OBJECT library in link_libraries, CMakeLists.txt): no call; it
-// acts before main(). OpenBLAS reads its settings while the library is loaded, before any code of
-// ours runs, so where one of the two below must change, the process restarts itself (same pid,
-// arguments and environment, before MPI or any thread starts) with the variable set. A value the
+// restart_with_openblas_settings(), the first line of every main(). OpenBLAS reads its settings while
+// the library is loaded, before any code of ours runs, so where one of the two below must change, the
+// process restarts itself (same pid, arguments and environment, before MPI or any thread of ours
+// starts) with the variable set. A value the
 // user set is never overridden, and another BLAS (the PyPI LibTorch carries MKL) is left alone.
 // MOCO_OPENBLAS_SETTINGS=0 turns it off: no restart, nothing set. It cannot log (logging is not
 // set up yet): openblas_settings_line() (the header) says afterwards what it did.
@@ -37,7 +37,7 @@ namespace {
 
 // OpenBLAS's name for the best kernels this CPU can run, or nullptr.
 const char* kernels_for_this_cpu() {
-  __builtin_cpu_init();  // needed in a constructor: the compiler's own may not have run yet
+  __builtin_cpu_init();  // harmless where the compiler's own already ran
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vl"))
     return "SkylakeX";
@@ -78,8 +78,7 @@ const char* kernels_to_set() {
                                             kernels_for_this_cpu());
 }
 
-// What the constructor below did, for openblas_settings_line(). Plain flags, constant-initialised:
-// they are written before main, maybe before this file's other statics are constructed.
+// What restart_with_openblas_settings() did, for openblas_settings_line().
 struct Done {
   bool switched_off = false;
   bool set_kernels = false;
@@ -104,7 +103,11 @@ std::string own_path() {
   return access(path.c_str(), X_OK) == 0 ? path : "/proc/self/exe";
 }
 
-__attribute__((constructor)) void restart_with_openblas_settings_for_this_machine() {
+}  // namespace
+
+namespace moco::sys {
+
+void restart_with_openblas_settings() {
   if (settings_switched_off()) {
     done.switched_off = true;
     return;
@@ -137,6 +140,10 @@ __attribute__((constructor)) void restart_with_openblas_settings_for_this_machin
   if (set_timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT");
   unsetenv(kRestartNote);
 }
+
+}  // namespace moco::sys
+
+namespace {
 
 std::string kernels_part(const char* core) {
   const std::string name = std::string("kernels ") + core;

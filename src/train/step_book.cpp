@@ -16,7 +16,7 @@ StepBook::StepBook(dist::ProcessGroup& group, BadSteps& bad_steps, int64_t at_st
       agreements_(group, HostAgreement{at_step, train_seconds, 0, 0}),
       rank0_clock_(train_seconds) {}
 
-void StepBook::after_step(int64_t step, const model::MocoOutput& out, double step_seconds, double data_wait_s,
+void StepBook::after_step(int64_t step, const run::StepOutput& out, double step_seconds, double data_wait_s,
                           int64_t shuffle_bytes) {
   rank0_clock_ += step_seconds;
   records_.record(step, out, step_seconds, shuffle_bytes);

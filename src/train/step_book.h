@@ -3,7 +3,7 @@
 #pragma once
 
 #include "dist/process_group.h"
-#include "model/moco.h"
+#include "run/method.h"
 #include "train/bad_steps.h"
 #include "train/step_agreement.h"
 #include "train/step_meter.h"
@@ -18,7 +18,7 @@ class StepBook {
   // `at_step`, `train_seconds`: where a resumed run starts.
   StepBook(dist::ProcessGroup& group, BadSteps& bad_steps, int64_t at_step, double train_seconds);
   // Collective, never waits for the device: step `step` is done (counted from 1).
-  void after_step(int64_t step, const model::MocoOutput& out, double step_seconds, double data_wait_s,
+  void after_step(int64_t step, const run::StepOutput& out, double step_seconds, double data_wait_s,
                   int64_t shuffle_bytes);
   // Collective: one host sync. Completes the agreement in flight and reads every recorded step into
   // the meters; throws on a loss that is not finite and on more than train.max_bad_steps skipped

@@ -1,6 +1,6 @@
 #include "train/step_records.h"
 
-#include "train/host_reads.h"
+#include "run/host_reads.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -18,7 +18,7 @@ torch::Tensor accuracy(const torch::Tensor& positive_rank, int64_t k) {
 
 }  // namespace
 
-void StepRecords::record(int64_t step, const model::MocoOutput& out, double seconds, int64_t shuffle_bytes) {
+void StepRecords::record(int64_t step, const run::StepOutput& out, double seconds, int64_t shuffle_bytes) {
   torch::NoGradGuard no_grad;
   device_rows_.push_back(torch::stack(
       {out.loss.detach().to(torch::kDouble), accuracy(out.positive_rank, 1), accuracy(out.positive_rank, 5)}));
@@ -48,7 +48,7 @@ std::vector<StepReport> StepRecords::drain() {
   auto sums = torch::stack(device_rows_);
   const int world = group_.world_size();
   if (world > 1) group_.all_reduce(sums, dist::ReduceOp::kSum);
-  const auto host = read_on_host(torch::cat({sums, torch::stack(flag_rows_).to(torch::kDouble)}, 1)).contiguous();
+  const auto host = run::read_on_host(torch::cat({sums, torch::stack(flag_rows_).to(torch::kDouble)}, 1)).contiguous();
   device_rows_.clear();
   flag_rows_.clear();
   const auto* row = host.data_ptr<double>();

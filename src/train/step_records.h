@@ -3,7 +3,7 @@
 #pragma once
 
 #include "dist/process_group.h"
-#include "model/moco.h"
+#include "run/method.h"
 #include "train/step_agreement.h"
 
 #include <torch/types.h>
@@ -30,7 +30,7 @@ class StepRecords {
  public:
   explicit StepRecords(dist::ProcessGroup& group) : group_(group) {}
   // The step's device values (nothing is read) and this rank's host values.
-  void record(int64_t step, const model::MocoOutput& out, double seconds, int64_t shuffle_bytes);
+  void record(int64_t step, const run::StepOutput& out, double seconds, int64_t shuffle_bytes);
   // A completed agreement: its step's data wait.
   void agreed(const HostAgreement& agreement);
   bool empty() const { return pending_.empty(); }
@@ -40,7 +40,7 @@ class StepRecords {
  private:
   dist::ProcessGroup& group_;
   std::vector<torch::Tensor> device_rows_;  // [3] double: loss, acc@1, acc@5 (%)
-  std::vector<torch::Tensor> flag_rows_;    // [world] int32: MocoOutput::nonfinite_by_rank
+  std::vector<torch::Tensor> flag_rows_;    // [world] int32: StepOutput::nonfinite_by_rank
   std::vector<StepReport> pending_;         // the host side of the same steps
   size_t agreed_ = 0;                       // pending_[0, agreed_) have their data wait
 };

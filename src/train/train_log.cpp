@@ -16,7 +16,8 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02d}:{:02d}", s / 3600, (s / 60) % 60, s % 60);
 }
 
-void log_plan(const Config& c, const RunShape& shape, const PlanFacts& facts, const Checkpointing& checkpointing) {
+void log_plan(const run::Config& c, const RunShape& shape, const PlanFacts& facts,
+              const run::Checkpointing& checkpointing) {
   const auto& train_split = *facts.train_split;
   spdlog::info("dry run: nothing is trained or written");
   spdlog::info("  world: {} rank(s), this one on {}; {} image(s) per rank per step, global batch {}", shape.world,
@@ -43,7 +44,7 @@ void log_plan(const Config& c, const RunShape& shape, const PlanFacts& facts, co
                                                                : "none, a fresh start");
 }
 
-metrics::StepRecord step_record(const Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
+metrics::StepRecord step_record(const run::Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
                                 int64_t bad_steps, double lr, double train_seconds, int64_t grad_bytes_per_step) {
   metrics::StepRecord r;
   r.step = step;
@@ -62,7 +63,7 @@ metrics::StepRecord step_record(const Config& c, const RunShape& shape, const St
   return r;
 }
 
-void log_step(const Config& c, const RunShape& shape, const metrics::StepRecord& r, double progress) {
+void log_step(const run::Config& c, const RunShape& shape, const metrics::StepRecord& r, double progress) {
   spdlog::info(
       "epoch {:.2f} step {}/{} loss {:.4f} acc@1 {:.1f}% acc@5 {:.1f}% lr {:.4g} {:.1f} img/s data wait "
       "{:.0f}% ETA {}{}",

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "data/dataset.h"
-#include "train/checkpointing.h"
-#include "train/config.h"
+#include "run/checkpointing.h"
+#include "run/config.h"
 #include "metrics/metrics_log.h"
 #include "train/step_meter.h"
 #include "train/trainer.h"
@@ -27,13 +27,14 @@ struct PlanFacts {
   int64_t bn_groups_per_rank = 1;
   std::string device;
 };
-void log_plan(const Config& c, const RunShape& shape, const PlanFacts& facts, const Checkpointing& checkpointing);
+void log_plan(const run::Config& c, const RunShape& shape, const PlanFacts& facts,
+              const run::Checkpointing& checkpointing);
 
 // The metrics row of the steps since the last one (`interval`), `step` being the last of them.
-metrics::StepRecord step_record(const Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
+metrics::StepRecord step_record(const run::Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
                                 int64_t bad_steps, double lr, double train_seconds, int64_t grad_bytes_per_step);
 // Its console line; `progress` in [0, 1] gives the ETA.
-void log_step(const Config& c, const RunShape& shape, const metrics::StepRecord& r, double progress);
+void log_step(const run::Config& c, const RunShape& shape, const metrics::StepRecord& r, double progress);
 // Nothing when no step of the epoch trained.
 void log_epoch(const StepMeter& epoch, int64_t epochs_done, int64_t bad_steps, double train_seconds, int64_t bad_files);
 void log_preempted(int signal, int64_t step, int64_t total_steps, const std::string& checkpoint);

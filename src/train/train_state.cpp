@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <mutex>
+#include <utility>
 
 namespace moco::train {
 namespace {
@@ -19,24 +20,11 @@ void set_generator_state(const torch::Tensor& state) {
 }
 }  // namespace
 
-TrainState::TrainState(model::MocoImpl& moco, MomentumSgd& sgd, bool bn_buffers_rank_local)
-    : moco_(moco),
-      counters_(torch::zeros({4}, torch::kInt64)),
+TrainState::TrainState(std::vector<ckpt::StateEntry> method_entries)
+    : counters_(torch::zeros({4}, torch::kInt64)),
       seconds_(torch::zeros({2}, torch::kFloat64)),
-      rng_(generator_state().clone()) {
-  for (auto* encoder : {&moco.encoder_q, &moco.encoder_k}) {
-    const std::string module = encoder == &moco.encoder_q ? "encoder_q/" : "encoder_k/";
-    for (const auto& item : (*encoder)->named_parameters()) entries_.push_back({module + item.key(), item.value()});
-    for (const auto& item : (*encoder)->named_buffers())
-      entries_.push_back({module + item.key(), item.value(), bn_buffers_rank_local});
-  }
-  const auto queue = moco.queue_state();
-  entries_.push_back({"moco/queue", queue[0]});
-  entries_.push_back({"moco/queue_ptr", queue[1]});
-  const auto names = moco.encoder_q->named_parameters();
-  const auto& buffers = sgd.momentum_buffers();
-  for (size_t i = 0; i < buffers.size(); ++i)
-    entries_.push_back({"optimizer/momentum_buffer/" + names[i].key(), buffers[i]});
+      rng_(generator_state().clone()),
+      entries_(std::move(method_entries)) {
   const char* counter_names[] = {"step", "epoch", "batch_in_epoch", "shuffle_steps"};
   for (int64_t i = 0; i < 4; ++i)
     entries_.push_back({std::string("progress/") + counter_names[i], counters_.narrow(0, i, 1)});
@@ -68,7 +56,6 @@ Progress TrainState::restored_progress() {
   p.shuffle_steps = c[3];
   p.train_seconds = s[0];
   p.knn_random_init = s[1];
-  moco_.set_shuffle_steps(p.shuffle_steps);
   set_generator_state(rng_);
   return p;
 }

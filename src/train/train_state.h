@@ -3,8 +3,6 @@
 #pragma once
 
 #include "ckpt/checkpoint.h"
-#include "model/moco.h"
-#include "train/sgd.h"
 
 #include <cmath>
 #include <vector>
@@ -15,31 +13,28 @@ struct Progress {
   int64_t step = 0;                       // optimizer steps done
   int64_t epoch = 0;                      // the loader's position: the epoch and the global batch within it
   int64_t batch_in_epoch = 0;             // that comes next
-  int64_t shuffle_steps = 0;              // the MoCo shuffle-permutation counter
+  int64_t shuffle_steps = 0;              // the method's draw counter (MoCo: shuffle permutations)
   double train_seconds = 0;               // training time so far (a time-budget run's lr follows it)
   double knn_random_init = std::nan("");  // kNN top-1 of the encoder before training
 };
 
-// Names follow torchvision's state_dict keys under one group per module:
-//   encoder_q/<key>, encoder_k/<key>                  parameters and BatchNorm buffers
-//   moco/queue, moco/queue_ptr                        the queue of keys and its write position
-//   optimizer/momentum_buffer/<key>                   SGD momentum of each query-encoder parameter
+// The method's entries (run::Method::state_entries: for MoCo v2 encoder_q/, encoder_k/, moco/ and
+// optimizer/), then the run's own:
 //   progress/{step,epoch,batch_in_epoch,shuffle_steps,train_seconds,knn_random_init}
 //   rng/torch_cpu                                     LibTorch's CPU generator (rank-local)
-// BatchNorm buffers are replicated when every step broadcasts rank 0's (the caller broadcasts them
-// before saving), rank-local otherwise.
+// shuffle_steps is the method's draw counter (run::Method::draw_counter).
 class TrainState {
  public:
-  TrainState(model::MocoImpl& moco, MomentumSgd& sgd, bool bn_buffers_rank_local);
+  // method_entries: run::Method::state_entries().
+  explicit TrainState(std::vector<ckpt::StateEntry> method_entries);
   // The entries, with the progress tensors and the generator state filled in from `progress`.
   const std::vector<ckpt::StateEntry>& entries_for_save(const Progress& progress);
   const std::vector<ckpt::StateEntry>& entries() const { return entries_; }
-  // After a load into entries(): the restored progress; also restores the MoCo counter and the
-  // generator.
+  // After a load into entries(): the restored progress (the caller gives the method its draw
+  // counter); also restores the generator.
   Progress restored_progress();
 
  private:
-  model::MocoImpl& moco_;
   torch::Tensor counters_;  // int64 [4]: step, epoch, batch_in_epoch, shuffle_steps
   torch::Tensor seconds_;   // float64 [2]: train_seconds, knn_random_init
   torch::Tensor rng_;

@@ -1,9 +1,9 @@
-// defines: RunContext (where a run executes), train (the whole run: data, model, optimizer, gradient
+// defines: TrainResult, train (the whole run: data, model, optimizer, gradient
 // sync, kNN monitor, logs)
 #pragma once
 
-#include "dist/process_group.h"
-#include "train/config.h"
+#include "run/config.h"
+#include "run/run_context.h"
 
 #include <torch/types.h>
 
@@ -11,13 +11,6 @@
 #include <string>
 
 namespace moco::train {
-
-struct RunContext {
-  std::shared_ptr<dist::ProcessGroup> group;  // all ranks of the job (a LocalProcessGroup alone)
-  torch::Device device = torch::kCPU;         // this rank's device
-  int local_size = 1;                         // ranks on this node, this one included
-  bool dry_run = false;                       // check config, data, output_dir and resume; print the plan; no training
-};
 
 struct TrainResult {
   double knn_raw_pixels = 0;   // kNN top-1 (%) of the raw normalised pixels (NaN when knn.raw_baseline is off)
@@ -32,6 +25,6 @@ struct TrainResult {
 
 // Every rank calls it with the same config; rank 0 writes config.yaml and metrics.jsonl. A SIGUSR1 or
 // SIGTERM (preempt/preemption.h) stops every rank after the same step, with a checkpoint.
-TrainResult train(const Config& config, const RunContext& context);
+TrainResult train(const run::Config& config, const run::RunContext& context);
 
 }  // namespace moco::train

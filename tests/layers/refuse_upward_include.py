@@ -3,6 +3,8 @@
 use (CMakeLists.txt, moco_room). For a few pairs, `#include "<upper>/<header>"` is preprocessed with
 the include flags and definitions of a lower room's library, as compile_commands.json records them,
 and must fail with "No such file"; a header of a room it may use must preprocess (positive control).
+The same holds for the installed libraries a room does not link (moco_room LIBS): HDF5 outside h5,
+ckpt and data, MPI outside dist.
 
   refuse_upward_include.py BUILD_DIR
 """
@@ -33,6 +35,28 @@ CASES = [
     ("train", "lincls/lincls.h", False),
     ("train", "preempt/preemption.h", True),
     ("preempt", "dist/errors.h", False),
+    ("run", "train/trainer.h", False),
+    ("run", "moco_v2/moco_v2.h", False),
+    ("moco_v2", "train/trainer.h", False),
+    ("moco_v2", "run/method.h", True),
+    ("lincls", "train/trainer.h", False),
+    ("lincls", "moco_v2/moco_v2.h", False),
+    ("lincls", "run/config.h", True),
+    # Installed libraries, only where linked.
+    ("h5", "hdf5.h", True),
+    ("ckpt", "hdf5.h", True),
+    ("data", "hdf5.h", True),
+    ("dist", "hdf5.h", False),
+    ("model", "hdf5.h", False),
+    ("run", "hdf5.h", False),
+    ("train", "hdf5.h", False),
+    ("lincls", "hdf5.h", False),
+    ("dist", "mpi.h", True),
+    ("ckpt", "mpi.h", False),
+    ("model", "mpi.h", False),
+    ("run", "mpi.h", False),
+    ("train", "mpi.h", False),
+    ("lincls", "mpi.h", False),
 ]
 
 

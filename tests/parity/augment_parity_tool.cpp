@@ -19,6 +19,7 @@
 #include "data/resize.h"
 #include "data/view_augment.h"
 #include "data/view_params.h"
+#include "sys/openblas_kernels.h"
 
 #include <nlohmann/json.hpp>
 
@@ -192,6 +193,7 @@ void write_decoded(const fs::path& file, const fs::path& out_dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   const bool pil_only = argc == 5 && std::string(argv[4]) == "--pil-only";
   if (argc != 4 && !pil_only) {
     std::cerr << "usage: " << argv[0] << " IN_DIR OUT_DIR CASES [--pil-only]\n";

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The training step's sources read nothing from the device except through train::read_on_host,
+# The training step's sources read nothing from the device except through run::read_on_host,
 # which HostSyncsTest counts (docs/distributed.md, "Host syncs"): a new .item() or .cpu() in the
 # step fails here, unless its line says why with "// host read:" (not in the step: setup, errors).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)/src
-step_sources=("$src"/model/*.cpp "$src"/train/trainer.cpp "$src"/train/step_*.cpp "$src"/train/sgd.cpp
-  "$src"/train/replicas.cpp "$src"/dist/reducer.cpp)
+step_sources=("$src"/model/*.cpp "$src"/train/*.cpp "$src"/run/sgd.cpp "$src"/moco_v2/moco_v2.cpp
+  "$src"/moco_v2/replicas.cpp "$src"/dist/reducer.cpp)
 hits=$(grep -nE '\.item\b|\.item<|\.cpu\(\)|\.to\(torch::kCPU|\.tolist\(' "${step_sources[@]}" |
   grep -vE 'read_on_host\(|// host read:' || true)
 if [ -n "$hits" ]; then
-  echo "reads from the device in the step's sources, not through train::read_on_host:" >&2
+  echo "reads from the device in the step's sources, not through run::read_on_host:" >&2
   echo "$hits" >&2
   exit 1
 fi

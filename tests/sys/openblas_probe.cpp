@@ -14,6 +14,7 @@
 #include <string>
 
 int main(int argc, char** argv) {
+  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   if (argc > 1 && std::strcmp(argv[1], "--line") == 0) {
     std::printf("%s\n", moco::sys::openblas_settings_line().c_str());
     return 0;

@@ -1,4 +1,4 @@
-#include "train/invariants.h"
+#include "moco_v2/invariants.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -7,7 +7,7 @@
 
 #include <stdexcept>
 
-namespace moco::train {
+namespace moco::moco_v2 {
 namespace {
 
 void check_no_gradient(model::MocoImpl& moco, int64_t step) {
@@ -55,7 +55,7 @@ void InvariantChecker::after_forward(int64_t step, const torch::Tensor& trained)
 
 void InvariantChecker::after_step(int64_t step) const { check_no_gradient(moco_, step); }
 
-DebugChecks::DebugChecks(const Config::Debug& debug, model::MocoImpl& moco) {
+DebugChecks::DebugChecks(const run::Config::Debug& debug, model::MocoImpl& moco) {
   if (debug.check_invariants) invariants_.emplace(moco);
   torch::autograd::AnomalyMode::set_enabled(debug.anomaly_detection);
   if (debug.check_invariants || debug.anomaly_detection)
@@ -65,4 +65,4 @@ DebugChecks::DebugChecks(const Config::Debug& debug, model::MocoImpl& moco) {
                      : "");
 }
 
-}  // namespace moco::train
+}  // namespace moco::moco_v2

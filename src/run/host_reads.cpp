@@ -1,10 +1,10 @@
-#include "train/host_reads.h"
+#include "run/host_reads.h"
 
 #include <torch/torch.h>
 
 #include <atomic>
 
-namespace moco::train {
+namespace moco::run {
 namespace {
 std::atomic<int64_t> reads{0};
 }  // namespace
@@ -16,4 +16,4 @@ torch::Tensor read_on_host(const torch::Tensor& tensor) {
 
 int64_t host_reads() { return reads.load(); }
 
-}  // namespace moco::train
+}  // namespace moco::run

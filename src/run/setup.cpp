@@ -1,4 +1,4 @@
-#include "train/setup.h"
+#include "run/setup.h"
 
 #include "data/file_list_cache.h"
 #include "data/idx.h"
@@ -10,7 +10,7 @@
 #include <map>
 #include <mutex>
 
-namespace moco::train {
+namespace moco::run {
 namespace {
 
 // A split of encoded images, found once per process (check_data looks before any work, load_splits
@@ -89,4 +89,4 @@ model::ResNetOptions backbone_options(const Config& c, int64_t in_channels) {
   return e;
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -2,12 +2,12 @@
 // and, with train.tensorboard, the TensorBoard events), shared by moco_dist and moco_lincls
 #pragma once
 
-#include "train/config.h"
+#include "run/config.h"
 #include "metrics/metrics_log.h"
 
 #include <optional>
 
-namespace moco::train {
+namespace moco::run {
 
 // Creates train.output_dir; rank 0 writes config.yaml there and opens metrics.jsonl (appended when
 // the run may resume: it keeps the lines logged before) with tb/ beside it. Other ranks get no sink.
@@ -15,4 +15,4 @@ namespace moco::train {
 // Throws std::runtime_error naming train.output_dir.
 std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run = false);
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -5,7 +5,7 @@
 
 #include "dist/bootstrap.h"
 #include "dist/process_group.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-namespace moco::train {
+namespace moco::run {
 
 // The index of the CUDA device a rank drives among the `visible` ones (visible >= 1):
 //  - one visible: 0, whatever the local rank (the launcher bound each rank to its own GPU, e.g.
@@ -59,4 +59,4 @@ void use_channels_last(torch::nn::Module& module);
 // A host batch onto `device`: asynchronously from pinned memory, channels-last when asked.
 torch::Tensor to_device(const torch::Tensor& batch, torch::Device device, bool channels_last);
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -1,14 +1,14 @@
-#include "train/replicas.h"
+#include "moco_v2/replicas.h"
 
 #include "dist/reducer.h"
-#include "train/host_reads.h"
+#include "run/host_reads.h"
 
 #include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
 
-namespace moco::train {
+namespace moco::moco_v2 {
 namespace {
 
 std::vector<torch::Tensor> joined_tensors(std::vector<torch::Tensor> a, const std::vector<torch::Tensor>& b) {
@@ -17,7 +17,7 @@ std::vector<torch::Tensor> joined_tensors(std::vector<torch::Tensor> a, const st
 }
 
 uint64_t fnv1a_hash(const torch::Tensor& tensor, uint64_t hash = 1469598103934665603ULL) {
-  const auto t = read_on_host(tensor).contiguous();  // on check steps only (dist.queue_check_every)
+  const auto t = run::read_on_host(tensor).contiguous();  // on check steps only (dist.queue_check_every)
   const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
   for (size_t i = 0; i < t.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;  // any flipped bit changes it
   return hash;
@@ -34,10 +34,11 @@ uint64_t fnv1a_hash(const std::vector<torch::Tensor>& tensors) {
 // when the buffers are rank-local). The queue is never broadcast: it stays identical only because
 // every rank enqueues the same all-gathered keys.
 void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup& group, int64_t step) {
-  const auto mine = torch::tensor({static_cast<int64_t>(fnv1a_hash(moco.queue())),
-                                   read_on_host(moco.queue_state()[1]).item<int64_t>(), static_cast<int64_t>(bn_hash)},
-                                  torch::kLong)
-                        .view({1, 3});
+  const auto mine =
+      torch::tensor({static_cast<int64_t>(fnv1a_hash(moco.queue())),
+                     run::read_on_host(moco.queue_state()[1]).item<int64_t>(), static_cast<int64_t>(bn_hash)},
+                    torch::kLong)
+          .view({1, 3});
   const auto all = group.all_gather(mine);
   std::string queue_differs, bn_differs;
   for (int64_t r = 1; r < all.size(0); ++r) {
@@ -57,7 +58,7 @@ void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup&
 
 }  // namespace
 
-ReplicaSync::ReplicaSync(const Config& config, model::MocoImpl& moco, dist::ProcessGroup& group)
+ReplicaSync::ReplicaSync(const run::Config& config, model::MocoImpl& moco, dist::ProcessGroup& group)
     : moco_(moco),
       group_(group),
       world_(group.world_size()),
@@ -92,4 +93,4 @@ void ReplicaSync::broadcast_bn_for_eval() {
   if (world_ > 1) dist::broadcast_parameters(bn_buffers_, group_);
 }
 
-}  // namespace moco::train
+}  // namespace moco::moco_v2

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace moco::train {
+namespace moco::run {
 
 // Creates the folder (and its parents); throws std::runtime_error naming train.output_dir and the
 // path when it cannot be created or is not a folder.
@@ -40,4 +40,4 @@ class LogUndo {
   std::uintmax_t file_size_ = 0;
 };
 
-}  // namespace moco::train
+}  // namespace moco::run

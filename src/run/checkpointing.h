@@ -6,13 +6,13 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_dir.h"
 #include "dist/process_group.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace moco::train {
+namespace moco::run {
 
 struct SavedCheckpoint {
   std::string path;    // committed, or (ckpt.async) to be committed by the writer thread
@@ -68,4 +68,4 @@ class Checkpointing {
   std::unique_ptr<ckpt::AsyncSaver> async_;
 };
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -1,4 +1,4 @@
-#include "train/checkpointing.h"
+#include "run/checkpointing.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <filesystem>
 
-namespace moco::train {
+namespace moco::run {
 namespace fs = std::filesystem;
 
 namespace {
@@ -151,4 +151,4 @@ void Checkpointing::apply_retention(int64_t protect) const {
     spdlog::info("checkpoint retention: deleted {}", gone);
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -6,12 +6,12 @@
 #include "eval/knn.h"
 #include "metrics/metrics_log.h"
 #include "model/resnet.h"
-#include "train/config.h"
-#include "train/setup.h"
+#include "run/config.h"
+#include "run/setup.h"
 
 #include <string>
 
-namespace moco::train {
+namespace moco::run {
 
 class KnnMonitor {
  public:
@@ -35,4 +35,4 @@ class KnnMonitor {
   data::AugmentOptions normalisation_;
 };
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-namespace moco::train {
+namespace moco::run {
 
 using Clock = std::chrono::steady_clock;
 
@@ -11,4 +11,4 @@ inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

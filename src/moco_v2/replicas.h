@@ -5,16 +5,16 @@
 
 #include "dist/process_group.h"
 #include "model/moco.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <cstdint>
 #include <vector>
 
-namespace moco::train {
+namespace moco::moco_v2 {
 
 class ReplicaSync {
  public:
-  ReplicaSync(const Config& config, model::MocoImpl& moco, dist::ProcessGroup& group);
+  ReplicaSync(const run::Config& config, model::MocoImpl& moco, dist::ProcessGroup& group);
 
   // Rank 0's query encoder, its BN buffers and the queue everywhere; the key encoder copies it.
   void broadcast_start();
@@ -43,4 +43,4 @@ class ReplicaSync {
   uint64_t bn_hash_ = 0;                   // of this step's start; 0 when the buffers are rank-local
 };
 
-}  // namespace moco::train
+}  // namespace moco::moco_v2

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace moco::train {
+namespace moco::run {
 
 // tensor.to(kCPU), counted. On CUDA this waits for everything queued before it: call it only where
 // the host needs a value (see docs/distributed.md, "Host syncs").
@@ -14,4 +14,4 @@ torch::Tensor read_on_host(const torch::Tensor& tensor);
 // How many read_on_host calls this process has made (all threads).
 int64_t host_reads();
 
-}  // namespace moco::train
+}  // namespace moco::run

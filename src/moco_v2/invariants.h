@@ -4,12 +4,12 @@
 #pragma once
 
 #include "model/moco.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <optional>
 #include <vector>
 
-namespace moco::train {
+namespace moco::moco_v2 {
 
 class InvariantChecker {
  public:
@@ -33,7 +33,7 @@ class InvariantChecker {
 // (autograd's, switched on here); both logged in one line. Each hook is a no-op when its switch is off.
 class DebugChecks {
  public:
-  DebugChecks(const Config::Debug& debug, model::MocoImpl& moco);
+  DebugChecks(const run::Config::Debug& debug, model::MocoImpl& moco);
   void before_forward() {
     if (invariants_) invariants_->before_forward();
   }
@@ -48,4 +48,4 @@ class DebugChecks {
   std::optional<InvariantChecker> invariants_;
 };
 
-}  // namespace moco::train
+}  // namespace moco::moco_v2

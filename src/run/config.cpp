@@ -1,4 +1,4 @@
-#include "train/config.h"
+#include "run/config.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <utility>
 
-namespace moco::train {
+namespace moco::run {
 namespace {
 
 // The names an enum-valued key takes, and how its error lists them ("step or cosine").
@@ -806,4 +806,4 @@ std::string config_reference() {
   return out.str();
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -1,4 +1,4 @@
-#include "train/run_logging.h"
+#include "run/run_logging.h"
 
 #include <spdlog/details/file_helper.h>
 #include <spdlog/sinks/base_sink.h>
@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <system_error>
 
-namespace moco::train {
+namespace moco::run {
 namespace {
 
 // A rank's log file, each line from info up written through before the console gets it: a rank
@@ -129,4 +129,4 @@ void LogUndo::undo() const {
   }
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -3,12 +3,12 @@
 // cadence, the per-epoch kNN)
 #pragma once
 
-#include "train/checkpointing.h"
-#include "train/config.h"
+#include "run/checkpointing.h"
+#include "run/config.h"
 
 #include <cstdint>
 
-namespace moco::train {
+namespace moco::run {
 
 class RunControl {
  public:
@@ -31,4 +31,4 @@ class RunControl {
   const Checkpointing& checkpointing_;
 };
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-namespace moco::train {
+namespace moco::run {
 
 // The update of torch.optim.SGD (dampening 0, no Nesterov): d = g + wd*p; buf = momentum*buf + d;
 // p -= lr*buf. The buffers start at zero, which gives torch's first step (buf = d) bit for bit.
@@ -30,4 +30,4 @@ class MomentumSgd {
   double momentum_, weight_decay_, lr_ = 0;
 };
 
-}  // namespace moco::train
+}  // namespace moco::run

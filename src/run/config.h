@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace moco::train {
+namespace moco::run {
 
 // A bad file, key or value. The message names the file and the key; the CLI exits 2 on it.
 class ConfigError : public std::runtime_error {
@@ -188,23 +188,23 @@ std::vector<ConfigChange> config_changes(const Config& before, const Config& aft
 // One line per key: name, type, default, meaning.
 std::string config_reference();
 
-}  // namespace moco::train
+}  // namespace moco::run
 
 // fmt::format("{}", config.model.arch) prints the name, as when the keys were strings.
 template <typename E>
 struct moco_config_enum_formatter : fmt::formatter<fmt::string_view> {
   template <typename Context>
   auto format(E value, Context& ctx) const {
-    return fmt::formatter<fmt::string_view>::format(moco::train::to_string(value), ctx);
+    return fmt::formatter<fmt::string_view>::format(moco::run::to_string(value), ctx);
   }
 };
 template <>
-struct fmt::formatter<moco::train::Arch> : moco_config_enum_formatter<moco::train::Arch> {};
+struct fmt::formatter<moco::run::Arch> : moco_config_enum_formatter<moco::run::Arch> {};
 template <>
-struct fmt::formatter<moco::train::Dataset> : moco_config_enum_formatter<moco::train::Dataset> {};
+struct fmt::formatter<moco::run::Dataset> : moco_config_enum_formatter<moco::run::Dataset> {};
 template <>
-struct fmt::formatter<moco::train::Schedule> : moco_config_enum_formatter<moco::train::Schedule> {};
+struct fmt::formatter<moco::run::Schedule> : moco_config_enum_formatter<moco::run::Schedule> {};
 template <>
-struct fmt::formatter<moco::train::LrUpdate> : moco_config_enum_formatter<moco::train::LrUpdate> {};
+struct fmt::formatter<moco::run::LrUpdate> : moco_config_enum_formatter<moco::run::LrUpdate> {};
 template <>
-struct fmt::formatter<moco::train::Precision> : moco_config_enum_formatter<moco::train::Precision> {};
+struct fmt::formatter<moco::run::Precision> : moco_config_enum_formatter<moco::run::Precision> {};

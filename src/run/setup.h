@@ -5,11 +5,11 @@
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "model/resnet.h"
-#include "train/config.h"
+#include "run/config.h"
 
 #include <memory>
 
-namespace moco::train {
+namespace moco::run {
 
 struct Splits {
   std::shared_ptr<data::Dataset> train, test;
@@ -34,4 +34,4 @@ data::AugmentOptions augment_options(const Config& config);
 // The encoder of model.* for images of in_channels: arch, stem, width, head (one BatchNorm group).
 model::ResNetOptions backbone_options(const Config& config, int64_t in_channels);
 
-}  // namespace moco::train
+}  // namespace moco::run

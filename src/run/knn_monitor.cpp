@@ -1,11 +1,11 @@
-#include "train/knn_monitor.h"
+#include "run/knn_monitor.h"
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <chrono>
 
-namespace moco::train {
+namespace moco::run {
 
 KnnMonitor::KnnMonitor(const Config& c, Splits splits, metrics::MetricsLog* metrics, dist::ProcessGroup& group)
     : config_(c), splits_(std::move(splits)), metrics_(metrics), group_(group), normalisation_(augment_options(c)) {}
@@ -57,4 +57,4 @@ double KnnMonitor::evaluate_raw_pixels(int64_t step, double epoch, bool record) 
   return evaluate(eval::raw_pixels(normalisation_), "raw_pixels", step, epoch, record);
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

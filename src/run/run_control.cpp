@@ -1,8 +1,8 @@
-#include "train/run_control.h"
+#include "run/run_control.h"
 
 #include <algorithm>
 
-namespace moco::train {
+namespace moco::run {
 
 double RunControl::progress(int64_t step, double train_seconds) const {
   double p = static_cast<double>(step) / static_cast<double>(total_steps_);
@@ -22,4 +22,4 @@ bool RunControl::knn_due(int64_t epochs_done) const {
   return config_.knn.every_epochs > 0 && epochs_done % config_.knn.every_epochs == 0;
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -1,4 +1,4 @@
-#include "train/device.h"
+#include "run/device.h"
 
 #include "dist/mpi_process_group.h"
 #include "dist/world_group.h"
@@ -22,7 +22,7 @@
 #include <string>
 #include <thread>
 
-namespace moco::train {
+namespace moco::run {
 
 int available_cores() {
   cpu_set_t set;
@@ -96,4 +96,4 @@ torch::Tensor to_device(const torch::Tensor& batch, torch::Device device, bool c
   return channels_last ? moved.contiguous(torch::MemoryFormat::ChannelsLast) : moved;
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

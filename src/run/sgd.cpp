@@ -1,8 +1,8 @@
-#include "train/sgd.h"
+#include "run/sgd.h"
 
 #include <torch/torch.h>
 
-namespace moco::train {
+namespace moco::run {
 
 MomentumSgd::MomentumSgd(std::vector<torch::Tensor> parameters, double momentum, double weight_decay)
     : parameters_(std::move(parameters)), momentum_(momentum), weight_decay_(weight_decay) {
@@ -36,4 +36,4 @@ void MomentumSgd::step(const torch::Tensor& apply) {
   }
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

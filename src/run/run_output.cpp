@@ -1,6 +1,6 @@
-#include "train/run_output.h"
+#include "run/run_output.h"
 
-#include "train/run_logging.h"
+#include "run/run_logging.h"
 
 #include <unistd.h>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
-namespace moco::train {
+namespace moco::run {
 namespace {
 
 // The output folder can be created and written, checked without creating it.
@@ -46,4 +46,4 @@ std::optional<metrics::MetricsLog> open_run_output(const Config& config, int ran
                                             config.train.tensorboard ? (out_dir / "tb").string() : std::string());
 }
 
-}  // namespace moco::train
+}  // namespace moco::run

@@ -1,0 +1,119 @@
+#include "moco_v2/moco_v2.h"
+
+#include "run/device.h"
+#include "run/setup.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+
+namespace moco::moco_v2 {
+namespace {
+
+model::Moco make_moco(const run::Config& config, const run::RunContext& context, int64_t in_channels) {
+  const model::MocoOptions options{config.moco.queue_size, config.moco.momentum, config.moco.temperature,
+                                   /*skip_nonfinite=*/true,
+                                   /*bf16=*/config.train.precision == run::Precision::kBf16};
+  auto encoder = run::backbone_options(config, in_channels);
+  encoder.bn_splits = bn_splits_per_rank(config, context.group->world_size());
+  model::Moco moco(encoder, options, context.group, config.train.seed);
+  moco->to(context.device);
+  if (config.train.channels_last) run::use_channels_last(*moco);
+  if (context.device.is_cuda()) at::globalContext().setBenchmarkCuDNN(config.train.cudnn_benchmark);
+  moco->train();
+  return moco;
+}
+
+std::vector<std::string> query_parameter_names(model::MocoImpl& moco) {
+  std::vector<std::string> names;
+  for (const auto& item : moco.encoder_q->named_parameters()) names.push_back("encoder_q." + item.key());
+  return names;
+}
+
+// Rank 0's state everywhere (replicas.broadcast_start), then the line that says what was built.
+model::Moco& started(model::Moco& moco, ReplicaSync& replicas, const run::Config& c, const run::RunContext& ctx) {
+  replicas.broadcast_start();
+  spdlog::info(
+      "{}: {} parameters in the query encoder, feature dim {}, queue {}x{}, {} rank(s) on {}, {} threads, {}{}",
+      c.model.arch, model::count_parameters(*moco->encoder_q), moco->encoder_q->feature_dim(), c.model.dim,
+      c.moco.queue_size, ctx.group->world_size(), ctx.device.str(), torch::get_num_threads(), c.train.precision,
+      c.train.channels_last ? ", channels-last" : "");
+  return moco;
+}
+
+}  // namespace
+
+// The math is then the same for any world size that divides moco.bn_splits (a checkpoint resumes on
+// another number of ranks exactly); with more ranks than groups, each rank's batch is one group, as
+// in the reference.
+int64_t bn_splits_per_rank(const run::Config& c, int world_size) {
+  if (c.moco.bn_splits <= world_size) return 1;
+  if (c.moco.bn_splits % world_size != 0) {
+    spdlog::warn(
+        "moco.bn_splits {} is not a multiple of the {} ranks: each rank normalises its batch as one BatchNorm group",
+        c.moco.bn_splits, world_size);
+    return 1;
+  }
+  return c.moco.bn_splits / world_size;
+}
+
+MocoV2::MocoV2(const run::Config& c, const run::RunContext& ctx, int64_t in_channels)
+    : config_(c),
+      context_(ctx),
+      moco_(make_moco(c, ctx, in_channels)),
+      replicas_(c, *moco_, *ctx.group),
+      optimizer_(started(moco_, replicas_, c, ctx)->trainable_parameters(), c.optim.momentum, c.optim.weight_decay),
+      reducer_(moco_->trainable_parameters(), ctx.group, static_cast<int64_t>(c.dist.bucket_mb * (1 << 20)),
+               static_cast<int64_t>(c.dist.first_bucket_mb * (1 << 20)), query_parameter_names(*moco_)),
+      debug_(c.debug, *moco_),
+      nan_(sys::hooks().nan_injection()) {}
+
+// Algorithm 1 of the MoCo paper on this rank's share of the batch: the two augmented views, the
+// query encoder's forward, the key encoder's momentum update and forward (shuffled keys), the
+// logits against the queue and the enqueue (all in model::Moco's forward), the backward, the
+// gradients averaged across ranks and the SGD update. Where a rank's queries hold NaN or Inf, every
+// rank keeps its state instead, decided on the device (Note [Skipping a step on the device]).
+run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
+  replicas_.before_step(step);
+  debug_.before_forward();
+  auto x_q = run::to_device(batch.query, context_.device, config_.train.channels_last);
+  if (nan_.hits(step, context_.group->rank())) x_q.fill_(std::nan(""));
+  auto out = moco_->forward(x_q, run::to_device(batch.key, context_.device, config_.train.channels_last));
+  debug_.after_forward(step, out.trained);
+  optimizer_.zero_grad();
+  out.loss.backward();
+  reducer_.finalize();
+  optimizer_.step(out.trained);
+  debug_.after_step(step);
+  return {out.loss,    out.positive_rank,           out.nonfinite_by_rank,
+          out.trained, moco_->last_shuffle_bytes(), reducer_.last_stats().bytes_reduced};
+}
+
+// Names follow torchvision's state_dict keys under one group per module (docs/checkpoints.md):
+// encoder_q/<key> and encoder_k/<key>, moco/queue and moco/queue_ptr, optimizer/momentum_buffer/<key>.
+// BatchNorm buffers are rank-local when no step broadcasts rank 0's.
+std::vector<ckpt::StateEntry> state_entries(model::MocoImpl& moco, const run::MomentumSgd& sgd, bool bn_rank_local) {
+  std::vector<ckpt::StateEntry> entries;
+  for (auto* encoder : {&moco.encoder_q, &moco.encoder_k}) {
+    const std::string module = encoder == &moco.encoder_q ? "encoder_q/" : "encoder_k/";
+    for (const auto& item : (*encoder)->named_parameters()) entries.push_back({module + item.key(), item.value()});
+    for (const auto& item : (*encoder)->named_buffers())
+      entries.push_back({module + item.key(), item.value(), bn_rank_local});
+  }
+  const auto queue = moco.queue_state();
+  entries.push_back({"moco/queue", queue[0]});
+  entries.push_back({"moco/queue_ptr", queue[1]});
+  const auto names = moco.encoder_q->named_parameters();
+  const auto& buffers = sgd.momentum_buffers();
+  for (size_t i = 0; i < buffers.size(); ++i)
+    entries.push_back({"optimizer/momentum_buffer/" + names[i].key(), buffers[i]});
+  return entries;
+}
+
+run::MethodFacts MocoV2::facts() {
+  return {model::count_parameters(*moco_->encoder_q), bn_splits_per_rank(config_, context_.group->world_size())};
+}
+
+}  // namespace moco::moco_v2

@@ -1,0 +1,63 @@
+// defines: StepOutput (what one training step reports to the loop), Method (the seam between the
+// training loop and a self-supervised method: what a step computes, what a checkpoint keeps of it,
+// what the run logs and evaluates). MoCo v1/v2 (src/moco_v2) is the first method behind it.
+#pragma once
+
+#include "ckpt/checkpoint.h"
+#include "data/loader.h"
+#include "model/resnet.h"
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace moco::run {
+
+// Tensors stay on the device: the loop reads them in batches, where the host waits anyway
+// (Note [The step's agreement does not block the step]).
+struct StepOutput {
+  torch::Tensor loss;           // scalar
+  torch::Tensor positive_rank;  // [n]: how many negatives score above each positive (top-1/top-5)
+  // Both undefined when the method never skips: nonfinite_by_rank [world] int32, 1 where that rank's
+  // inputs to the update were not finite; trained, a bool scalar, false when the step changed nothing.
+  torch::Tensor nonfinite_by_rank;
+  torch::Tensor trained;
+  int64_t exchanged_bytes = 0;  // this rank sent to other ranks in the forward (shuffle-BN)
+  int64_t gradient_bytes = 0;   // averaged across the ranks in the backward
+};
+
+// What the run's plan and log say of a method.
+struct MethodFacts {
+  int64_t parameters = 0;  // trained ones
+  int64_t bn_groups_per_rank = 1;
+};
+
+// One method's model, optimizer and step. The loop owns the data, the schedule, the checkpoint
+// cadence and the logs; it calls these in this order each step: set_lr, step, check_after_step.
+class Method {
+ public:
+  virtual ~Method() = default;
+  virtual void set_lr(double lr) = 0;
+  // One optimisation step (counted from 1) on this rank's share of the global batch: both views'
+  // forward, the loss, the backward, the gradients averaged across ranks, the update. Collective;
+  // never waits for the device.
+  virtual StepOutput step(const data::TwoViewBatch& batch, int64_t step) = 0;
+  // After step `step`: the method's own consistency checks across ranks (collective; may throw).
+  virtual void check_after_step(int64_t step) = 0;
+  // The named tensors a checkpoint holds of the method (weights, optimizer state, queues), the same
+  // tensors every call; a save reads them and a resume restores into them.
+  virtual std::vector<ckpt::StateEntry> state_entries() = 0;
+  // Random draws made so far that a resumed run must continue from (progress/shuffle_steps).
+  virtual int64_t draw_counter() const = 0;
+  virtual void set_draw_counter(int64_t draws) = 0;
+  // Brings what is rank-local to agreement before a save (collective).
+  virtual void before_save() = 0;
+  // Brings the statistics evaluation uses to agreement across ranks (collective).
+  virtual void before_eval() = 0;
+  // The encoder whose backbone the kNN monitor judges.
+  virtual model::ResNet& encoder() = 0;
+  virtual MethodFacts facts() = 0;
+};
+
+}  // namespace moco::run

@@ -1,0 +1,66 @@
+// defines: RunChores (what a training run does between the method's steps: resume and the kNN
+// baselines before the first, then each step's agreement across ranks, logs and metrics, replica
+// checks, checkpoint and stop decisions, the epoch's line and kNN, and at the end the final
+// checkpoint and the report), so that the loop in trainer.cpp reads as the algorithm
+#pragma once
+
+#include "data/loader.h"
+#include "run/clock.h"
+#include "run/knn_monitor.h"
+#include "run/run_control.h"
+#include "train/bad_steps.h"
+#include "train/step_book.h"
+#include "train/step_sync_check.h"
+#include "train/train_state.h"
+#include "train/trainer.h"
+#include "train/training_run.h"
+
+#include <optional>
+
+namespace moco::train {
+
+class RunChores {
+ public:
+  // Resumes `run` from its checkpoint, if any, and scores the kNN baselines. Collective.
+  explicit RunChores(TrainingRun& run);
+  bool done() const { return done_; }
+  int64_t step() const { return step_; }             // steps done
+  int64_t first_epoch() const { return at_.epoch; }  // the resumed one, or 0
+  // The loader at `epoch`'s start, or at the resumed batch of the first epoch.
+  void start_epoch(data::TwoViewLoader& loader, int64_t epoch);
+  // The loader's next batch, its wait timed; nullopt at the epoch's end.
+  std::optional<data::TwoViewBatch> next_batch(data::TwoViewLoader& loader);
+  // The learning rate of the step about to be made; from here to after_step the host must not wait
+  // for the device (debug.check_step_syncs).
+  double start_step();
+  // Collective: the step just made is recorded, agreed on, logged, checked and maybe checkpointed.
+  // True when the run stops after it.
+  bool after_step(const run::StepOutput& out);
+  // The epoch's line and, when due, the kNN monitor.
+  void after_epoch(int64_t epoch);
+  // The final checkpoint, then the preempted or stopped line, or the trained kNN and its report.
+  TrainResult finish();
+
+ private:
+  void resume();
+  void score_baselines();
+  void report_interval();
+  void save_checkpoint();
+
+  TrainingRun& run_;
+  TrainState state_;
+  run::KnnMonitor knn_;
+  const run::RunControl control_;
+  BadSteps bad_steps_;
+  Progress at_;
+  TrainResult result_;
+  std::optional<StepBook> book_;
+  std::optional<StepSyncCheck> no_host_sync_;
+  int64_t step_ = 0, epoch_ = 0, batch_in_epoch_ = 0;
+  int64_t gradient_bytes_ = 0;  // of the last step
+  double lr_ = 0, data_wait_ = 0;
+  run::Clock::time_point step_start_;
+  bool done_ = false;
+};
+
+}  // namespace moco::train

@@ -1,0 +1,83 @@
+#include "train/training_run.h"
+
+#include "moco_v2/moco_v2.h"
+#include "run/device.h"
+#include "run/run_output.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace moco::train {
+namespace {
+
+// Threads and the seed, before anything draws; a batch that does not split over the ranks refused.
+int prepare_process(const run::Config& config, int world) {
+  const int threads = config.train.threads > 0 ? config.train.threads : run::available_cores();
+  torch::set_num_threads(threads);
+  torch::manual_seed(config.train.seed);
+  if (config.optim.batch_size % world != 0)
+    throw run::ConfigError(
+        fmt::format("optim.batch_size {} is not divisible by the {} ranks", config.optim.batch_size, world));
+  return threads;
+}
+
+data::LoaderOptions train_loader_options(const run::Config& config, const run::RunContext& context) {
+  const int world = context.group->world_size();
+  data::LoaderOptions options;
+  options.batch_size = config.optim.batch_size / world;
+  options.workers = run::data_workers(config.data.workers, context.device, context.local_size);
+  options.prefetch = config.data.prefetch;
+  options.seed = config.train.seed;
+  options.rank = context.group->rank();
+  options.world_size = world;
+  options.pin_memory = context.device.is_cuda();
+  spdlog::info("  data: {} decode/augmentation thread(s) per rank{}, {} batch(es) prefetched", options.workers,
+               config.data.workers == 0 ? " (data.workers=0: from the cores)" : "", options.prefetch);
+  return options;
+}
+
+RunShape run_shape(const run::Config& c, const data::TwoViewLoader& loader, const data::Dataset& train, int world) {
+  RunShape shape;
+  shape.steps_per_epoch = loader.batches_per_epoch();
+  shape.world = world;
+  if (shape.steps_per_epoch < 1)
+    throw std::invalid_argument(fmt::format("the train split has {} images, fewer than one global batch of {}",
+                                            train.size(), c.optim.batch_size));
+  shape.total_steps = static_cast<int64_t>(std::ceil(c.train.epochs * static_cast<double>(shape.steps_per_epoch)));
+  return shape;
+}
+
+}  // namespace
+
+std::unique_ptr<run::Method> make_method(const run::Config& config, const run::RunContext& context,
+                                         int64_t in_channels) {
+  return std::make_unique<moco_v2::MocoV2>(config, context, in_channels);
+}
+
+TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
+    : config(c),
+      context(ctx),
+      group(*ctx.group),
+      rank(group.rank()),
+      world(group.world_size()),
+      threads(prepare_process(c, world)),
+      checkpointing(c, group),
+      metrics(run::open_run_output(c, rank, /*append=*/checkpointing.will_try_resume(), ctx.dry_run)),
+      splits(run::load_splits(c)),
+      method(make_method(c, ctx, splits.train->channels())),
+      loader(splits.train, run::augment_options(c), train_loader_options(c, ctx)),
+      shape(run_shape(c, loader, *splits.train, world)) {}
+
+void TrainingRun::log_plan() {
+  const auto facts = method->facts();
+  train::log_plan(
+      config, shape,
+      {splits.train.get(), splits.test.get(), facts.parameters, facts.bn_groups_per_rank, context.device.str()},
+      checkpointing);
+}
+
+}  // namespace moco::train

@@ -1,0 +1,40 @@
+// defines: TrainingRun (what a training run is made of, built in the order that fixes every random
+// draw and collective: threads and seed, the checkpoint to resume from, the output folder, the data,
+// the method, the loader), RunShape's steps
+#pragma once
+
+#include "data/loader.h"
+#include "metrics/metrics_log.h"
+#include "run/checkpointing.h"
+#include "run/config.h"
+#include "run/method.h"
+#include "run/run_context.h"
+#include "run/setup.h"
+#include "train/train_log.h"
+
+#include <memory>
+#include <optional>
+
+namespace moco::train {
+
+// The method `config` names, built on this rank's share of the data's channels. Collective.
+std::unique_ptr<run::Method> make_method(const run::Config& config, const run::RunContext& context,
+                                         int64_t in_channels);
+
+struct TrainingRun {
+  TrainingRun(const run::Config& config, const run::RunContext& context);
+  void log_plan();  // the dry run's report
+
+  const run::Config& config;
+  const run::RunContext& context;
+  dist::ProcessGroup& group;
+  const int rank, world, threads;
+  run::Checkpointing checkpointing;            // what to resume from, checked before any data is loaded
+  std::optional<metrics::MetricsLog> metrics;  // rank 0's
+  const run::Splits splits;
+  std::unique_ptr<run::Method> method;
+  data::TwoViewLoader loader;
+  RunShape shape;
+};
+
+}  // namespace moco::train
