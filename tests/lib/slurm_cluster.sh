@@ -135,6 +135,8 @@ EOF
     while read -r name addr; do echo "NodeName=$name NodeAddr=$addr CPUs=$cpus RealMemory=4000 State=UNKNOWN"; done <<<"$nodelist"
     echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
   } >"$SLURM_CONF"
+  # Each slurmd's spool (SlurmdSpoolDir, %n = its node), made here: slurmd looks for it before it makes it.
+  while read -r name _; do mkdir -p "$dir/spool/$name"; done <<<"$nodelist"
 
   # One munged, in this machine's namespaces: its socket is a file, which the test hosts reach too.
   start munged munged -F --socket="$sock" --key-file="$dir/munge/key/munge.key" --pid-file="$dir/munge/munged.pid" \
