@@ -15,6 +15,7 @@ packages=(
   libturbojpeg0-dev libpng-dev                # ImageFolder: JPEG (TurboJPEG API) and PNG decoding
   libgtest-dev libgmock-dev
   nftables                                   # packet loss on a test host's link (ctest -R multinode.bad_link)
+  slurm-wlm munge                            # the Slurm tests' cluster (tests/lib/slurm_cluster.sh)
   dataset-fashion-mnist                      # real images for the main job
   python3-torch python3-torchvision python3-h5py   # interoperability tests only (/usr/bin/python3)
   python3-skimage python3-pil                # real photographs and JPEG/PNG writing: the parity test, tools/make_image_folder.py

@@ -3,24 +3,28 @@
 # SIGUSR1 to its batch shell, it must checkpoint, requeue itself (SLURM_RESTART_COUNT=1), resume
 # from that checkpoint and finish, with metrics.jsonl logging every step exactly once.
 #   slurm_preempt_test.sh BUILD_DIR WORK_DIR
-# Exit 77 (a skip that ctest shows) when ../shared/slurm is absent. MOCO_TEST_SLOWDOWN=N (default 1)
-# gives the job N times the time (tools/sanitize.sh: sanitized code runs a step several times slower).
+# The cluster is tests/lib/slurm_cluster.sh's one node (Slurm and munge from tools/install_deps.sh).
+# Exit 77 (a skip that ctest shows) when not root: the Slurm daemons run as root. MOCO_TEST_SLOWDOWN=N
+# (default 1) gives the job N times the time (tools/sanitize.sh: sanitized code runs a step several
+# times slower).
 set -euo pipefail
 build=$(cd "$1" && pwd) work=$2 slow=${MOCO_TEST_SLOWDOWN:-1}
 src=$(cd "$(dirname "$0")/../.." && pwd)
-slurm=$src/../shared/slurm
-if [ ! -x "$slurm/slurm_up.sh" ]; then
-  echo "SKIP: $slurm/slurm_up.sh is absent: no Slurm cluster to test on"
+cluster_sh=$src/tests/lib/slurm_cluster.sh
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: not root: the Slurm daemons (slurmctld, slurmd) of the test cluster run as root"
   exit 77
 fi
 fail() { echo "FAIL: $*" >&2; [ -f "$work/job.out" ] && tail -n 40 "$work/job.out" >&2; exit 1; }
 
-rm -rf "$work" && mkdir -p "$work"
 cluster=$work/cluster
-SLURM_UP_CPUS=4 "$slurm/slurm_up.sh" "$cluster" >"$work/slurm_up.log" 2>&1 || { cat "$work/slurm_up.log"; fail "slurm_up.sh"; }
-trap '"$slurm/slurm_down.sh" "$cluster" >/dev/null 2>&1 || true' EXIT
-# shellcheck disable=SC1091
-source "$cluster/env.sh"
+# A cluster left by an earlier run killed outright (SIGKILL leaves no trap to run) goes first.
+[ ! -d "$cluster/pids" ] || "$cluster_sh" down "$cluster" || true
+rm -rf "$work" && mkdir -p "$work"
+# 4 CPUs declared (more than a 2-core machine has): room for the 2 tasks whatever the machine.
+"$cluster_sh" up "$cluster" --cpus 4 >"$work/slurm_up.log" 2>&1 || { cat "$work/slurm_up.log"; fail "slurm_cluster.sh up"; }
+trap '"$cluster_sh" down "$cluster" >/dev/null 2>&1 || true' EXIT
+export SLURM_CONF=$cluster/slurm.conf
 
 run=$work/run
 export MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1

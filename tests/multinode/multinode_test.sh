@@ -10,7 +10,7 @@
 #                  the same command resumes and finishes
 #   bad_link       host 2's link at 100 Mbit/s losing 1% of its packets each way (tc tbf, nftables;
 #                  no netem here, so no delay): the same losses, bit for bit, as on a clean link
-#   slurm_2nodes   a 2-node Slurm on the hosts (slurm_2nodes.sh): sbatch -N2 --ntasks-per-node=2 of
+#   slurm_2nodes   a 2-node Slurm on the hosts (tests/lib/slurm_cluster.sh --hosts 2): sbatch -N2 --ntasks-per-node=2 of
 #                  launch/slurm/moco.sbatch, SIGUSR1 mid-run: checkpoint, requeue (Restarts=1), resume,
 #                  every step logged once
 #   link_down_in_checkpoint  host 2's link goes down while rank 2 writes its shard (a 5 s pause
@@ -249,13 +249,12 @@ link_down_in_checkpoint)
   resume_and_finish 5
   ;;
 slurm_2nodes)
-  # slurmctld on host 1 and a slurmd on each host (tests/multinode/slurm_2nodes.sh); the batch script
-  # across both nodes, preempted with SIGUSR1 at step 20: checkpoint, requeue, resume, finish.
+  # slurmctld on host 1 and a slurmd on each host (tests/lib/slurm_cluster.sh --hosts 2); the batch
+  # script across both nodes, preempted with SIGUSR1 at step 20: checkpoint, requeue, resume, finish.
   slurm=$work/slurm run=$work/run
-  extra_cleanup="$src/tests/multinode/slurm_2nodes.sh down $slurm"
-  "$src/tests/multinode/slurm_2nodes.sh" up "$slurm" >"$work/slurm_up.log" 2>&1 || {
-    grep -q "no slurm-wlm/munge" "$work/slurm_up.log" && { echo "SKIP: $(cat "$work/slurm_up.log")"; exit 77; }
-    cat "$work/slurm_up.log" >&2; fail "slurm_2nodes.sh up"; }
+  extra_cleanup="$src/tests/lib/slurm_cluster.sh down $slurm"
+  "$src/tests/lib/slurm_cluster.sh" up "$slurm" --hosts 2 --cpus 2 >"$work/slurm_up.log" 2>&1 || {
+    cat "$work/slurm_up.log" >&2; fail "slurm_cluster.sh up"; }
   export SLURM_CONF=$slurm/slurm.conf OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=$net
   job=$(cd "$work" && on 1 sbatch --parsable -N2 --ntasks-per-node=2 --gpus-per-node=0 --output="$work/job.out" \
         "$src/launch/slurm/moco.sbatch" "${args[@]}" train.output_dir="$run" train.epochs=6) || fail "sbatch"
