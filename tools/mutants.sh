@@ -125,7 +125,7 @@ bucket_views_contiguous|src/dist/reducer.cpp|if (param.dim() == 4 && !param.is_c
 momentum_buffers_contiguous|src/run/sgd.cpp|torch::zeros_like(p, torch::MemoryFormat::Preserve)|torch::zeros_like(p, torch::MemoryFormat::Contiguous)|^MomentumSgdTest\.
 shuffle_returns_nchw|src/model/batch_shuffle.cpp|return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;|return nhwc ? shuffled.permute({0, 3, 1, 2}).contiguous() : shuffled;|^BatchShuffleTest\.
 file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|const std::vector<std::string>& extra_dirs, bool write) {|const std::vector<std::string>& extra_dirs, bool may_write) { const bool write = (static_cast<void>(may_write), true);|^FileListCacheTest\.
-layers_dist_sees_train|CMakeLists.txt|moco_room(dist USES sys)|moco_room(dist USES sys train)|^build\.layers_refuse_upward_include$
+layers_dist_sees_train|CMakeLists.txt|moco_room(dist LIBS MPI::MPI_C)|moco_room(dist USES train LIBS MPI::MPI_C)|^build\.layers_refuse_upward_include$
 watchdog_timeout_doubled|src/dist/nccl_watchdog.cpp|now - e.launched >= options_.timeout|now - e.launched >= 2 * options_.timeout|^NcclWatchdog
 watchdog_async_error_ignored|src/dist/nccl_watchdog.cpp|if (auto error = comm_.async_error()) {|if (auto error = std::optional<std::string>()) {|^NcclWatchdog
 watchdog_abort_not_called|src/dist/nccl_watchdog.cpp|  comm_.abort();|  (void)0;|^NcclWatchdog
@@ -243,6 +243,12 @@ transpose_right_columns_skipped|src/data/plane_transpose.cpp|  transpose_scalar(
 pil_flat_blend_table_off_by_one|src/data/pil_color.cpp|  for (uint8_t& p : image.pixels) p = table[p];|  for (uint8_t& p : image.pixels) p = table[p == 255 ? p : p + 1];|^PilColorTest\.|^data\.augment_parity_torchvision$
 pil_saturation_clamp_low|src/data/pil_color.cpp|alpha * (value - degenerate), 0.0f, 255.0f));|alpha * (value - degenerate), 0.0f, 254.0f));|^PilColorTest\.|^data\.augment_parity_torchvision$
 openblas_restart_named_exe|src/sys/openblas_kernels.cpp|  execv(own_path().c_str(), argv.data());|  execv("/proc/self/exe", argv.data());|^cli\.openblas_kernels$
+method_skip_ignored|src/moco_v2/moco_v2.cpp|  optimizer_.step(out.trained);|  optimizer_.step();|^faults\.nan_skip$
+method_bn_not_broadcast|src/moco_v2/moco_v2.cpp|  replicas_.before_step(step);|  (void)step;|^cli\.train\.bn_buffers_np2$
+method_queue_not_checkpointed|src/moco_v2/moco_v2.cpp|  entries.push_back({"moco/queue", queue[0]});|  (void)queue;|^ckpt\.resume_bitwise_np1$
+chores_no_bn_agreement_before_save|src/train/run_chores.cpp|  run_.method->before_save();|  (void)0;|^ckpt\.resume_bitwise_np2$|^cli\.train\.bn_buffers_np2$
+room_links_hdf5_where_not_called|CMakeLists.txt|moco_room(dist LIBS MPI::MPI_C)|moco_room(dist LIBS MPI::MPI_C HDF5::HDF5)|^build\.layers_refuse_upward_include$
+room_libraries_public|CMakeLists.txt|PUBLIC moco_common ${used_targets} PRIVATE ${ARG_LIBS})|PUBLIC moco_common ${used_targets} ${ARG_LIBS})|^build\.layers_refuse_upward_include$
 LIST
 )
 
