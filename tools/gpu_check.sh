@@ -72,12 +72,13 @@ record() {
   write_results
 }
 
-# check NAME SECONDS CMD...: runs CMD for at most SECONDS with its output in $work/NAME.log.
+# check NAME SECONDS CMD...: runs CMD for at most SECONDS with its output in $work/NAME.log. timeout
+# runs programs, not shell functions: CMD runs in a child bash, where the exported functions are defined.
 check() {
   local name=$1 limit=$2 start=$SECONDS status=pass
   shift 2
   say "$name: $*"
-  timeout -k 10 "$limit" "$@" >"$work/$name.log" 2>&1 || status=fail
+  timeout -k 10 "$limit" bash -c '"$@"' "$name" "$@" >"$work/$name.log" 2>&1 || status=fail
   [ $status = fail ] && { echo "---- $name: last lines" && tail -n 40 "$work/$name.log"; } >>"$log"
   record "$name" "$status" "$((SECONDS - start))" "$(tail -n 3 "$work/$name.log")"
   say "$name: $status ($((SECONDS - start)) s)"
@@ -130,19 +131,21 @@ check build 360 cmake --build "$build" -j "$(nproc)" || exit 1
 
 check gpu_tests 120 ctest --test-dir "$build" --output-on-failure --timeout 60 -R 'Nccl|Dispatch|Cuda|Gpu|Precision|Contrastive'
 
-run_dir=$work/runs
-tiny=(--config tests/data/tiny_synthetic.yaml train.epochs=4)
+export build run_dir=$work/runs
 train() {  # train NAME OVERRIDES...: a short run of the tests' tiny synthetic config on cuda:0
   local name=$1
   shift
-  "$build/moco_dist" "${tiny[@]}" "train.output_dir=$run_dir/$name" "$@" && grep -q "device cuda:0" "$run_dir/$name/rank0.log"
+  "$build/moco_dist" --config tests/data/tiny_synthetic.yaml train.epochs=4 "train.output_dir=$run_dir/$name" "$@" &&
+    grep -q "device cuda:0" "$run_dir/$name/rank0.log"
 }
+export -f train
 check train_fp32 60 train fp32 train.stop_at_step=20
 check train_bf16_channels_last 60 train bf16 train.precision=bf16 train.channels_last=true train.stop_at_step=20
 world_of_one_nccl() {
   train nccl1 dist.world_group_at_one=true train.stop_at_step=20 &&
     grep -q "collectives: MPI, NCCL for CUDA tensors across 1 rank" "$run_dir/nccl1/rank0.log"
 }
+export -f world_of_one_nccl
 check world_of_one_nccl 90 world_of_one_nccl
 # No host sync inside a step that does not report (docs/distributed.md, "Host syncs"), through the
 # NCCL group, the CUDA reducer hooks and the CUDA shuffle: LibTorch's sync debug mode makes any an error.
@@ -150,14 +153,15 @@ check no_host_sync_in_step 90 train nosync dist.world_group_at_one=true debug.ch
   dist.queue_check_every=0 train.log_every=10 train.stop_at_step=30
 stop_resume_verify() {  # SIGUSR1 mid-run, resumed to step 30, every checkpoint verified
   local out=$run_dir/stop
-  "$build/moco_dist" "${tiny[@]}" train.epochs=1000 "train.output_dir=$out" &
+  "$build/moco_dist" --config tests/data/tiny_synthetic.yaml train.epochs=1000 "train.output_dir=$out" &
   local pid=$!
   until grep -Eq '"step":5[,}]' "$out/metrics.jsonl" 2>/dev/null; do kill -0 $pid 2>/dev/null || return 1; sleep 0.2; done
   kill -USR1 $pid && wait $pid && grep -q '"event":"preempted"' "$out/metrics.jsonl" &&
-    "$build/moco_dist" "${tiny[@]}" "train.output_dir=$out" train.stop_at_step=30 &&
+    "$build/moco_dist" --config tests/data/tiny_synthetic.yaml train.epochs=4 "train.output_dir=$out" train.stop_at_step=30 &&
     grep -q '"event":"resume"' "$out/metrics.jsonl" && grep -Eq '"step":30[,}]' "$out/metrics.jsonl" &&
     "$build/moco_ckpt" verify "$out"
 }
+export -f stop_resume_verify
 check stop_resume_verify 120 stop_resume_verify
 check debug_mode 60 "$build/moco_dist" --config configs/debug.yaml "train.output_dir=$run_dir/debug" train.stop_at_step=8
 
