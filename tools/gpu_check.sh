@@ -38,6 +38,11 @@ build=${MOCO_GPU_BUILD:-build-gpu}
 batch=${MOCO_BENCH_BATCH:-256}
 bench_steps=${MOCO_BENCH_STEPS:-30}
 work=$(mktemp -d /tmp/gpu_check.XXXXXX)
+# The checks' logs, runs and figures: gone however the script ends (signals end it through exit).
+trap 'rm -rf "$work"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 records=$results/gpu_check.tsv   # name, status, seconds, detail
 log=$results/gpu_check.log
 : >"$records"
