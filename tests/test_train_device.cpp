@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 using moco::run::available_cores;
@@ -37,6 +38,34 @@ TEST(DataWorkersTest, OnCudaARankTakesItsShareOfTheCoresButOne) {
   EXPECT_EQ(data_workers(0, gpu, 1000, 64, 64), 1);
   // The defaults are this machine's.
   EXPECT_EQ(data_workers(0, gpu, 1), data_workers(0, gpu, 1, available_cores(), moco::run::node_core_count()));
+}
+
+using moco::run::intra_op_threads;
+
+// train.threads = 0 follows data.workers' rule: a bound rank's mask, else its share of the node.
+TEST(IntraOpThreadsTest, ConfiguredCountsAreKept) {
+  EXPECT_EQ(intra_op_threads(3, 1, 64, 64), 3);
+  EXPECT_EQ(intra_op_threads(64, 8, 8, 64), 64);
+}
+
+TEST(IntraOpThreadsTest, ASingleRankTakesEveryCoreOfItsMask) {
+  EXPECT_EQ(intra_op_threads(0, 1, 64, 64), 64);
+  EXPECT_EQ(intra_op_threads(0, 1, 8, 64), 8);
+  EXPECT_EQ(intra_op_threads(0, 1, 1, 1), 1);
+}
+
+TEST(IntraOpThreadsTest, UnboundRanksShareTheNodeBoundRanksUseTheirMask) {
+  // Eight unbound ranks on a 64-core node: 8 threads each, not 64 (512 threads on 64 cores).
+  EXPECT_EQ(intra_op_threads(0, 8, 64, 64), 8);
+  EXPECT_EQ(intra_op_threads(0, 3, 64, 64), 21);
+  EXPECT_EQ(intra_op_threads(0, 2, 2, 2), 1);  // the Slurm test's node: 2 tasks on 2 cores
+  // Bound by the launcher (srun --cpus-per-task=4 with task/affinity): its 4, whatever the ranks.
+  EXPECT_EQ(intra_op_threads(0, 8, 4, 64), 4);
+  EXPECT_EQ(intra_op_threads(0, 2, 1, 2), 1);
+  // Never fewer than one, even with more ranks than cores.
+  EXPECT_EQ(intra_op_threads(0, 1000, 64, 64), 1);
+  // The defaults are this machine's.
+  EXPECT_EQ(intra_op_threads(0, 1), intra_op_threads(0, 1, available_cores(), moco::run::node_core_count()));
 }
 
 using moco::run::choose_cuda_device;

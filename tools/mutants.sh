@@ -114,6 +114,7 @@ fused_loss_grad_no_onehot|src/model/contrastive.cpp|p.exp_().select(1, 0).sub_(1
 fused_loss_log_of_softmax|src/model/contrastive.cpp|const auto loss = -p.select(1, 0).mean();|const auto loss = -p.select(1, 0).exp().log().mean();|^ContrastiveTest\.Fused
 data_workers_not_shared|src/run/device.cpp|cores /= std::max(1, local_size);|(void)local_size;|^DataWorkersTest\.
 data_workers_zero_kept|src/run/device.cpp|  if (configured > 0) return configured;|  if (configured >= 0) return configured;|^DataWorkersTest\.
+threads_ignore_other_ranks|src/run/device.cpp|return configured > 0 ? configured : rank_cores(local_size, cores, node_cores);|return configured > 0 ? configured : cores;|^IntraOpThreadsTest\.
 shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s) { return i < s.first; }|[](int64_t i, const Shard& s) { return i <= s.first; }|^Shards/ImageShardsTest\.|^ImageShardsConcurrency\.
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
 cuda_device_ignores_per_task_binding|src/run/device.cpp|if (visible == 1) return 0;|if (false) return 0;|^ChooseCudaDeviceTest\.

@@ -32,11 +32,19 @@ int available_cores() {
 
 int node_core_count() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+int rank_cores(int local_size, int cores, int node_cores) {
+  if (cores >= node_cores) cores /= std::max(1, local_size);
+  return std::max(1, cores);
+}
+
+int intra_op_threads(int configured, int local_size, int cores, int node_cores) {
+  return configured > 0 ? configured : rank_cores(local_size, cores, node_cores);
+}
+
 int data_workers(int configured, torch::Device device, int local_size, int cores, int node_cores) {
   if (configured > 0) return configured;
   if (!device.is_cuda()) return 1;
-  if (cores >= node_cores) cores /= std::max(1, local_size);
-  return std::max(1, cores - 1);
+  return std::max(1, rank_cores(local_size, cores, node_cores) - 1);
 }
 
 int choose_cuda_device(int visible, int local_rank, int local_size, const std::string& cuda_visible_devices) {

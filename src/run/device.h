@@ -1,5 +1,6 @@
 // defines: choose_cuda_device / select_device (this rank's device), describe_placement (its log
-// line), available_cores / node_core_count / data_workers,
+// line), available_cores / node_core_count, rank_cores (a rank's share of the node) and the
+// train.threads / data.workers it resolves,
 // use_channels_last, to_device (a batch onto the device, in the memory order asked for)
 #pragma once
 
@@ -39,16 +40,22 @@ std::string describe_placement(const dist::WorldInfo& world, torch::Device devic
 // timeout (dist.*).
 std::shared_ptr<dist::ProcessGroup> make_job_group(const Config& config, int world_size, torch::Device device);
 
-// The cores this process may run on (its affinity mask): train.threads=0's intra-op threads.
+// The cores this process may run on (its affinity mask).
 int available_cores();
 // The cores of the whole node, whatever this process may use of them.
 int node_core_count();
 
-// data.workers = 0 resolved: on CUDA, every core this rank may use but one (the training thread's);
-// on the CPU the cores compute the step itself, so one. A rank the launcher bound to its cores
-// (an affinity mask smaller than the node) uses those; an unbound one shares the node's cores with
-// the other local_size - 1 ranks on the node. `cores`: this rank's (its affinity mask), `node_cores`:
-// the node's.
+// The cores that are this rank's: a rank the launcher bound to its cores (an affinity mask smaller
+// than the node) uses those; an unbound one (its mask is the whole node) shares the node's cores
+// with the other local_size - 1 ranks on it, or 8 ranks of a node would each run a thread per core.
+// At least one. `cores`: this rank's affinity mask's, `node_cores`: the node's.
+int rank_cores(int local_size, int cores, int node_cores);
+
+// train.threads = 0 resolved: the intra-op threads are this rank's cores (rank_cores).
+int intra_op_threads(int configured, int local_size, int cores = available_cores(), int node_cores = node_core_count());
+
+// data.workers = 0 resolved: on CUDA, every core of this rank (rank_cores) but one (the training
+// thread's); on the CPU the cores compute the step itself, so one.
 int data_workers(int configured, torch::Device device, int local_size, int cores = available_cores(),
                  int node_cores = node_core_count());
 
