@@ -68,6 +68,28 @@ TEST(IntraOpThreadsTest, UnboundRanksShareTheNodeBoundRanksUseTheirMask) {
   EXPECT_EQ(intra_op_threads(0, 1), intra_op_threads(0, 1, available_cores(), moco::run::node_core_count()));
 }
 
+TEST(DescribeCoresTest, NamesTheCpusThreadsAndWorkersAndASharedNode) {
+  using moco::run::describe_cores;
+  EXPECT_EQ(describe_cores("0-3", 8, 4, 64, 4, 3), "cpus 0-3 (4 cpu(s)), 4 intra-op thread(s), 3 data worker(s)");
+  EXPECT_EQ(describe_cores("0-1", 2, 2, 2, 1, 1),
+            "cpus 0-1 (1 cpu(s): the node's 2 shared by 2 local ranks), 1 intra-op thread(s), 1 data worker(s)");
+  EXPECT_EQ(describe_cores("0-63", 1, 64, 64, 64, 1), "cpus 0-63 (64 cpu(s)), 64 intra-op thread(s), 1 data worker(s)");
+}
+
+TEST(AffinityListTest, CountsAsManyCpusAsTheMask) {
+  int count = 0;
+  const auto list = moco::run::affinity_list();
+  size_t start = 0;
+  while (start <= list.size()) {
+    const auto end = std::min(list.find(',', start), list.size());
+    const auto range = list.substr(start, end - start);
+    const auto dash = range.find('-');
+    count += dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range.substr(0, dash)) + 1;
+    start = end + 1;
+  }
+  EXPECT_EQ(count, available_cores()) << list;
+}
+
 using moco::run::choose_cuda_device;
 using moco::test::error_of;
 

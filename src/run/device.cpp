@@ -32,6 +32,20 @@ int available_cores() {
 
 int node_core_count() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+std::string affinity_list() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "unknown";
+  std::string list;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    list += (list.empty() ? "" : ",") + (last == cpu ? std::to_string(cpu) : fmt::format("{}-{}", cpu, last));
+    cpu = last;
+  }
+  return list;
+}
+
 int rank_cores(int local_size, int cores, int node_cores) {
   if (cores >= node_cores) cores /= std::max(1, local_size);
   return std::max(1, cores);
@@ -45,6 +59,27 @@ int data_workers(int configured, torch::Device device, int local_size, int cores
   if (configured > 0) return configured;
   if (!device.is_cuda()) return 1;
   return std::max(1, rank_cores(local_size, cores, node_cores) - 1);
+}
+
+std::string describe_cores(const std::string& cpus, int local_size, int cores, int node_cores, int threads,
+                           int workers) {
+  const bool shared = cores >= node_cores && local_size > 1;
+  return fmt::format("cpus {} ({} cpu(s){}), {} intra-op thread(s), {} data worker(s)", cpus,
+                     rank_cores(local_size, cores, node_cores),
+                     shared ? fmt::format(": the node's {} shared by {} local ranks", node_cores, local_size) : "",
+                     threads, workers);
+}
+
+void log_rank_cores(torch::Device device, int local_size, int threads, int workers) {
+  spdlog::info("{}",
+               describe_cores(affinity_list(), local_size, available_cores(), node_core_count(), threads, workers));
+  // A GPU step of a ResNet-50 takes about as long as a few cores need to decode and augment its
+  // batch of JPEGs: with fewer workers the GPU waits on the data.
+  if (device.is_cuda() && workers < kFewDataWorkers)
+    spdlog::warn(
+        "only {} data worker(s) feed {}: the GPU will likely wait on JPEG decoding; give the rank more cores "
+        "(--cpus-per-task under Slurm) or set data.workers",
+        workers, device.str());
 }
 
 int choose_cuda_device(int visible, int local_rank, int local_size, const std::string& cuda_visible_devices) {

@@ -1,6 +1,6 @@
 // defines: choose_cuda_device / select_device (this rank's device), describe_placement (its log
-// line), available_cores / node_core_count, rank_cores (a rank's share of the node) and the
-// train.threads / data.workers it resolves,
+// line), available_cores / node_core_count / affinity_list, rank_cores (a rank's share of the node) and the
+// train.threads / data.workers it resolves, describe_cores / log_rank_cores (its cores line),
 // use_channels_last, to_device (a batch onto the device, in the memory order asked for)
 #pragma once
 
@@ -44,6 +44,8 @@ std::shared_ptr<dist::ProcessGroup> make_job_group(const Config& config, int wor
 int available_cores();
 // The cores of the whole node, whatever this process may use of them.
 int node_core_count();
+// This process's affinity mask as a CPU list ("0-3,8"), as taskset and Slurm write it.
+std::string affinity_list();
 
 // The cores that are this rank's: a rank the launcher bound to its cores (an affinity mask smaller
 // than the node) uses those; an unbound one (its mask is the whole node) shares the node's cores
@@ -58,6 +60,16 @@ int intra_op_threads(int configured, int local_size, int cores = available_cores
 // thread's); on the CPU the cores compute the step itself, so one.
 int data_workers(int configured, torch::Device device, int local_size, int cores = available_cores(),
                  int node_cores = node_core_count());
+
+// Fewer data workers than this on a CUDA rank draw a warning (log_rank_cores).
+inline constexpr int kFewDataWorkers = 4;
+// The rank's start line on its cores: "cpus 0-3 (4 cpu(s)), 4 intra-op thread(s), 3 data worker(s)",
+// saying when the cpus are the node's, shared with other local ranks.
+std::string describe_cores(const std::string& cpus, int local_size, int cores, int node_cores, int threads,
+                           int workers);
+// Logs describe_cores for this process, and warns a CUDA rank with fewer than kFewDataWorkers workers
+// which settings give it more.
+void log_rank_cores(torch::Device device, int local_size, int threads, int workers);
 
 // Every 4-d parameter and buffer of `module` (the convolution weights) in channels-last order. The
 // values and shapes are unchanged; only the memory order, which convolutions on tensor cores prefer.

@@ -35,6 +35,7 @@ data::LoaderOptions train_loader_options(const run::Config& config, const run::R
   options.rank = context.group->rank();
   options.world_size = world;
   options.pin_memory = context.device.is_cuda();
+  run::log_rank_cores(context.device, context.local_size, torch::get_num_threads(), options.workers);
   spdlog::info("  data: {} decode/augmentation thread(s) per rank{}, {} batch(es) prefetched", options.workers,
                config.data.workers == 0 ? " (data.workers=0: from the cores)" : "", options.prefetch);
   return options;
