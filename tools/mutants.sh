@@ -53,6 +53,7 @@ config_bad_choice_accepted|src/run/config.cpp|reading.bad_choices[field.key] = b
 config_bad_choice_not_overridable|src/run/config.cpp|reading.bad_choices.erase(field.key);|(void)0;|^ConfigTest\.
 config_row_rules_skipped|src/run/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
 config_range_edge_open|src/run/config.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
+augment_range_edge_open|src/data/augment_params.cpp|r.lo_open ? x > r.lo : x >= r.lo|x > r.lo|^AugmentParamsTest\.|^ConfigTest\.
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
 lr_updated_every_step|src/train/schedule.cpp|  if (config.optim.lr_update == run::LrUpdate::kStep) return progress * config.train.epochs;|  return progress * config.train.epochs;|^ScheduleTest\.|^cli\.train\.lr_update$
 lr_epoch_ignores_budget|src/train/schedule.cpp|  if (config.train.time_budget_s <= 0) return whole;|  return whole;|^ScheduleTest\.|^cli\.train\.time_budget$
