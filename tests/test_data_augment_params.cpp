@@ -1,7 +1,9 @@
 // The augmentation's table (data/augment_params.h): every row states its evaluation rule, the ranges
-// give the config's messages, and evaluation_options follows the evaluation column (the linear
-// protocol's training view: lincls/views.cpp).
+// give the config's messages, augment_batch checks them, and evaluation_options follows the
+// evaluation column (the linear protocol's training view: lincls/views.cpp).
+#include "data/augment.h"
 #include "data/augment_params.h"
+#include "thrown_message.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -57,6 +59,22 @@ TEST(AugmentParamsTest, RangesGiveTheConfigsMessages) {
   EXPECT_EQ(range_error(row("data.blur_sigma"), o), "must be [min, max] with 0 < min <= max");
   o.mean = {};  // checked against the dataset's channels by the config, not by its row
   EXPECT_EQ(range_error(row("data.mean"), o), "");
+}
+
+// augment_batch refuses what the config would, naming the key.
+TEST(AugmentParamsTest, AugmentBatchChecksTheRowsRanges) {
+  AugmentOptions o;
+  o.out_size = 8;
+  const auto images = torch::zeros({1, 1, 12, 12}, torch::kUInt8);
+  const std::vector<uint64_t> seeds{1};
+  EXPECT_NO_THROW(augment_batch(images, o, seeds));
+  o.hue = 0.6;
+  EXPECT_EQ(moco::test::error_of([&] { augment_batch(images, o, seeds); }),
+            "augment_batch: data.hue must lie in [0, 0.5]");
+  o.hue = 0.1;
+  o.brightness = 1.5;
+  EXPECT_EQ(moco::test::error_of([&] { augment_batch(images, o, seeds); }),
+            "augment_batch: data.brightness must lie in [0, 1)");
 }
 
 // Every row's member as its rule says, whatever its type: kKept the pre-training's, kOff 0, kProtocol
