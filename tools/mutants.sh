@@ -53,6 +53,7 @@ config_bad_choice_accepted|src/run/config.cpp|reading.bad_choices[field.key] = b
 config_bad_choice_not_overridable|src/run/config.cpp|reading.bad_choices.erase(field.key);|(void)0;|^ConfigTest\.
 config_row_rules_skipped|src/run/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
 config_range_edge_open|src/run/config.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
+augment_range_edge_open|src/data/augment_params.cpp|r.lo_open ? x > r.lo : x >= r.lo|x > r.lo|^AugmentParamsTest\.|^ConfigTest\.
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
 lr_updated_every_step|src/train/schedule.cpp|  if (config.optim.lr_update == run::LrUpdate::kStep) return progress * config.train.epochs;|  return progress * config.train.epochs;|^ScheduleTest\.|^cli\.train\.lr_update$
 lr_epoch_ignores_budget|src/train/schedule.cpp|  if (config.train.time_budget_s <= 0) return whole;|  return whole;|^ScheduleTest\.|^cli\.train\.time_budget$
@@ -152,7 +153,8 @@ lincls_momentum_drifts|configs/moco_v2_lincls_imagenet.yaml|  momentum: 0.9|  mo
 lincls_weight_decay_drifts|configs/moco_v1_lincls_imagenet.yaml|  weight_decay: 0|  weight_decay: 0.0001|^LinclsProtocolTest\.
 lincls_batch_drifts|configs/moco_v2_lincls_imagenet.yaml|  batch_size: 256|  batch_size: 512|^LinclsProtocolTest\.
 lincls_lr_drifts|configs/moco_v1_lincls_imagenet.yaml|  base_lr: 30.0|  base_lr: 3.0|^LinclsProtocolTest\.
-lincls_crop_scale_of_pretraining|src/lincls/views.cpp|  a.scale_min = c.lincls.crop_scale_min;|  (void)0;|^LinclsProtocolTest\.
+lincls_crop_scale_of_pretraining|src/lincls/views.cpp|  protocol.scale_min = c.lincls.crop_scale_min;|  (void)0;|^LinclsProtocolTest\.
+augment_eval_off_ignored|src/data/augment_params.cpp|if (param.eval == EvalRule::kOff) view.*member = 0.0;|(void)0;|^AugmentParamsTest\.|^LinclsProtocolTest\.
 lincls_backbone_bn_not_frozen|src/lincls/backbone.cpp|  net->eval();|  net->train();|^LinclsProtocolTest\.|^LinclsTest\.
 eval_resize_not_256|src/data/encoded_views.cpp|static_cast<double>(out_size) * 256.0 / 224.0|static_cast<double>(out_size) * 288.0 / 224.0|^LinclsProtocolTest\.|^ImageFolderTest\.
 eval_crop_off_centre|src/data/encoded_views.cpp|std::nearbyint(static_cast<double>(r.width - out_size) / 2.0)|std::nearbyint(static_cast<double>(r.width - out_size) / 3.0)|^LinclsProtocolTest\.|^ImageFolderTest\.
