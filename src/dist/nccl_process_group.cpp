@@ -110,6 +110,8 @@ class EventWork final : public WatchedWork {
 // outlives the other's needs. The mutex serialises NCCL calls: a communicator is not thread-safe,
 // and a Reducer may launch from autograd threads while another thread waits, and the watchdog's
 // thread asks for the asynchronous error and aborts. Lock order: mutex, then the watchdog's own.
+// The watchdog only tries the mutex (run_if_unlocked): a launch holds it, and a launch can block
+// behind the very collective the watchdog must time out.
 struct NcclComm final : WatchedComm {
   NcclComm(int rank_, int device_, const NcclOptions& options)
       : rank(rank_),
@@ -129,15 +131,14 @@ struct NcclComm final : WatchedComm {
   RunningClock clock;
   Watchdog watchdog;  // after clock and mutex, which it uses; stopped first in the destructor
 
-  // WatchedComm, for the watchdog's thread.
-  std::optional<std::string> async_error() override {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (progress_locked() != CommProgress::kError) return std::nullopt;
-    return error_text_locked();
+  // WatchedComm, for the watchdog's thread (and fail()'s abort).
+  bool try_async_error(std::optional<std::string>& error) override {
+    return run_if_unlocked(mutex, [&] {
+      if (progress_locked() == CommProgress::kError) error = error_text_locked();
+    });
   }
-  void abort() override {
-    std::lock_guard<std::mutex> lock(mutex);
-    abort_locked();
+  bool try_abort() override {
+    return run_if_unlocked(mutex, [this] { abort_locked(); });
   }
   void bind_thread() override { cudaSetDevice(device); }
 
@@ -168,7 +169,7 @@ struct NcclComm final : WatchedComm {
 
   // Through the watchdog, so that the fault is the same for every thread and the abort happens once.
   [[noreturn]] void fail(std::unique_lock<std::mutex>& lock, const std::string& reason) {
-    lock.unlock();  // the watchdog aborts through abort(), which takes mutex
+    lock.unlock();  // the watchdog aborts through try_abort(), which needs mutex free
     throw DistError(rank, watchdog.fail(reason));
   }
 
