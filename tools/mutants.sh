@@ -135,6 +135,9 @@ watchdog_grace_skipped|src/dist/nccl_watchdog.cpp|if (clock_.now() - fault_at_ <
 watchdog_never_ends_process|src/dist/nccl_watchdog.cpp|  end_process_(end_with);|  (void)end_with;|^NcclWatchdog
 watchdog_waits_on_comm_lock|src/dist/nccl_watchdog.h|std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);|std::unique_lock<std::mutex> lock(mutex);|^NcclWatchdog\.
 settle_past_deadline|src/dist/nccl_watchdog.cpp|if (clock.now() >= deadline) return CommProgress::kInProgress;|if (clock.now() >= deadline + timeout) return CommProgress::kInProgress;|^NcclWatchdogSettle\.
+early_device_unchecked|src/run/device.cpp|if (early.launcher.local_rank == world.local_rank && early.index == index_from_mpi) return;|if (true) return;|^EarlyDeviceTest\.
+early_device_rank_only|src/run/device.cpp|if (early.launcher.local_rank == world.local_rank && early.index == index_from_mpi) return;|if (early.launcher.local_rank == world.local_rank) return;|^EarlyDeviceTest\.
+local_rank_from_slurm_outside_a_step|src/dist/bootstrap.cpp|} else if (is_srun_step(env) && get(env, "SLURM_LOCALID")) {|} else if (get(env, "SLURM_LOCALID")) {|^LauncherLocalRank\.
 watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
 skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);|    (void)k_buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
 bn_restore_bumps_version|src/model/moco.cpp|    auto values = now[i].variable_data();  // same storage, a version counter of its own|    auto values = now[i];|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
