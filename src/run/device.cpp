@@ -136,7 +136,7 @@ std::shared_ptr<dist::ProcessGroup> make_job_group(const Config& config, int wor
   dist::MpiOptions options;
   options.check_collectives = config.dist.check_collectives;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.dist.timeout_s * 1000));
-  return dist::make_world_group(device, options);
+  return dist::make_world_group(device, options, config.train.output_dir);
 }
 
 torch::Tensor to_device(const torch::Tensor& batch, torch::Device device, bool channels_last) {

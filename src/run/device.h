@@ -58,7 +58,7 @@ std::string describe_placement(const dist::WorldInfo& world, torch::Device devic
 
 // The job's collectives for `device`: a LocalProcessGroup alone (unless dist.world_group_at_one),
 // else the world group (MPI, and NCCL for CUDA tensors) with the config's collective checks and
-// timeout (dist.*).
+// timeout (dist.*); NCCL's log goes to train.output_dir (dist::NcclOptions::transport_log_dir).
 std::shared_ptr<dist::ProcessGroup> make_job_group(const Config& config, int world_size, torch::Device device);
 
 // The cores this process may run on (its affinity mask): train.threads=0's intra-op threads.
