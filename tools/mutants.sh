@@ -138,6 +138,8 @@ settle_past_deadline|src/dist/nccl_watchdog.cpp|if (clock.now() >= deadline) ret
 early_device_unchecked|src/run/device.cpp|if (early.launcher.local_rank == world.local_rank && early.index == index_from_mpi) return;|if (true) return;|^EarlyDeviceTest\.
 early_device_rank_only|src/run/device.cpp|if (early.launcher.local_rank == world.local_rank && early.index == index_from_mpi) return;|if (early.launcher.local_rank == world.local_rank) return;|^EarlyDeviceTest\.
 local_rank_from_slurm_outside_a_step|src/dist/bootstrap.cpp|} else if (is_srun_step(env) && get(env, "SLURM_LOCALID")) {|} else if (get(env, "SLURM_LOCALID")) {|^LauncherLocalRank\.
+transport_peer_is_self|src/dist/nccl_transport_log.cpp|it->peers.insert(from == rank ? to : from);|it->peers.insert(from);|^NcclTransportLog\.
+nccl_debug_file_overrides_users|src/dist/nccl_transport_log.cpp|    if (user_file == nullptr) plan.set.emplace_back("NCCL_DEBUG_FILE", file);|    plan.set.emplace_back("NCCL_DEBUG_FILE", file);|^NcclTransportLog\.
 watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
 skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);|    (void)k_buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
 bn_restore_bumps_version|src/model/moco.cpp|    auto values = now[i].variable_data();  // same storage, a version counter of its own|    auto values = now[i];|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
