@@ -130,3 +130,60 @@ TEST(DescribePlacementTest, NamesRankHostLocalRankAndDevice) {
   EXPECT_EQ(moco::run::describe_placement(world, torch::kCPU),
             std::string("rank 3/4 on host ") + host + ", local rank 1/2, device cpu");
 }
+
+using moco::run::check_early_device;
+using moco::run::EarlyDevice;
+
+EarlyDevice early(const char* variable, int local_rank, int index) {
+  EarlyDevice e;
+  e.launcher.variable = variable;
+  e.launcher.local_rank = local_rank;
+  e.index = index;
+  return e;
+}
+
+moco::dist::WorldInfo world_of(int rank, int world_size, int local_rank, int local_size) {
+  moco::dist::WorldInfo world;
+  world.rank = rank;
+  world.world_size = world_size;
+  world.local_rank = local_rank;
+  world.local_size = local_size;
+  return world;
+}
+
+// The device made current before MPI started stands when MPI's node-local rank picks the same one.
+TEST(EarlyDeviceTest, AgreeingWithMpiIsNoError) {
+  EXPECT_EQ(
+      error_of([] { check_early_device(early("OMPI_COMM_WORLD_LOCAL_RANK", 3, 3), world_of(7, 8, 3, 4), 3, "node1"); }),
+      "");
+  // One GPU per task: device 0 whatever the local rank.
+  EXPECT_EQ(error_of([] { check_early_device(early("SLURM_LOCALID", 2, 0), world_of(6, 8, 2, 4), 0, "node1"); }), "");
+}
+
+TEST(EarlyDeviceTest, AnotherLocalRankOrDeviceIsAnErrorNamingBothAndTheRank) {
+  const auto message =
+      error_of([] { check_early_device(early("PMIX_LOCAL_RANK", 1, 1), world_of(5, 8, 0, 4), 0, "node2"); });
+  EXPECT_EQ(message.rfind("rank 5: on host node2, ", 0), 0u) << message;
+  EXPECT_NE(message.find("PMIX_LOCAL_RANK=1 made cuda:1 current before MPI started"), std::string::npos) << message;
+  EXPECT_NE(message.find("MPI's node-local rank is 0 of 4, which picks cuda:0"), std::string::npos) << message;
+  // The same local rank but another device (the launcher's size let it pick past the visible ones).
+  const auto device =
+      error_of([] { check_early_device(early("OMPI_COMM_WORLD_LOCAL_RANK", 1, 1), world_of(1, 2, 1, 2), 0, "node3"); });
+  EXPECT_NE(device.find("made cuda:1 current"), std::string::npos) << device;
+  EXPECT_NE(device.find("which picks cuda:0"), std::string::npos) << device;
+}
+
+// On the CPU nothing is chosen before MPI, whatever the launcher says; a plain process chooses nothing.
+TEST(EarlyDeviceTest, NothingIsChosenWithoutCudaOrWithoutALauncher) {
+  EXPECT_FALSE(moco::run::choose_device_before_mpi({}).has_value());
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a CUDA LibTorch with a GPU: the CPU case cannot be seen here";
+  const moco::dist::EnvMap ompi = {{"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  EXPECT_FALSE(moco::run::choose_device_before_mpi(ompi).has_value());
+  EXPECT_EQ(moco::run::select_device(world_of(1, 2, 1, 2), std::nullopt), torch::Device(torch::kCPU));
+}
+
+TEST(DescribePlacementTest, NamesTheVariableThatChoseTheDeviceBeforeMpi) {
+  const auto line =
+      moco::run::describe_placement(world_of(1, 2, 1, 2), torch::kCPU, early("OMPI_COMM_WORLD_LOCAL_RANK", 1, 1));
+  EXPECT_NE(line.find(", chosen before MPI started from OMPI_COMM_WORLD_LOCAL_RANK=1"), std::string::npos) << line;
+}

@@ -129,13 +129,19 @@ shuffle_returns_nchw|src/model/batch_shuffle.cpp|return nhwc ? shuffled.permute(
 file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|const std::vector<std::string>& extra_dirs, bool write) {|const std::vector<std::string>& extra_dirs, bool may_write) { const bool write = (static_cast<void>(may_write), true);|^FileListCacheTest\.
 layers_dist_sees_train|CMakeLists.txt|moco_room(dist LIBS MPI::MPI_C)|moco_room(dist USES train LIBS MPI::MPI_C)|^build\.layers_refuse_upward_include$
 watchdog_timeout_doubled|src/dist/nccl_watchdog.cpp|now - e.launched >= options_.timeout|now - e.launched >= 2 * options_.timeout|^NcclWatchdog
-watchdog_async_error_ignored|src/dist/nccl_watchdog.cpp|if (auto error = comm_.async_error()) {|if (auto error = std::optional<std::string>()) {|^NcclWatchdog
-watchdog_abort_not_called|src/dist/nccl_watchdog.cpp|  comm_.abort();|  (void)0;|^NcclWatchdog
+watchdog_async_error_ignored|src/dist/nccl_watchdog.cpp|if (comm_.try_async_error(error) && error) {|if (false && error) {|^NcclWatchdog
+watchdog_abort_not_called|src/dist/nccl_watchdog.cpp|const bool done = comm_.try_abort();|const bool done = false;|^NcclWatchdog
 watchdog_aborts_every_fault|src/dist/nccl_watchdog.cpp|if (fault_) return *fault_;|if (false) return *fault_;|^NcclWatchdog
 watchdog_finished_kept|src/dist/nccl_watchdog.cpp|if (state == WatchedWork::State::kDone) continue;|(void)state;|^NcclWatchdog
 watchdog_grace_skipped|src/dist/nccl_watchdog.cpp|if (clock_.now() - fault_at_ < options_.grace) return Verdict::kFaulted;|(void)fault_at_;|^NcclWatchdog
-watchdog_never_ends_process|src/dist/nccl_watchdog.cpp|    end_process_(end_with);|    (void)end_with;|^NcclWatchdog
+watchdog_never_ends_process|src/dist/nccl_watchdog.cpp|  end_process_(end_with);|  (void)end_with;|^NcclWatchdog
+watchdog_waits_on_comm_lock|src/dist/nccl_watchdog.h|std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);|std::unique_lock<std::mutex> lock(mutex);|^NcclWatchdog\.
 settle_past_deadline|src/dist/nccl_watchdog.cpp|if (clock.now() >= deadline) return CommProgress::kInProgress;|if (clock.now() >= deadline + timeout) return CommProgress::kInProgress;|^NcclWatchdogSettle\.
+early_device_unchecked|src/run/device.cpp|if (early.launcher.local_rank == world.local_rank && early.index == index_from_mpi) return;|if (true) return;|^EarlyDeviceTest\.
+early_device_rank_only|src/run/device.cpp|if (early.launcher.local_rank == world.local_rank && early.index == index_from_mpi) return;|if (early.launcher.local_rank == world.local_rank) return;|^EarlyDeviceTest\.
+local_rank_from_slurm_outside_a_step|src/dist/bootstrap.cpp|} else if (is_srun_step(env) && get(env, "SLURM_LOCALID")) {|} else if (get(env, "SLURM_LOCALID")) {|^LauncherLocalRank\.
+transport_peer_is_self|src/dist/nccl_transport_log.cpp|it->peers.insert(from == rank ? to : from);|it->peers.insert(from);|^NcclTransportLog\.
+nccl_debug_file_overrides_users|src/dist/nccl_transport_log.cpp|    if (user_file == nullptr) plan.set.emplace_back("NCCL_DEBUG_FILE", file);|    plan.set.emplace_back("NCCL_DEBUG_FILE", file);|^NcclTransportLog\.
 watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
 skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);|    (void)k_buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
 bn_restore_bumps_version|src/model/moco.cpp|    auto values = now[i].variable_data();  // same storage, a version counter of its own|    auto values = now[i];|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
