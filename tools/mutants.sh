@@ -127,7 +127,7 @@ bucket_views_contiguous|src/dist/reducer.cpp|if (param.dim() == 4 && !param.is_c
 momentum_buffers_contiguous|src/run/sgd.cpp|torch::zeros_like(p, torch::MemoryFormat::Preserve)|torch::zeros_like(p, torch::MemoryFormat::Contiguous)|^MomentumSgdTest\.
 shuffle_returns_nchw|src/model/batch_shuffle.cpp|return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;|return nhwc ? shuffled.permute({0, 3, 1, 2}).contiguous() : shuffled;|^BatchShuffleTest\.
 file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|const std::vector<std::string>& extra_dirs, bool write) {|const std::vector<std::string>& extra_dirs, bool may_write) { const bool write = (static_cast<void>(may_write), true);|^FileListCacheTest\.
-layers_dist_sees_train|CMakeLists.txt|moco_room(dist LIBS MPI::MPI_C)|moco_room(dist USES train LIBS MPI::MPI_C)|^build\.layers_refuse_upward_include$
+layers_model_sees_data|CMakeLists.txt|moco_room(model USES dist)|moco_room(model USES dist data)|^build\.layers_refuse_upward_include$
 watchdog_timeout_doubled|src/dist/nccl_watchdog.cpp|now - e.launched >= options_.timeout|now - e.launched >= 2 * options_.timeout|^NcclWatchdog
 watchdog_async_error_ignored|src/dist/nccl_watchdog.cpp|if (comm_.try_async_error(error) && error) {|if (false && error) {|^NcclWatchdog
 watchdog_abort_not_called|src/dist/nccl_watchdog.cpp|const bool done = comm_.try_abort();|const bool done = false;|^NcclWatchdog
