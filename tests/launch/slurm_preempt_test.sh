@@ -10,21 +10,10 @@
 set -euo pipefail
 build=$(cd "$1" && pwd) work=$2 slow=${MOCO_TEST_SLOWDOWN:-1}
 src=$(cd "$(dirname "$0")/../.." && pwd)
-cluster_sh=$src/tests/lib/slurm_cluster.sh
-if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIP: not root: the Slurm daemons (slurmctld, slurmd) of the test cluster run as root"
-  exit 77
-fi
-fail() { echo "FAIL: $*" >&2; [ -f "$work/job.out" ] && tail -n 40 "$work/job.out" >&2; exit 1; }
-
-cluster=$work/cluster
-# A cluster left by an earlier run killed outright (SIGKILL leaves no trap to run) goes first.
-[ ! -d "$cluster/pids" ] || "$cluster_sh" down "$cluster" || true
-rm -rf "$work" && mkdir -p "$work"
 # 4 CPUs declared (more than a 2-core machine has): room for the 2 tasks whatever the machine.
-"$cluster_sh" up "$cluster" --cpus 4 >"$work/slurm_up.log" 2>&1 || { cat "$work/slurm_up.log"; fail "slurm_cluster.sh up"; }
-trap '"$cluster_sh" down "$cluster" >/dev/null 2>&1 || true' EXIT
-export SLURM_CONF=$cluster/slurm.conf
+slurm_cpus=4
+# shellcheck source=tests/lib/slurm_one_node.sh
+. "$src/tests/lib/slurm_one_node.sh"
 
 run=$work/run
 export MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1
