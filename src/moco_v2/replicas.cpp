@@ -3,6 +3,7 @@
 #include "dist/reducer.h"
 #include "run/host_reads.h"
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include <stdexcept>
@@ -77,7 +78,10 @@ void ReplicaSync::broadcast_start() {
 bool ReplicaSync::check_step(int64_t step) const { return world_ > 1 && check_every_ > 0 && step % check_every_ == 0; }
 
 void ReplicaSync::before_step(int64_t step) {
-  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
+  if (world_ > 1 && broadcast_buffers_) {
+    RECORD_USER_SCOPE("update/bn_broadcast");  // Note [Update scopes] (sys/op_count.h)
+    dist::broadcast_parameters(bn_buffers_, group_);
+  }
   bn_hash_ = check_step(step) && broadcast_buffers_ ? fnv1a_hash(bn_buffers_) : 0;
 }
 

@@ -4,6 +4,7 @@
 #include "model/batch_shuffle.h"
 #include "model/contrastive.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <stdexcept>
@@ -50,6 +51,7 @@ torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images) con
 }
 
 void MocoImpl::momentum_update(const torch::Tensor& apply) {
+  RECORD_USER_SCOPE("update/momentum");  // Note [Update scopes] (sys/op_count.h)
   torch::NoGradGuard no_grad;
   const double m = options_.momentum;
   auto q_params = encoder_q->parameters();
@@ -82,6 +84,7 @@ torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
 namespace {
 
 std::vector<torch::Tensor> copies_of(const std::vector<torch::Tensor>& tensors) {
+  RECORD_USER_SCOPE("update/bn_restore");
   std::vector<torch::Tensor> copies;
   for (const auto& t : tensors) copies.push_back(t.detach().clone());
   return copies;
@@ -92,6 +95,7 @@ std::vector<torch::Tensor> copies_of(const std::vector<torch::Tensor>& tensors) 
 // they are written without bumping their version: a bump would fail the backward.
 void restore_unless(const torch::Tensor& keep_new, const std::vector<torch::Tensor>& now,
                     const std::vector<torch::Tensor>& saved) {
+  RECORD_USER_SCOPE("update/bn_restore");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < now.size(); ++i) {
     auto values = now[i].variable_data();  // same storage, a version counter of its own

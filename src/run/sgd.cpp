@@ -1,5 +1,6 @@
 #include "run/sgd.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 namespace moco::run {
@@ -12,11 +13,13 @@ MomentumSgd::MomentumSgd(std::vector<torch::Tensor> parameters, double momentum,
 }
 
 void MomentumSgd::zero_grad() {
+  RECORD_USER_SCOPE("update/zero_grad");  // Note [Update scopes] (sys/op_count.h)
   for (auto& p : parameters_)
     if (p.grad().defined()) p.mutable_grad().zero_();
 }
 
 void MomentumSgd::step(const torch::Tensor& apply) {
+  RECORD_USER_SCOPE("update/sgd");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     auto& p = parameters_[i];
