@@ -27,7 +27,7 @@ mutants=$(cat <<'LIST'
 queue_gets_queries|src/model/moco.cpp|group_->all_gather(out.k);|group_->all_gather(out.q.detach());|^MocoTest\.
 q_not_normalised|src/model/moco.cpp|out.q = F::normalize(encode(encoder_q, im_q), unit);|out.q = encode(encoder_q, im_q);|^MocoTest\.
 temperature_on_negatives_only|src/model/contrastive.cpp|return torch::cat({l_pos, l_neg}, 1) / temperature;|return torch::cat({l_pos, l_neg / temperature}, 1);|^ContrastiveTest\.|^MocoTest\.
-momentum_swapped|src/model/moco.cpp|k_params[i].mul_(m).add_(q_params[i], 1.0 - m);|k_params[i].mul_(1.0 - m).add_(q_params[i], m);|^MocoTest\.
+momentum_swapped|src/model/moco.cpp|k.mul_(m).add_(q, 1.0 - m);|k.mul_(1.0 - m).add_(q, m);|^MocoTest\.
 gradients_summed|src/dist/reducer.cpp|torch::div_out(slot.view, grad, torch::scalar_tensor(static_cast<double>(group_->world_size()), torch::kDouble));|slot.view.copy_(grad);|^Reducer|^mpi\.np2$
 bn_buffers_not_broadcast|src/moco_v2/replicas.cpp|  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
   bn_hash_ =|  bn_hash_ =|^cli\.train\.bn_buffers_np2$
@@ -64,7 +64,7 @@ knn_every_epochs_ignored|src/run/run_control.cpp|return config_.knn.every_epochs
 shuffle_counter_not_restored|src/train/run_chores.cpp|run_.method->set_draw_counter(at_.shuffle_steps);|(void)at_.shuffle_steps;|^ckpt\.resume_bitwise_np1$
 loader_not_resumed_mid_epoch|src/train/run_chores.cpp|epoch == at_.epoch ? at_.batch_in_epoch : 0;|0;|^ckpt\.resume_bitwise_np1$
 stop_signal_ignored|src/train/step_book.cpp|preempt::preemption_signal(), data_wait_s}|0, data_wait_s}|^launch\.plain_sigterm$
-nan_skip_keeps_query_bn_stats|src/model/moco.cpp|    restore_unless(out.trained, q_buffers, q_buffers_before);|    (void)q_buffers_before;|^faults\.nan_skip$
+nan_skip_keeps_query_bn_stats|src/model/moco.cpp|    restore_buffers_unless(out.trained, /*query=*/true, buffers_before);|    (void)buffers_before;|^faults\.nan_skip$
 h5_attribute_read_one_short|src/h5/attributes.cpp|std::string text(H5Tget_size(type.get()) + 1, '\0');|std::string text(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
 roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[static_cast<size_t>(awaited[i])] < 0) silent.push_back(awaited[i]);|(void)arrived;|^faults\.stuck_peer$
 roll_call_not_answered_while_waiting|src/dist/mpi_process_group.cpp|if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm, &waiting, &status) != MPI_SUCCESS|if (true|^mpi\.np4$
@@ -143,9 +143,9 @@ local_rank_from_slurm_outside_a_step|src/dist/bootstrap.cpp|} else if (is_srun_s
 transport_peer_is_self|src/dist/nccl_transport_log.cpp|it->peers.insert(from == rank ? to : from);|it->peers.insert(from);|^NcclTransportLog\.
 nccl_debug_file_overrides_users|src/dist/nccl_transport_log.cpp|    if (user_file == nullptr) plan.set.emplace_back("NCCL_DEBUG_FILE", file);|    plan.set.emplace_back("NCCL_DEBUG_FILE", file);|^NcclTransportLog\.
 watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
-skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);|    (void)k_buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
-bn_restore_bumps_version|src/model/moco.cpp|    auto values = now[i].variable_data();  // same storage, a version counter of its own|    auto values = now[i];|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
-momentum_swapped_when_checked|src/model/moco.cpp|k_params[i].mul(m).add_(q_params[i], 1.0 - m);|k_params[i].mul(1.0 - m).add_(q_params[i], m);|^MocoTest\.AStepWithNonFinite
+skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_buffers_unless(out.trained, /*query=*/false, buffers_before);|    (void)buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
+bn_restore_bumps_version|src/model/moco.cpp|    torch::where_out(values, keep_new, values, kind.tensors.span(saved[i], begin, end));|    torch::where_out(values, keep_new, values, kind.tensors.span(saved[i], begin, end)), kind.tensors.bump_versions();|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
+momentum_swapped_when_checked|src/model/moco.cpp|k.mul(m).add_(q, 1.0 - m);|k.mul(1.0 - m).add_(q, m);|^MocoTest\.AStepWithNonFinite
 skipped_step_enqueues|src/model/contrastive.cpp|  if (apply.defined()) keys_by_column = torch::where(apply, keys_by_column, queue.index_select(1, columns));|  (void)apply;|^ContrastiveTest\.EnqueueKeeps|^MocoTest\.AStepWithNonFinite
 skipped_step_moves_weights|src/run/sgd.cpp|    p.copy_(torch::where(apply, moved, p));|    p.copy_(moved);|^MomentumSgdTest\.AStepNotApplied
 loss_read_every_step|src/train/run_chores.cpp|  if (step_ % run_.config.train.log_every == 0|  if (step_ > 0|^HostSyncsTest\.
@@ -258,6 +258,13 @@ method_queue_not_checkpointed|src/moco_v2/moco_v2.cpp|  entries.push_back({"moco
 chores_no_bn_agreement_before_save|src/train/run_chores.cpp|  run_.method->before_save();|  (void)0;|^ckpt\.resume_bitwise_np2$|^cli\.train\.bn_buffers_np2$
 room_links_hdf5_where_not_called|CMakeLists.txt|moco_room(dist LIBS MPI::MPI_C)|moco_room(dist LIBS MPI::MPI_C HDF5::HDF5)|^build\.layers_refuse_upward_include$
 room_libraries_public|CMakeLists.txt|PUBLIC moco_common ${used_targets} PRIVATE ${ARG_LIBS})|PUBLIC moco_common ${used_targets} ${ARG_LIBS})|^build\.layers_refuse_upward_include$
+flat_not_bound_again|src/model/flat_tensors.cpp|  if (!bound()) bind();|  (void)0;|^FlatTensorsTest\.|^MocoTest\.
+flat_copied_again|src/model/flat_tensors.cpp|    if (bound()) return;|    (void)0;|^FlatTensorsTest\.
+flat_slices_unaligned|src/model/flat_tensors.cpp|std::max<int64_t>(1, kAlignBytes / tensors_[0].element_size());|1;|^FlatTensorsTest\.
+flat_versions_not_bumped|src/model/flat_tensors.cpp|  for (const auto& t : tensors_) t.unsafeGetTensorImpl()->bump_version();|  (void)0;|^FlatTensorsTest\.
+momentum_layouts_unchecked|src/model/moco.cpp|  if (!k_params_.same_layout(q_params_))|  if (false)|^MocoTest\.
+momentum_versions_not_bumped|src/model/moco.cpp|  k_params_.bump_versions();|  (void)0;|^MocoTest\.
+restore_skips_query_span|src/model/moco.cpp|end = query ? kind.q_count : kind.tensors.size();|end = query ? 0 : kind.tensors.size();|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
 LIST
 )
 
