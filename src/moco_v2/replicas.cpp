@@ -64,8 +64,7 @@ ReplicaSync::ReplicaSync(const run::Config& config, model::MocoImpl& moco, dist:
       group_(group),
       world_(group.world_size()),
       broadcast_buffers_(config.dist.broadcast_buffers),
-      check_every_(config.dist.queue_check_every),
-      bn_buffers_(joined_tensors(moco.encoder_q->buffers(), moco.encoder_k->buffers())) {}
+      check_every_(config.dist.queue_check_every) {}
 
 void ReplicaSync::broadcast_start() {
   if (world_ <= 1) return;
@@ -79,10 +78,10 @@ bool ReplicaSync::check_step(int64_t step) const { return world_ > 1 && check_ev
 
 void ReplicaSync::before_step(int64_t step) {
   if (world_ > 1 && broadcast_buffers_) {
-    RECORD_USER_SCOPE("update/bn_broadcast");  // Note [Update scopes] (sys/op_count.h)
-    dist::broadcast_parameters(bn_buffers_, group_);
+    RECORD_USER_SCOPE("update/bn_broadcast");                  // Note [Update scopes] (sys/op_count.h)
+    dist::broadcast_parameters(moco_.buffer_flats(), group_);  // one collective per dtype, in place
   }
-  bn_hash_ = check_step(step) && broadcast_buffers_ ? fnv1a_hash(bn_buffers_) : 0;
+  bn_hash_ = check_step(step) && broadcast_buffers_ ? fnv1a_hash(moco_.buffer_flats()) : 0;
 }
 
 void ReplicaSync::check_after_step(int64_t step) {
@@ -90,11 +89,11 @@ void ReplicaSync::check_after_step(int64_t step) {
 }
 
 void ReplicaSync::broadcast_bn_for_save() {
-  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
+  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(moco_.buffer_flats(), group_);
 }
 
 void ReplicaSync::broadcast_bn_for_eval() {
-  if (world_ > 1) dist::broadcast_parameters(bn_buffers_, group_);
+  if (world_ > 1) dist::broadcast_parameters(moco_.buffer_flats(), group_);
 }
 
 }  // namespace moco::moco_v2

@@ -39,8 +39,7 @@ class ReplicaSync {
   const int world_;
   const bool broadcast_buffers_;
   const int64_t check_every_;
-  std::vector<torch::Tensor> bn_buffers_;  // both encoders'
-  uint64_t bn_hash_ = 0;                   // of this step's start; 0 when the buffers are rank-local
+  uint64_t bn_hash_ = 0;  // of this step's start; 0 when the buffers are rank-local
 };
 
 }  // namespace moco::moco_v2
