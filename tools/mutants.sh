@@ -271,6 +271,10 @@ sgd_versions_not_bumped|src/run/sgd.cpp|  params_.bump_versions();|  (void)0;|^M
 sgd_flat_gradients_not_zeroed|src/run/sgd.cpp|    grads_.zero_();|    (void)0;|^MomentumSgdTest\.
 op_count_sees_no_updates|src/sys/op_count.cpp|  if (open_updates.empty()) return nullptr;|  return nullptr;|^UpdateOpsTest\.
 broadcast_flat_copied|src/dist/reducer.cpp|    if (kind.size() == 1 && only.is_contiguous()) {|    if (false) {|^ReducerBroadcast\.
+bn_hash_read_in_step|src/moco_v2/replicas.cpp|broadcast_buffers_ ? bytes_of(moco_.buffer_flats()) :|broadcast_buffers_ ? run::read_on_host(bytes_of(moco_.buffer_flats())) :|^cli\.train\.check_step_syncs_np2$|^mpi\.host_syncs_np2$
+step_syncs_unchecked_on_cpu|src/train/step_sync_check.cpp|  if (on) no_reads_.emplace("debug.check_step_syncs: inside a training step");|  (void)0;|^HostSyncsTest\.
+host_reads_never_forbidden|src/run/host_reads.cpp|  if (forbidden_by)|  if (false)|^HostSyncsTest\.
+config_invariants_beside_step_syncs|src/run/config.cpp|  require(!(c.debug.check_invariants && c.debug.check_step_syncs), where,|  require(true, where,|^ConfigTest\.|^cli\.bad_input\.invariants_with_step_syncs$
 LIST
 )
 
