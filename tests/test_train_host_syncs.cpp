@@ -17,6 +17,7 @@
 
 namespace {
 
+using namespace moco;  // run::, train::
 using moco::run::host_reads;
 
 // host_reads() made by a one-rank CPU run of tiny_synthetic that stops after `steps` steps.
@@ -60,7 +61,7 @@ TEST(HostSyncsTest, AReadInsideACheckedStepIsAnError) {
   EXPECT_NO_THROW(run::read_on_host(t));
 }
 
-// run::host_reads() of a run of 8 steps on the job's ranks (one under ctest, two under mpi.host_syncs_np2),
+// host_reads() of a run of 8 steps on the job's ranks (one under ctest, two under mpi.host_syncs_np2),
 // logging at steps 4 and 8, with debug.check_step_syncs and the replica check every `check_every` steps.
 int64_t host_reads_of_checked_run(const std::string& dir, int64_t check_every) {
   const auto group = test_world_group();
@@ -73,11 +74,11 @@ int64_t host_reads_of_checked_run(const std::string& dir, int64_t check_every) {
                               "debug.check_step_syncs=true", "dist.queue_check_every=" + std::to_string(check_every)});
   moco::run::RunContext context;
   context.group = group;
-  const int64_t before = run::host_reads();
+  const int64_t before = host_reads();
   moco::train::TrainResult result;
   EXPECT_NO_THROW(result = moco::train::train(config, context)) << "a host read inside a step";
   EXPECT_EQ(result.steps, 8);
-  return run::host_reads() - before;
+  return host_reads() - before;
 }
 
 // The replica check (dist.queue_check_every, several ranks only) reads the queue, its pointer and
