@@ -91,10 +91,11 @@ Rates images_per_second(const Case& c, int warmup, int steps, Step step, Floor f
 }
 
 // channels_last: weights and every batch in channels-last order, as train.channels_last does.
-nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size, bool channels_last) {
+// skip: the NaN/Inf skip as the trainer has it; false times the plain step, to see what the skip costs.
+nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size, bool channels_last, bool skip) {
   moco::model::MocoOptions options;
   options.queue_size = queue_size;
-  options.skip_nonfinite = true;  // as the trainer
+  options.skip_nonfinite = skip;
   moco::model::Moco moco(encoder_for(c), options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
   moco->train();
   if (channels_last) moco::run::use_channels_last(*moco);
@@ -120,7 +121,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
         auto out = moco->forward(batch->query.contiguous(format), batch->key.contiguous(format));
         optimizer.zero_grad();
         out.loss.backward();
-        optimizer.step(out.trained);
+        optimizer.step(out.trained);  // undefined without the skip: the plain in-place step
       },
       [&] {
         moco->encoder_q->forward(im_q).sum().backward();
@@ -130,6 +131,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
   return {{"case", c.name},
           {"arch", c.arch},
           {"channels_last", channels_last},
+          {"skip_nonfinite", skip},
           {"image", c.side},
           {"batch", c.batch},
           {"steps", steps},
@@ -159,7 +161,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "intra-op threads (0: one per core)");
   app.add_option("--only", only, "run only this case: tiny28, r18_32, r50_224");
   app.add_option("--json", json_path, "where to write the results");
-  bool both_formats = false;
+  bool both_formats = false, no_skip = false;
+  app.add_flag("--no-skip", no_skip,
+               "the step without the NaN/Inf skip (the trainer always has it): what the skip costs");
   app.add_flag("--channels-last", both_formats,
                "each case twice: contiguous, then weights and batches channels-last (train.channels_last)");
   CLI11_PARSE(app, argc, argv);
@@ -178,8 +182,8 @@ int main(int argc, char** argv) {
     if (!only.empty() && only != c.name) continue;
     for (const bool channels_last : {false, true}) {
       if (channels_last && !both_formats) continue;
-      const auto r =
-          run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size, channels_last);
+      const auto r = run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size,
+                              channels_last, !no_skip);
       std::cout << fmt::format("{:<9} {:>4} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}   {:.3f}-{:.3f} {:>9} {:>11}\n",
                                c.name, channels_last ? "on" : "off", c.side, c.batch, r["step_img_per_s"].get<double>(),
                                r["floor_img_per_s"].get<double>(), r["step_over_floor"].get<double>(),
