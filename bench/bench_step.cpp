@@ -1,14 +1,18 @@
 // bench_step: images/s of the full MoCo training step against the compute it cannot avoid.
 //
 // For each network: "step" is what the trainer does per batch (two augmented views from the loader,
-// query forward+backward, momentum update, key forward, logits against the queue, enqueue, SGD);
+// query forward+backward, momentum update, key forward, logits against the queue, enqueue, SGD; the
+// NaN/Inf skip on the device as train.* always has it: MocoOptions::skip_nonfinite, MomentumSgd
+// stepped with the step's `trained`);
 // "floor" is the same network's forward+backward plus a key forward on ready tensors, nothing else.
 // step/floor near 1 means the MoCo machinery costs nothing beyond the convolutions.
 #include "data/loader.h"
 #include "data/synthetic.h"
 #include "model/moco.h"
 #include "run/device.h"
+#include "run/sgd.h"
 #include "sys/host_memory.h"
+#include "sys/op_count.h"
 #include "sys/openblas_kernels.h"
 
 #include <CLI/CLI.hpp>
@@ -52,9 +56,10 @@ double quantile(std::vector<double> v, double q) {
 double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 
 struct Rates {
-  double step, floor;           // images per second: the median over the timed calls
-  double paired;                // step/floor: the median of floor_i / step_i over adjacent pairs
-  double paired_q1, paired_q3;  // their quartiles: how far the machine's noise spreads the pairs
+  double step, floor;               // images per second: the median over the timed calls
+  double paired;                    // step/floor: the median of floor_i / step_i over adjacent pairs
+  double paired_q1, paired_q3;      // their quartiles: how far the machine's noise spreads the pairs
+  int64_t ops = 0, update_ops = 0;  // ATen ops of one step, and those of its updates (Note [Update scopes])
 };
 
 // Images per second of `step` and of `floor` over `steps` timed calls each after `warmup` untimed
@@ -76,20 +81,27 @@ Rates images_per_second(const Case& c, int warmup, int steps, Step step, Floor f
   }
   std::vector<double> ratios;
   for (size_t i = 0; i < step_s.size(); ++i) ratios.push_back(floor_s[i] / step_s[i]);
-  return {static_cast<double>(c.batch) / median(step_s), static_cast<double>(c.batch) / median(floor_s), median(ratios),
-          quantile(ratios, 0.25), quantile(ratios, 0.75)};
+  Rates rates{static_cast<double>(c.batch) / median(step_s), static_cast<double>(c.batch) / median(floor_s),
+              median(ratios), quantile(ratios, 0.25), quantile(ratios, 0.75)};
+  const moco::sys::OpCount count;  // one more step, untimed: counting slows every op down
+  step();
+  rates.ops = count.ops();
+  rates.update_ops = count.update_ops();
+  return rates;
 }
 
 // channels_last: weights and every batch in channels-last order, as train.channels_last does.
-nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size, bool channels_last) {
+// skip: the NaN/Inf skip as the trainer has it; false times the plain step, to see what the skip costs.
+nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size, bool channels_last, bool skip) {
   moco::model::MocoOptions options;
   options.queue_size = queue_size;
+  options.skip_nonfinite = skip;
   moco::model::Moco moco(encoder_for(c), options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
   moco->train();
   if (channels_last) moco::run::use_channels_last(*moco);
   const auto format = channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
-  torch::optim::SGD optimizer(moco->trainable_parameters(),
-                              torch::optim::SGDOptions(0.03).momentum(0.9).weight_decay(1e-4));
+  moco::run::MomentumSgd optimizer(moco->trainable_parameters(), 0.9, 1e-4);
+  optimizer.set_lr(0.03);
 
   auto dataset =
       std::make_shared<moco::data::SyntheticDataset>(c.batch * (warmup + steps + 2), c.channels, c.side, c.side, 10, 0);
@@ -109,7 +121,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
         auto out = moco->forward(batch->query.contiguous(format), batch->key.contiguous(format));
         optimizer.zero_grad();
         out.loss.backward();
-        optimizer.step();
+        optimizer.step(out.trained);  // undefined without the skip: the plain in-place step
       },
       [&] {
         moco->encoder_q->forward(im_q).sum().backward();
@@ -119,6 +131,7 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
   return {{"case", c.name},
           {"arch", c.arch},
           {"channels_last", channels_last},
+          {"skip_nonfinite", skip},
           {"image", c.side},
           {"batch", c.batch},
           {"steps", steps},
@@ -128,6 +141,8 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
           {"step_over_floor", rates.paired},
           {"step_over_floor_quartiles", {rates.paired_q1, rates.paired_q3}},
           {"ratio_of_medians", rates.step / rates.floor},
+          {"ops_per_step", rates.ops},
+          {"update_ops_per_step", rates.update_ops},
           {"threads", torch::get_num_threads()}};
 }
 
@@ -146,7 +161,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "intra-op threads (0: one per core)");
   app.add_option("--only", only, "run only this case: tiny28, r18_32, r50_224");
   app.add_option("--json", json_path, "where to write the results");
-  bool both_formats = false;
+  bool both_formats = false, no_skip = false;
+  app.add_flag("--no-skip", no_skip,
+               "the step without the NaN/Inf skip (the trainer always has it): what the skip costs");
   app.add_flag("--channels-last", both_formats,
                "each case twice: contiguous, then weights and batches channels-last (train.channels_last)");
   CLI11_PARSE(app, argc, argv);
@@ -159,19 +176,20 @@ int main(int argc, char** argv) {
       {"r50_224", "resnet50", 224, 3, 8, false, 0},
   };
   nlohmann::json results = nlohmann::json::array();
-  std::cout << fmt::format("{:<9} {:>4} {:>6} {:>6} {:>12} {:>12} {:>11} {:>13}\n", "case", "CL", "image", "batch",
-                           "step img/s", "floor img/s", "step/floor", "quartiles");
+  std::cout << fmt::format("{:<9} {:>4} {:>6} {:>6} {:>12} {:>12} {:>11} {:>13} {:>9} {:>11}\n", "case", "CL", "image",
+                           "batch", "step img/s", "floor img/s", "step/floor", "quartiles", "ops/step", "update ops");
   for (const auto& c : cases) {
     if (!only.empty() && only != c.name) continue;
     for (const bool channels_last : {false, true}) {
       if (channels_last && !both_formats) continue;
-      const auto r =
-          run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size, channels_last);
-      std::cout << fmt::format("{:<9} {:>4} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}   {:.3f}-{:.3f}\n", c.name,
-                               channels_last ? "on" : "off", c.side, c.batch, r["step_img_per_s"].get<double>(),
+      const auto r = run_case(c, warmup, c.name == "r50_224" ? std::max(2, steps / 4) : steps, queue_size,
+                              channels_last, !no_skip);
+      std::cout << fmt::format("{:<9} {:>4} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>11.3f}   {:.3f}-{:.3f} {:>9} {:>11}\n",
+                               c.name, channels_last ? "on" : "off", c.side, c.batch, r["step_img_per_s"].get<double>(),
                                r["floor_img_per_s"].get<double>(), r["step_over_floor"].get<double>(),
                                r["step_over_floor_quartiles"][0].get<double>(),
-                               r["step_over_floor_quartiles"][1].get<double>());
+                               r["step_over_floor_quartiles"][1].get<double>(), r["ops_per_step"].get<int64_t>(),
+                               r["update_ops_per_step"].get<int64_t>());
       results.push_back(r);
     }
   }

@@ -59,6 +59,7 @@ struct AllReduceCall {
 struct BroadcastCall {
   int64_t numel;
   torch::ScalarType dtype;
+  const void* data;  // the memory the collective wrote
 };
 
 // Pretends to be rank `rank` of `world` identical ranks and records every collective.
@@ -83,7 +84,7 @@ class RecordingProcessGroup final : public ProcessGroup {
   }
   // As if root's tensors were ours plus one: shows whether every element found its way back.
   void broadcast(torch::Tensor& tensor, int root) override {
-    broadcasts.push_back({tensor.numel(), tensor.scalar_type()});
+    broadcasts.push_back({tensor.numel(), tensor.scalar_type(), tensor.data_ptr()});
     if (rank_ != root) tensor.add_(1);
   }
   torch::Tensor all_to_all(const torch::Tensor&, const std::vector<int64_t>&, const std::vector<int64_t>&) override {
@@ -533,6 +534,19 @@ TEST(ReducerBroadcast, OneCollectivePerDtypeAndEveryElementCopiedBack) {
   EXPECT_EQ(group.broadcasts[1].dtype, torch::kLong);
   EXPECT_EQ(group.broadcasts[2].dtype, torch::kDouble);
   for (size_t i = 0; i < tensors.size(); ++i) EXPECT_TRUE(torch::equal(tensors[i].detach(), before[i] + 1)) << i;
+}
+
+// A model's flat buffers (Note [Flat buffers] in model/flat_tensors.h), one per dtype: the collective
+// writes each in place, with no gathering copy and no copy back.
+TEST(ReducerBroadcast, TheOnlyContiguousTensorOfItsDtypeTravelsInPlace) {
+  RecordingProcessGroup group(/*world=*/4, /*rank=*/1);
+  const std::vector<torch::Tensor> flats = {torch::arange(300, torch::kFloat), torch::arange(7, torch::kLong)};
+  broadcast_parameters(flats, group);
+  ASSERT_EQ(group.broadcasts.size(), 2u);
+  for (size_t i = 0; i < flats.size(); ++i) {
+    EXPECT_EQ(group.broadcasts[i].data, flats[i].data_ptr()) << i;
+    EXPECT_TRUE(torch::equal(flats[i], torch::arange(flats[i].numel(), flats[i].scalar_type()) + 1)) << i;
+  }
 }
 
 TEST(ReducerBroadcast, RootKeepsItsValues) {

@@ -1,6 +1,7 @@
 #include "model/batch_shuffle.h"
 #include "model/contrastive.h"
 #include "model/moco.h"
+#include "run/device.h"
 #include "thrown_message.h"
 
 #include <gtest/gtest.h>
@@ -233,6 +234,37 @@ TEST(MocoTest, KeyEncoderGetsNoGradientAndMovesOnlyByMomentum) {
     for (size_t i = 0; i < q_params.size(); ++i) q_moved |= !torch::equal(q_params[i], q_before[i]);
     EXPECT_TRUE(q_moved);
   }
+}
+
+// use_channels_last after the model was made gives every 4-D weight new storage: both encoders'
+// flat buffers bind them again in their new memory order (Note [Flat buffers]) and k still moves
+// by exactly m*k + (1-m)*q.
+TEST(MocoTest, EncodersMadeChannelsLastLaterStillMoveOnlyByMomentum) {
+  torch::manual_seed(0);
+  const double m = 0.9;
+  auto moco = make_moco(64, m);
+  for (auto& p : moco->encoder_q->parameters()) {
+    torch::NoGradGuard no_grad;
+    p.add_(torch::randn_like(p));  // q and k differ
+  }
+  run::use_channels_last(*moco);
+  std::vector<torch::Tensor> q_before, k_before;
+  for (const auto& p : moco->encoder_q->parameters()) q_before.push_back(p.detach().clone());
+  for (const auto& p : moco->encoder_k->parameters()) k_before.push_back(p.detach().clone());
+  const auto version = moco->encoder_k->parameters()[0]._version();
+  moco->momentum_update();
+  const auto k_params = moco->encoder_k->parameters();
+  EXPECT_GT(k_params[0]._version(), version) << "autograd sees the update, as an in-place op on k";
+  for (size_t i = 0; i < k_params.size(); ++i) {
+    EXPECT_TRUE(torch::equal(k_params[i], k_before[i].mul(m).add(q_before[i], 1 - m))) << i;
+    if (k_params[i].dim() == 4) EXPECT_TRUE(k_params[i].is_contiguous(torch::MemoryFormat::ChannelsLast)) << i;
+  }
+}
+
+TEST(MocoTest, EncodersInDifferentMemoryOrdersAreRefused) {
+  auto moco = make_moco(64);
+  run::use_channels_last(*moco->encoder_q);
+  EXPECT_THROW(moco->momentum_update(), std::logic_error);
 }
 
 TEST(MocoTest, KeyEncoderStartsAsACopyOfTheQueryEncoder) {

@@ -150,6 +150,16 @@ TEST(ConfigTest, AugmentationKeysComeFromTheirTable) {
   }
 }
 
+// The invariant checks read on the host inside the step, which debug.check_step_syncs makes an error.
+TEST(ConfigTest, CheckInvariantsWithCheckStepSyncsIsRefusedNamingBoth) {
+  const auto path = write_temp("{}\n");
+  const auto error = config_error_of(path, {"debug.check_invariants=true", "debug.check_step_syncs=true"});
+  EXPECT_TRUE(contains(error, "key 'debug.check_invariants'")) << error;
+  EXPECT_TRUE(contains(error, "debug.check_step_syncs")) << error;
+  EXPECT_NO_THROW(load_config(path, {"debug.check_invariants=true"}));
+  EXPECT_NO_THROW(load_config(path, {"debug.check_step_syncs=true"}));
+}
+
 // The data.* augmentation keys feed the options the loader uses, member for member.
 TEST(ConfigTest, AugmentationKeysBindTheAugmentOptions) {
   const auto c = load_config(write_temp("{}\n"),

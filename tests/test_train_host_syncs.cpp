@@ -3,15 +3,21 @@
 // GPU each such read would drain the queue of kernels; here every read_on_host call is counted.
 #include "dist/process_group.h"
 #include "run/host_reads.h"
+#include "test_world.h"
+#include "train/step_sync_check.h"
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace {
 
+using namespace moco;  // run::, train::
 using moco::run::host_reads;
 
 // host_reads() made by a one-rank CPU run of tiny_synthetic that stops after `steps` steps.
@@ -41,6 +47,49 @@ TEST(HostSyncsTest, AStepReadsNothingAndALogStepReadsOnce) {
   const int64_t logging_every_step = host_reads_of_run(dir, 12, 1);
   // The short run read once, at its step 4; logging every step reads at each of 12.
   EXPECT_EQ(logging_every_step - short_run, 12 - 1) << "with train.log_every=1 each step reads once";
+}
+
+// debug.check_step_syncs (StepSyncCheck) on the CPU: a counted read inside the step is an error.
+TEST(HostSyncsTest, AReadInsideACheckedStepIsAnError) {
+  const auto t = torch::ones({2});
+  {
+    const moco::train::StepSyncCheck check(/*on=*/true, torch::kCPU);
+    EXPECT_THROW(run::read_on_host(t), std::logic_error);
+  }
+  EXPECT_NO_THROW(run::read_on_host(t));
+  const moco::train::StepSyncCheck off(/*on=*/false, torch::kCPU);
+  EXPECT_NO_THROW(run::read_on_host(t));
+}
+
+// host_reads() of a run of 8 steps on the job's ranks (one under ctest, two under mpi.host_syncs_np2),
+// logging at steps 4 and 8, with debug.check_step_syncs and the replica check every `check_every` steps.
+int64_t host_reads_of_checked_run(const std::string& dir, int64_t check_every) {
+  const auto group = test_world_group();
+  if (group->rank() == 0) std::filesystem::remove_all(dir);
+  group->barrier();
+  const auto config =
+      moco::run::load_config(MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
+                             {"train.output_dir=" + dir, "train.epochs=0.5", "train.log_every=4", "train.threads=1",
+                              "ckpt.every_minutes=0", "ckpt.async=false", "knn.raw_baseline=false",
+                              "debug.check_step_syncs=true", "dist.queue_check_every=" + std::to_string(check_every)});
+  moco::run::RunContext context;
+  context.group = group;
+  const int64_t before = host_reads();
+  moco::train::TrainResult result;
+  EXPECT_NO_THROW(result = moco::train::train(config, context)) << "a host read inside a step";
+  EXPECT_EQ(result.steps, 8);
+  return host_reads() - before;
+}
+
+// The replica check (dist.queue_check_every, several ranks only) reads the queue, its pointer and
+// the copy of the BN buffers taken at the step's start after the step, never inside it: with
+// debug.check_step_syncs the run goes through, and each check step reads 3 more times.
+TEST(HostSyncsTest, ACheckStepReadsOnlyAfterTheStep) {
+  const std::string dir = ::testing::TempDir() + "host_syncs_check_run";
+  const int64_t unchecked = host_reads_of_checked_run(dir, 0);
+  const int64_t checked = host_reads_of_checked_run(dir, 2);
+  const int world = test_world_group()->world_size();
+  EXPECT_EQ(checked - unchecked, world > 1 ? 4 * 3 : 0) << "steps 2, 4, 6 and 8 check on " << world << " rank(s)";
 }
 
 }  // namespace

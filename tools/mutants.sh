@@ -27,10 +27,9 @@ mutants=$(cat <<'LIST'
 queue_gets_queries|src/model/moco.cpp|group_->all_gather(out.k);|group_->all_gather(out.q.detach());|^MocoTest\.
 q_not_normalised|src/model/moco.cpp|out.q = F::normalize(encode(encoder_q, im_q), unit);|out.q = encode(encoder_q, im_q);|^MocoTest\.
 temperature_on_negatives_only|src/model/contrastive.cpp|return torch::cat({l_pos, l_neg}, 1) / temperature;|return torch::cat({l_pos, l_neg / temperature}, 1);|^ContrastiveTest\.|^MocoTest\.
-momentum_swapped|src/model/moco.cpp|k_params[i].mul_(m).add_(q_params[i], 1.0 - m);|k_params[i].mul_(1.0 - m).add_(q_params[i], m);|^MocoTest\.
+momentum_swapped|src/model/moco.cpp|k.mul_(m).add_(q, 1.0 - m);|k.mul_(1.0 - m).add_(q, m);|^MocoTest\.
 gradients_summed|src/dist/reducer.cpp|torch::div_out(slot.view, grad, torch::scalar_tensor(static_cast<double>(group_->world_size()), torch::kDouble));|slot.view.copy_(grad);|^Reducer|^mpi\.np2$
-bn_buffers_not_broadcast|src/moco_v2/replicas.cpp|  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
-  bn_hash_ =|  bn_hash_ =|^cli\.train\.bn_buffers_np2$
+bn_buffers_not_broadcast|src/moco_v2/replicas.cpp|    dist::broadcast_parameters(moco_.buffer_flats(), group_);  // one collective per dtype, in place|    (void)group_;|^cli\.train\.bn_buffers_np2$
 crop_at_corner|src/data/view_params.cpp|return {top, left, h, w};|return {0, 0, h, w};|^AugmentTest\.|^LoaderTest\.|^ViewParamsTest\.
 crop_centred|src/data/view_params.cpp|return {top, left, h, w};|return {(height - h) / 2, (width - w) / 2, h, w};|^AugmentTest\.|^LoaderTest\.|^ViewParamsTest\.
 resize_not_antialiased|src/data/resize.cpp|const float support = scale >= 1.0f ? scale : 1.0f;|const float support = 1.0f;|^data\.augment_parity_torchvision$|^ImageOpsTest\.
@@ -64,7 +63,7 @@ knn_every_epochs_ignored|src/run/run_control.cpp|return config_.knn.every_epochs
 shuffle_counter_not_restored|src/train/run_chores.cpp|run_.method->set_draw_counter(at_.shuffle_steps);|(void)at_.shuffle_steps;|^ckpt\.resume_bitwise_np1$
 loader_not_resumed_mid_epoch|src/train/run_chores.cpp|epoch == at_.epoch ? at_.batch_in_epoch : 0;|0;|^ckpt\.resume_bitwise_np1$
 stop_signal_ignored|src/train/step_book.cpp|preempt::preemption_signal(), data_wait_s}|0, data_wait_s}|^launch\.plain_sigterm$
-nan_skip_keeps_query_bn_stats|src/model/moco.cpp|    restore_unless(out.trained, q_buffers, q_buffers_before);|    (void)q_buffers_before;|^faults\.nan_skip$
+nan_skip_keeps_query_bn_stats|src/model/moco.cpp|    restore_buffers_unless(out.trained, /*query=*/true, buffers_before);|    (void)buffers_before;|^faults\.nan_skip$
 h5_attribute_read_one_short|src/h5/attributes.cpp|std::string text(H5Tget_size(type.get()) + 1, '\0');|std::string text(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
 roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[static_cast<size_t>(awaited[i])] < 0) silent.push_back(awaited[i]);|(void)arrived;|^faults\.stuck_peer$
 roll_call_not_answered_while_waiting|src/dist/mpi_process_group.cpp|if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm, &waiting, &status) != MPI_SUCCESS|if (true|^mpi\.np4$
@@ -124,7 +123,7 @@ gpu_check_results_only_at_the_end|tools/gpu_check.sh|  write_results
 }|  :
 }|^gpu_check\.self_check$
 bucket_views_contiguous|src/dist/reducer.cpp|if (param.dim() == 4 && !param.is_contiguous() && param.is_contiguous(torch::MemoryFormat::ChannelsLast)) {|if (false) {|^ReducerMemoryFormat\.
-momentum_buffers_contiguous|src/run/sgd.cpp|torch::zeros_like(p, torch::MemoryFormat::Preserve)|torch::zeros_like(p, torch::MemoryFormat::Contiguous)|^MomentumSgdTest\.
+momentum_buffers_contiguous|src/run/sgd.cpp|slices.push_back(params.slice(flat, i));|slices.push_back(params.slice(flat, i).contiguous());|^MomentumSgdTest\.
 shuffle_returns_nchw|src/model/batch_shuffle.cpp|return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;|return nhwc ? shuffled.permute({0, 3, 1, 2}).contiguous() : shuffled;|^BatchShuffleTest\.
 file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|const std::vector<std::string>& extra_dirs, bool write) {|const std::vector<std::string>& extra_dirs, bool may_write) { const bool write = (static_cast<void>(may_write), true);|^FileListCacheTest\.
 layers_model_sees_data|CMakeLists.txt|moco_room(model USES dist)|moco_room(model USES dist data)|^build\.layers_refuse_upward_include$
@@ -143,11 +142,11 @@ local_rank_from_slurm_outside_a_step|src/dist/bootstrap.cpp|} else if (is_srun_s
 transport_peer_is_self|src/dist/nccl_transport_log.cpp|it->peers.insert(from == rank ? to : from);|it->peers.insert(from);|^NcclTransportLog\.
 nccl_debug_file_overrides_users|src/dist/nccl_transport_log.cpp|    if (user_file == nullptr) plan.set.emplace_back("NCCL_DEBUG_FILE", file);|    plan.set.emplace_back("NCCL_DEBUG_FILE", file);|^NcclTransportLog\.
 watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
-skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);|    (void)k_buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
-bn_restore_bumps_version|src/model/moco.cpp|    auto values = now[i].variable_data();  // same storage, a version counter of its own|    auto values = now[i];|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
-momentum_swapped_when_checked|src/model/moco.cpp|k_params[i].mul(m).add_(q_params[i], 1.0 - m);|k_params[i].mul(1.0 - m).add_(q_params[i], m);|^MocoTest\.AStepWithNonFinite
+skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_buffers_unless(out.trained, /*query=*/false, buffers_before);|    (void)buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
+bn_restore_bumps_version|src/model/moco.cpp|    torch::where_out(values, keep_new, values, kind.tensors.span(saved[i], begin, end));|    torch::where_out(values, keep_new, values, kind.tensors.span(saved[i], begin, end)), kind.tensors.bump_versions();|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
+momentum_swapped_when_checked|src/model/moco.cpp|k.mul(m).add_(q, 1.0 - m);|k.mul(1.0 - m).add_(q, m);|^MocoTest\.AStepWithNonFinite
 skipped_step_enqueues|src/model/contrastive.cpp|  if (apply.defined()) keys_by_column = torch::where(apply, keys_by_column, queue.index_select(1, columns));|  (void)apply;|^ContrastiveTest\.EnqueueKeeps|^MocoTest\.AStepWithNonFinite
-skipped_step_moves_weights|src/run/sgd.cpp|    p.copy_(torch::where(apply, moved, p));|    p.copy_(moved);|^MomentumSgdTest\.AStepNotApplied
+skipped_step_moves_weights|src/run/sgd.cpp|    torch::where_out(p, apply, moved, p);|    p.copy_(moved);|^MomentumSgdTest\.AStepNotApplied
 loss_read_every_step|src/train/run_chores.cpp|  if (step_ % run_.config.train.log_every == 0|  if (step_ > 0|^HostSyncsTest\.
 step_record_acc_off_by_one|src/train/step_records.cpp|  return positive_rank.lt(k).sum()|  return positive_rank.le(k).sum()|^StepRecordsTest\.
 step_record_flags_misread|src/train/step_records.cpp|      if (row[3 + r] != 0) report.skipped_by.push_back(r);|      if (row[2 + r] != 0) report.skipped_by.push_back(r);|^StepRecordsTest\.|^faults\.nan_skip$
@@ -258,6 +257,24 @@ method_queue_not_checkpointed|src/moco_v2/moco_v2.cpp|  entries.push_back({"moco
 chores_no_bn_agreement_before_save|src/train/run_chores.cpp|  run_.method->before_save();|  (void)0;|^ckpt\.resume_bitwise_np2$|^cli\.train\.bn_buffers_np2$
 room_links_hdf5_where_not_called|CMakeLists.txt|moco_room(dist LIBS MPI::MPI_C)|moco_room(dist LIBS MPI::MPI_C HDF5::HDF5)|^build\.layers_refuse_upward_include$
 room_libraries_public|CMakeLists.txt|PUBLIC moco_common ${used_targets} PRIVATE ${ARG_LIBS})|PUBLIC moco_common ${used_targets} ${ARG_LIBS})|^build\.layers_refuse_upward_include$
+flat_not_bound_again|src/model/flat_tensors.cpp|  if (!bound()) bind();|  (void)0;|^FlatTensorsTest\.|^MocoTest\.
+flat_copied_again|src/model/flat_tensors.cpp|    if (bound()) return;|    (void)0;|^FlatTensorsTest\.
+flat_slices_unaligned|src/model/flat_tensors.cpp|std::max<int64_t>(1, kAlignBytes / tensors_[0].element_size());|1;|^FlatTensorsTest\.
+flat_versions_not_bumped|src/model/flat_tensors.cpp|  for (const auto& t : tensors_) t.unsafeGetTensorImpl()->bump_version();|  (void)0;|^FlatTensorsTest\.
+momentum_layouts_unchecked|src/model/moco.cpp|  if (!k_params_.same_layout(q_params_))|  if (false)|^MocoTest\.
+momentum_versions_not_bumped|src/model/moco.cpp|  k_params_.bump_versions();|  (void)0;|^MocoTest\.
+restore_skips_query_span|src/model/moco.cpp|end = query ? kind.q_count : kind.tensors.size();|end = query ? 0 : kind.tensors.size();|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
+sgd_gradients_not_bound|src/run/sgd.cpp|      g = slice;|      (void)0;|^UpdateOpsTest\.
+sgd_gradientless_parameter_stepped|src/run/sgd.cpp|      all = false;|      (void)all;|^MomentumSgdTest\.
+sgd_buffers_keep_old_layout|src/run/sgd.cpp|  if (buffers_.same_layout(params_)) return;|  return;|^MomentumSgdTest\.
+sgd_versions_not_bumped|src/run/sgd.cpp|  params_.bump_versions();|  (void)0;|^MomentumSgdTest\.
+sgd_flat_gradients_not_zeroed|src/run/sgd.cpp|    grads_.zero_();|    (void)0;|^MomentumSgdTest\.
+op_count_sees_no_updates|src/sys/op_count.cpp|  if (open_updates.empty()) return nullptr;|  return nullptr;|^UpdateOpsTest\.
+broadcast_flat_copied|src/dist/reducer.cpp|    if (kind.size() == 1 && only.is_contiguous()) {|    if (false) {|^ReducerBroadcast\.
+bn_hash_read_in_step|src/moco_v2/replicas.cpp|broadcast_buffers_ ? bytes_of(moco_.buffer_flats()) :|broadcast_buffers_ ? run::read_on_host(bytes_of(moco_.buffer_flats())) :|^cli\.train\.check_step_syncs_np2$|^mpi\.host_syncs_np2$
+step_syncs_unchecked_on_cpu|src/train/step_sync_check.cpp|  if (on) no_reads_.emplace("debug.check_step_syncs: inside a training step");|  (void)0;|^HostSyncsTest\.
+host_reads_never_forbidden|src/run/host_reads.cpp|  if (forbidden_by)|  if (false)|^HostSyncsTest\.
+config_invariants_beside_step_syncs|src/run/config.cpp|  require(!(c.debug.check_invariants && c.debug.check_step_syncs), where,|  require(true, where,|^ConfigTest\.|^cli\.bad_input\.invariants_with_step_syncs$
 LIST
 )
 

@@ -379,6 +379,11 @@ void broadcast_parameters(const std::vector<torch::Tensor>& tensors, ProcessGrou
   }
   torch::NoGradGuard no_grad;  // parameters are leaves that require grad: in-place writes need this
   for (const auto& kind : kinds) {
+    torch::Tensor only = tensors[kind.front()];  // shares storage: a broadcast into it writes the caller's tensor
+    if (kind.size() == 1 && only.is_contiguous()) {
+      group.broadcast(only, root);  // e.g. a model's flat buffer of BatchNorm buffers
+      continue;
+    }
     std::vector<torch::Tensor> pieces;
     for (size_t i : kind) pieces.push_back(tensors[i].reshape({-1}));
     torch::Tensor flat = torch::cat(pieces);

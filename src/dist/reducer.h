@@ -141,7 +141,8 @@ class GradientReducer {
 };
 
 // Makes every rank's `tensors` equal to root's (model parameters and buffers at start). Tensors of
-// one (device, dtype) travel as one flat buffer, so a model costs a collective or two.
+// one (device, dtype) travel as one flat buffer, so a model costs a collective or two; the only
+// contiguous tensor of its kind travels in place, with no copy.
 void broadcast_parameters(const std::vector<torch::Tensor>& tensors, ProcessGroup& group, int root = 0);
 
 }  // namespace moco::dist

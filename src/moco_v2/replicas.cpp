@@ -3,6 +3,7 @@
 #include "dist/reducer.h"
 #include "run/host_reads.h"
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include <stdexcept>
@@ -23,14 +24,16 @@ uint64_t fnv1a_hash(const torch::Tensor& tensor, uint64_t hash = 146959810393466
   return hash;
 }
 
-uint64_t fnv1a_hash(const std::vector<torch::Tensor>& tensors) {
-  uint64_t hash = 1469598103934665603ULL;
-  for (const auto& t : tensors) hash = fnv1a_hash(t, hash);
-  return hash;
+// The tensors' bytes, one after the other, in one new tensor on their device: a copy taken inside
+// the step, read on the host after it.
+torch::Tensor bytes_of(const std::vector<torch::Tensor>& flats) {
+  std::vector<torch::Tensor> bytes;
+  for (const auto& f : flats) bytes.push_back(f.contiguous().view(torch::kUInt8));
+  return torch::cat(bytes);
 }
 
 // Stops the run, naming the ranks whose queue or pointer differ from rank 0's, or whose BN buffers
-// differed from rank 0's at the step's start (bn_hash, taken right after the step's broadcast; 0
+// differed from rank 0's at the step's start (bn_hash, of a copy taken right after the step's broadcast; 0
 // when the buffers are rank-local). The queue is never broadcast: it stays identical only because
 // every rank enqueues the same all-gathered keys.
 void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup& group, int64_t step) {
@@ -63,8 +66,7 @@ ReplicaSync::ReplicaSync(const run::Config& config, model::MocoImpl& moco, dist:
       group_(group),
       world_(group.world_size()),
       broadcast_buffers_(config.dist.broadcast_buffers),
-      check_every_(config.dist.queue_check_every),
-      bn_buffers_(joined_tensors(moco.encoder_q->buffers(), moco.encoder_k->buffers())) {}
+      check_every_(config.dist.queue_check_every) {}
 
 void ReplicaSync::broadcast_start() {
   if (world_ <= 1) return;
@@ -77,20 +79,26 @@ void ReplicaSync::broadcast_start() {
 bool ReplicaSync::check_step(int64_t step) const { return world_ > 1 && check_every_ > 0 && step % check_every_ == 0; }
 
 void ReplicaSync::before_step(int64_t step) {
-  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
-  bn_hash_ = check_step(step) && broadcast_buffers_ ? fnv1a_hash(bn_buffers_) : 0;
+  if (world_ > 1 && broadcast_buffers_) {
+    RECORD_USER_SCOPE("update/bn_broadcast");                  // Note [Update scopes] (sys/op_count.h)
+    dist::broadcast_parameters(moco_.buffer_flats(), group_);  // one collective per dtype, in place
+  }
+  bn_at_start_ = check_step(step) && broadcast_buffers_ ? bytes_of(moco_.buffer_flats()) : torch::Tensor();
 }
 
 void ReplicaSync::check_after_step(int64_t step) {
-  if (check_step(step)) check_replicas(moco_, bn_hash_, group_, step);
+  if (!check_step(step)) return;
+  const uint64_t bn_hash = bn_at_start_.defined() ? fnv1a_hash(bn_at_start_) : 0;
+  bn_at_start_ = torch::Tensor();
+  check_replicas(moco_, bn_hash, group_, step);
 }
 
 void ReplicaSync::broadcast_bn_for_save() {
-  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(bn_buffers_, group_);
+  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(moco_.buffer_flats(), group_);
 }
 
 void ReplicaSync::broadcast_bn_for_eval() {
-  if (world_ > 1) dist::broadcast_parameters(bn_buffers_, group_);
+  if (world_ > 1) dist::broadcast_parameters(moco_.buffer_flats(), group_);
 }
 
 }  // namespace moco::moco_v2

@@ -19,7 +19,8 @@ class ReplicaSync {
   // Rank 0's query encoder, its BN buffers and the queue everywhere; the key encoder copies it.
   void broadcast_start();
   // Before step `step` (counted from 1): rank 0's BN buffers (dist.broadcast_buffers), and on a
-  // check step their hash, taken right after the broadcast.
+  // check step a copy of them on the device, taken right after the broadcast (hashed on the host
+  // after the step: nothing inside a step waits for the device).
   void before_step(int64_t step);
   // After step `step`, on a check step only: collective, throws naming the ranks that differ.
   void check_after_step(int64_t step);
@@ -39,8 +40,7 @@ class ReplicaSync {
   const int world_;
   const bool broadcast_buffers_;
   const int64_t check_every_;
-  std::vector<torch::Tensor> bn_buffers_;  // both encoders'
-  uint64_t bn_hash_ = 0;                   // of this step's start; 0 when the buffers are rank-local
+  torch::Tensor bn_at_start_;  // the BN buffers' bytes at a check step's start; undefined when rank-local
 };
 
 }  // namespace moco::moco_v2

@@ -4,11 +4,35 @@
 #include "model/batch_shuffle.h"
 #include "model/contrastive.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <stdexcept>
 
 namespace moco::model {
+
+namespace {
+
+// The buffers of both encoders by (dtype, device), in first-seen order, the query encoder's first.
+template <typename Kind>
+std::vector<Kind> buffer_kinds(const std::vector<torch::Tensor>& q, const std::vector<torch::Tensor>& k) {
+  std::vector<std::vector<torch::Tensor>> groups;
+  std::vector<size_t> q_counts;
+  for (size_t i = 0; i < q.size() + k.size(); ++i) {
+    const auto& t = i < q.size() ? q[i] : k[i - q.size()];
+    size_t g = 0;
+    while (g < groups.size() && (groups[g][0].scalar_type() != t.scalar_type() || groups[g][0].device() != t.device()))
+      ++g;
+    if (g == groups.size()) groups.emplace_back(), q_counts.push_back(0);
+    groups[g].push_back(t);
+    if (i < q.size()) ++q_counts[g];
+  }
+  std::vector<Kind> kinds;
+  for (size_t g = 0; g < groups.size(); ++g) kinds.push_back({FlatTensors(groups[g]), q_counts[g]});
+  return kinds;
+}
+
+}  // namespace
 
 MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std::shared_ptr<dist::ProcessGroup> group,
                    uint64_t seed)
@@ -27,6 +51,9 @@ MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std
   queue_ = register_buffer(
       "queue", torch::nn::functional::normalize(queue, torch::nn::functional::NormalizeFuncOptions().dim(0)));
   queue_ptr_ = register_buffer("queue_ptr", torch::zeros({1}, torch::kLong));
+  q_params_ = FlatTensors(encoder_q->parameters());
+  k_params_ = FlatTensors(encoder_k->parameters());
+  bn_ = buffer_kinds<BufferKind>(encoder_q->buffers(), encoder_k->buffers());
 }
 
 void MocoImpl::copy_query_to_key() {
@@ -50,19 +77,23 @@ torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images) con
 }
 
 void MocoImpl::momentum_update(const torch::Tensor& apply) {
+  RECORD_USER_SCOPE("update/momentum");  // Note [Update scopes] (sys/op_count.h)
   torch::NoGradGuard no_grad;
+  const auto& q = q_params_.flat();
+  auto k = k_params_.flat();
+  if (!k_params_.same_layout(q_params_))
+    throw std::logic_error(
+        "the key encoder's parameters are not laid out as the query encoder's: change both "
+        "encoders' memory format together");
   const double m = options_.momentum;
-  auto q_params = encoder_q->parameters();
-  auto k_params = encoder_k->parameters();
-  for (size_t i = 0; i < q_params.size(); ++i) {
-    if (!apply.defined()) {
-      k_params[i].mul_(m).add_(q_params[i], 1.0 - m);
-      continue;
-    }
+  if (!apply.defined()) {
+    k.mul_(m).add_(q, 1.0 - m);
+  } else {
     // The same kernels out of place, so a step that trains gets the same bits as the in-place update.
-    const auto moved = k_params[i].mul(m).add_(q_params[i], 1.0 - m);
-    k_params[i].copy_(torch::where(apply, moved, k_params[i]));
+    const auto moved = k.mul(m).add_(q, 1.0 - m);
+    torch::where_out(k, apply, moved, k);
   }
+  k_params_.bump_versions();
 }
 
 torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
@@ -79,54 +110,60 @@ torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
   return k;
 }
 
-namespace {
+std::vector<torch::Tensor> MocoImpl::buffer_flats() {
+  std::vector<torch::Tensor> flats;
+  for (auto& kind : bn_) flats.push_back(kind.tensors.flat());
+  return flats;
+}
 
-std::vector<torch::Tensor> copies_of(const std::vector<torch::Tensor>& tensors) {
+std::vector<torch::Tensor> MocoImpl::snapshot_buffers() {
+  RECORD_USER_SCOPE("update/bn_restore");
   std::vector<torch::Tensor> copies;
-  for (const auto& t : tensors) copies.push_back(t.detach().clone());
+  for (auto& kind : bn_) copies.push_back(kind.tensors.flat().clone());
   return copies;
 }
 
-// Puts back the values saved before the step unless `keep_new` (a bool scalar on the device).
-// BatchNorm's forward saves its running statistics for backward (used there only in eval mode), so
-// they are written without bumping their version: a bump would fail the backward.
-void restore_unless(const torch::Tensor& keep_new, const std::vector<torch::Tensor>& now,
-                    const std::vector<torch::Tensor>& saved) {
+// Puts back one encoder's buffers as saved before the step unless `keep_new` (a bool scalar on the
+// device). BatchNorm's forward saves its running statistics for backward (used there only in eval
+// mode), so they are written without bumping their version (through the flat buffer, which has a
+// version counter of its own): a bump would fail the backward.
+void MocoImpl::restore_buffers_unless(const torch::Tensor& keep_new, bool query,
+                                      const std::vector<torch::Tensor>& saved) {
+  RECORD_USER_SCOPE("update/bn_restore");
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < now.size(); ++i) {
-    auto values = now[i].variable_data();  // same storage, a version counter of its own
-    values.copy_(torch::where(keep_new, values, saved[i]));
+  for (size_t i = 0; i < bn_.size(); ++i) {
+    auto& kind = bn_[i];
+    const size_t begin = query ? 0 : kind.q_count, end = query ? kind.q_count : kind.tensors.size();
+    auto values = kind.tensors.span(kind.tensors.flat(), begin, end);
+    torch::where_out(values, keep_new, values, kind.tensors.span(saved[i], begin, end));
   }
 }
-
-}  // namespace
 
 // Note [Skipping a step on the device]
 // Whether any rank's queries hold NaN or Inf is known only on the device. Reading it on the host
 // would stall the GPU's queue every step, so every rank runs the whole step and each state change
 // keeps its old value where `trained` is false (torch::where, bit for bit the new value where it is
-// true). The host learns of a skipped step later, when it reads the step's records anyway.
+// true; one per flat buffer: Note [Flat buffers]). The host learns of a skipped step later, when it
+// reads the step's records anyway.
 MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_k) {
   namespace F = torch::nn::functional;
   const auto unit = F::NormalizeFuncOptions().dim(1);
   const bool skippable = options_.skip_nonfinite;
   MocoOutput out;
-  const auto q_buffers = encoder_q->buffers(), k_buffers = encoder_k->buffers();
-  const auto q_buffers_before = skippable ? copies_of(q_buffers) : std::vector<torch::Tensor>();
-  const auto k_buffers_before = skippable ? copies_of(k_buffers) : std::vector<torch::Tensor>();
+  const auto buffers_before = skippable ? snapshot_buffers() : std::vector<torch::Tensor>();
   out.q = F::normalize(encode(encoder_q, im_q), unit);
   if (skippable) {
     // One flag per rank, so that every rank skips the same step and can name who caused it.
     out.nonfinite_by_rank =
         group_->all_gather(out.q.detach().isfinite().all().logical_not().to(torch::kInt32).view({1}));
     out.trained = out.nonfinite_by_rank.sum().eq(0);
-    restore_unless(out.trained, q_buffers, q_buffers_before);
+    restore_buffers_unless(out.trained, /*query=*/true, buffers_before);
   }
   {
     torch::NoGradGuard no_grad;
     momentum_update(out.trained);
     out.k = F::normalize(key_forward(im_k), unit);
-    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);
+    if (skippable) restore_buffers_unless(out.trained, /*query=*/false, buffers_before);
   }
   // The fused loss makes its gradient here and keeps nothing of the queue, so the enqueue below may
   // overwrite it before backward (the plain composition would need a snapshot of it).

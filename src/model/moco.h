@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dist/process_group.h"
+#include "model/flat_tensors.h"
 #include "model/resnet.h"
 
 #include <memory>
@@ -49,6 +50,7 @@ class MocoImpl : public torch::nn::Module {
   MocoOutput forward(const torch::Tensor& im_q, const torch::Tensor& im_k);
 
   // k = m*k + (1-m)*q for every parameter; with `apply` (a bool scalar on the device) false, k stays.
+  // A few ops on the encoders' flat parameter buffers, whatever the number of tensors (Note [Flat buffers]).
   void momentum_update(const torch::Tensor& apply = {});
   // Makes the key encoder an exact copy of the query encoder (at start, after rank 0's state arrives).
   void copy_query_to_key();
@@ -69,6 +71,9 @@ class MocoImpl : public torch::nn::Module {
   void set_shuffle_steps(int64_t steps) { steps_ = steps; }
   // Bytes of images and keys this rank sent to other ranks for shuffle-BN in the last step.
   int64_t last_shuffle_bytes() const { return last_shuffle_bytes_; }
+  // Both encoders' BatchNorm buffers (the query encoder's first), one flat buffer per dtype (Note
+  // [Flat buffers]): what travels when rank 0's buffers are broadcast.
+  std::vector<torch::Tensor> buffer_flats();
 
  private:
   MocoOptions options_;
@@ -82,6 +87,17 @@ class MocoImpl : public torch::nn::Module {
   int64_t last_shuffle_bytes_ = 0;
   torch::Tensor queue_;
   torch::Tensor queue_ptr_;  // int64 [1]; a tensor so that state_dict and checkpoints carry it
+
+  // Note [Flat buffers]: the encoders' parameters in two buffers of one layout; their BatchNorm
+  // buffers in one per dtype, the query encoder's `q_count` tensors first, then the key encoder's.
+  struct BufferKind {
+    FlatTensors tensors;
+    size_t q_count = 0;
+  };
+  FlatTensors q_params_, k_params_;
+  std::vector<BufferKind> bn_;
+  std::vector<torch::Tensor> snapshot_buffers();
+  void restore_buffers_unless(const torch::Tensor& keep_new, bool query, const std::vector<torch::Tensor>& saved);
 };
 TORCH_MODULE(Moco);
 

@@ -382,9 +382,9 @@ std::vector<Field> ckpt_dist_debug_fields() {
                  "each step, check that the key encoder moved by exactly m*k + (1-m)*q and got no gradient, and that "
                  "the queue holds unit keys and no graph (slow)"),
       MOCO_FIELD(debug.check_step_syncs,
-                 "CUDA: a call that makes the host wait for the device inside a training step, up to its reports "
-                 "(log steps, checkpoints, epoch ends), is an error naming the op; set dist.queue_check_every=0 "
-                 "with it (the queue check reads the queue)"),
+                 "a call that makes the host wait for the device inside a training step, up to its reports (log "
+                 "steps, checkpoints, epoch ends), is an error naming the op (CUDA: any such call; every device: "
+                 "the trainer's counted host reads); not with debug.check_invariants, which reads inside the step"),
   };
 }
 
@@ -639,6 +639,8 @@ void validate(const Reading& reading, const std::string& where) {
   require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb",
           "must be positive");
   require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");
+  require(!(c.debug.check_invariants && c.debug.check_step_syncs), where, "debug.check_invariants",
+          "cannot be on with debug.check_step_syncs: its checks read the step's results on the host inside the step");
 }
 
 }  // namespace

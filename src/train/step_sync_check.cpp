@@ -7,6 +7,7 @@
 namespace moco::train {
 
 StepSyncCheck::StepSyncCheck(bool on, torch::Device device) {
+  if (on) no_reads_.emplace("debug.check_step_syncs: inside a training step");
 #if MOCO_WITH_CUDA
   if (!on || !device.is_cuda()) return;
   c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);

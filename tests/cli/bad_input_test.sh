@@ -68,6 +68,10 @@ empty_value)
   printf 'model:\n  arch:\n' >"$work/noarch.yaml"
   expect 2 "$work/noarch.yaml: key 'model.arch' has no value" -- "$dist" --config "$work/noarch.yaml" train.output_dir="$out"
   no_work_done ;;
+invariants_with_step_syncs)
+  expect 2 "$tiny (with overrides): key 'debug.check_invariants' cannot be on with debug.check_step_syncs" -- \
+    "$dist" --config "$tiny" debug.check_invariants=true debug.check_step_syncs=true train.output_dir="$out"
+  no_work_done ;;
 duplicate_key)
   printf 'optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n' >"$work/dup.yaml"
   expect 2 "$work/dup.yaml: key 'optim.base_lr' is given twice (lines 2 and 4)" -- "$dist" --config "$work/dup.yaml" train.output_dir="$out"

@@ -120,6 +120,14 @@ bn_buffers_np2)
   mpirun -np 2 --oversubscribe "$dist" "${base[@]}" dist.queue_check_every=1 dist.broadcast_buffers=false train.output_dir="$work/local" >"$work/local.console" 2>&1 ||
     { cat "$work/local.console"; exit 1; }
   grep -q '"encoder":"trained"' "$work/local/metrics.jsonl" ;;
+check_step_syncs_np2)
+  # debug.check_step_syncs on two ranks with the replica check every 2 steps (steps 2, 4, 6, 8; 4
+  # and 8 log): a counted host read inside a step is an error on the CPU too, so this fails if the
+  # check steps' BatchNorm hash or anything else reads the device before the step's end.
+  mpirun -np 2 --oversubscribe "$dist" "${base[@]}" train.epochs=0.5 train.log_every=4 knn.raw_baseline=false \
+    debug.check_step_syncs=true dist.queue_check_every=2 train.output_dir="$work/run" >"$work/console" 2>&1 ||
+    { cat "$work/console"; exit 1; }
+  grep -Eq '"event":"train",.*"step":8[,}]' "$work/run/metrics.jsonl" && grep -q '"encoder":"trained"' "$work/run/metrics.jsonl" ;;
 imagefolder_np1_np2)
   # configs/imagefolder_quick.yaml on a generated ImageFolder (JPEG, greyscale JPEG, PNG, sizes
   # 48-160 px) with two broken files in train/: on 1 and 2 ranks the run trains, evaluates, and
