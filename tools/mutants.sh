@@ -177,7 +177,7 @@ export_folder_accepted|src/app/moco_ckpt_main.cpp|  if (std::filesystem::is_dire
 export_tmp_left|src/ckpt/export.cpp|    std::filesystem::remove(tmp, ec);|    (void)ec;|^tools\.export_existing$|^ckpt\.fs_export_full$
 diff_bad_ignore_exits_1|src/app/moco_ckpt_main.cpp|      throw Refusal(fmt::format("diff: --ignore|      throw std::runtime_error(fmt::format("diff: --ignore|^tools\.diff_bad_flags$
 diff_negative_atol_accepted|src/app/moco_ckpt_main.cpp|>= 0 ? std::string() : "must be >= 0, not " + v;|>= -1e300 ? std::string() : "must be >= 0, not " + v;|^tools\.diff_bad_flags$
-pack_out_in_src_allowed|src/app/moco_pack_main.cpp|  if (moco::sys::lies_within(out, src)) {|  if (false) {|^tools\.pack_inside_src$
+pack_out_in_src_allowed|src/app/moco_pack_main.cpp|    if (moco::sys::lies_within(a.out, a.src))|    if (false)|^tools\.pack_inside_src$
 pack_rename_errno_lost|src/data/image_pack.cpp|" to it: " + why +|" to it: " + std::error_code().message() +|^tools\.pack_all_or_none$
 pack_renamed_shards_kept|src/data/image_pack.cpp|    for (size_t j = 0; j < i; ++j) fs::remove(tasks[j].final_path, ignored);|    (void)ignored;|^tools\.pack_all_or_none$
 pack_leftovers_kept|src/data/image_pack.cpp|    if (fs::remove(entry.path(), removed))|    if (false)|^tools\.pack_leftovers_removed$
@@ -243,6 +243,9 @@ transpose_right_columns_skipped|src/data/plane_transpose.cpp|  transpose_scalar(
 pil_flat_blend_table_off_by_one|src/data/pil_color.cpp|  for (uint8_t& p : image.pixels) p = table[p];|  for (uint8_t& p : image.pixels) p = table[p == 255 ? p : p + 1];|^PilColorTest\.|^data\.augment_parity_torchvision$
 pil_saturation_clamp_low|src/data/pil_color.cpp|alpha * (value - degenerate), 0.0f, 255.0f));|alpha * (value - degenerate), 0.0f, 254.0f));|^PilColorTest\.|^data\.augment_parity_torchvision$
 openblas_restart_named_exe|src/sys/openblas_kernels.cpp|  execv(own_path().c_str(), argv.data());|  execv("/proc/self/exe", argv.data());|^cli\.openblas_kernels$
+moco_sh_mpirun_in_the_scripts_group|launch/mpirun/moco.sh|command -v setsid >/dev/null && own_session=(setsid)|true|^launch\.mpirun_group_sigint$
+folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
+folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
 LIST
 )
 

@@ -25,6 +25,33 @@ pretrain() {  # a 1-step run with a checkpoint in $work/run
     >"$work/run.console" 2>&1 || { cat "$work/run.console"; fail "pre-training"; }
 }
 step=$work/run/checkpoints/step_00000001
+# The last training step FOLDER's run logged (empty before the first).
+step_logged() { grep -h '"event":"train"' "$1/metrics.jsonl" 2>/dev/null | grep -o '"step":[0-9]*' | tr -dc '0-9\n' | sort -n | tail -n 1; }
+# ranks in the background as one process: $! is moco_dist itself (one rank) or mpirun (its ranks its children).
+background_ranks() { if [ "$np" -gt 1 ]; then exec mpirun -np "$np" --oversubscribe "$@"; else exec "$@"; fi; }
+wait_for_steps() {  # PID FOLDER: until the run (PID) logged a training step in FOLDER
+  for _ in $(seq 600); do
+    [ -n "$(step_logged "$2")" ] && return 0
+    kill -0 "$1" 2>/dev/null || fail "the run in $2 ended early"
+    sleep 0.2
+  done
+  fail "no step logged in $2 within 120 s"
+}
+# A process holding FOLDER's lock as a running tool does (flock, "host pid" in moco.lock); its pid in
+# $holder.
+hold_lock() {
+  mkdir -p "$1"
+  "$py" - "$1/moco.lock" <<'PY' &
+import fcntl, os, socket, sys, time
+f = open(sys.argv[1], "a+")
+fcntl.flock(f, fcntl.LOCK_EX)
+f.truncate(0); f.write(f"{socket.gethostname()} {os.getpid()}\n"); f.flush()
+time.sleep(120)
+PY
+  holder=$!
+  for _ in $(seq 100); do [ -s "$1/moco.lock" ] && return 0; sleep 0.1; done
+  fail "the lock holder did not start"
+}
 image_folder() {
   "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 4 --val 2 >/dev/null
 }
@@ -136,6 +163,61 @@ pack_interrupted)
   rm -r "$work/b/train-00001-of-00002.h5"
   expect 0 "train: 8 images" -- "$pack" "$work/if" "$work/b" --shards 2 --overwrite
   expect 0 "" -- "${h5_run[@]}" data.root="$work/b"
+  ;;
+two_runs_one_folder)
+  # A second run in the folder of one that trains: exit 2 on every rank before any work, naming the
+  # first's host and pid (rank 0's: it holds the lock), writing nothing; the first finishes (exit 0).
+  long=(--config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=20 knn.k=5)
+  background_ranks "$dist" "${long[@]}" train.output_dir="$work/run" >"$work/first.console" 2>&1 &
+  first=$!
+  wait_for_steps "$first" "$work/run"
+  if [ "$np" -gt 1 ]; then rank0=$(pgrep -P "$first" | sort -n | head -1); else rank0=$first; fi
+  expect 2 "train.output_dir '$work/run' is in use by another run: host $(hostname) pid $rank0 holds its lock $work/run/moco.lock" -- \
+    ranks "$dist" "${long[@]}" train.output_dir="$work/run" train.log_every=7
+  [ "$(cat "$work/run/moco.lock")" = "$(hostname) $rank0" ] || fail "the lock file holds '$(cat "$work/run/moco.lock")'"
+  [ "$np" -eq 1 ] || [ "$(grep -c 'is in use by another run' "$work/last.out")" -eq 1 ] || fail "rank 1 did not exit 2 quietly"
+  rc=0
+  wait "$first" || rc=$?
+  [ "$rc" -eq 0 ] || { tail -n 20 "$work/first.console"; fail "the first run ended with exit $rc"; }
+  ! grep -q "log_every: 7" "$work/run/config.yaml" || fail "the refused run wrote config.yaml"
+  for log in "$work"/run/rank*.log; do
+    [ "$(grep -c ' on host ' "$log")" -eq 1 ] || fail "the refused run logged into $log"
+  done
+  absent "$work/run/moco.lock"
+  # A run killed (kill -9, every rank) leaves its lock file; it does not block a restart.
+  background_ranks "$dist" "${long[@]}" train.output_dir="$work/killed" >"$work/killed.console" 2>&1 &
+  victim=$!
+  wait_for_steps "$victim" "$work/killed"
+  if [ "$np" -gt 1 ]; then
+    for rank in $(pgrep -P "$victim"); do kill -9 "$rank"; done
+  else
+    kill -9 "$victim"
+  fi
+  wait "$victim" || true
+  [ -s "$work/killed/moco.lock" ] || fail "the killed run left no lock file (this case needs one)"
+  expect 0 "" -- ranks "$dist" "${long[@]}" train.output_dir="$work/killed" train.stop_at_step=$(($(step_logged "$work/killed") + 2))
+  absent "$work/killed/moco.lock"
+  ;;
+lincls_locked)
+  pretrain
+  hold_lock "$work/lin"
+  expect 2 "train.output_dir '$work/lin' is in use by another run: host $(hostname) pid $holder holds its lock $work/lin/moco.lock" -- \
+    ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" train.output_dir="$work/lin"
+  kill "$holder"
+  wait "$holder" || true
+  [ "$(ls "$work/lin")" = moco.lock ] || fail "the refused run wrote into $work/lin: $(ls "$work/lin")"
+  ;;
+pack_locked)
+  image_folder
+  hold_lock "$work/out"
+  expect 2 "OUT $work/out is in use by another pack: host $(hostname) pid $holder holds its lock $work/out/moco.lock" -- \
+    "$pack" "$work/if" "$work/out"
+  kill "$holder"
+  wait "$holder" || true
+  [ "$(ls "$work/out")" = moco.lock ] || fail "the refused pack wrote into OUT: $(ls "$work/out")"
+  # The lock file its holder left does not block the next pack, which removes it when done.
+  expect 0 "train: 8 images" -- "$pack" "$work/if" "$work/out"
+  absent "$work/out/moco.lock"
   ;;
 queue_too_large)
   expect 2 "key 'moco.queue_size'" "bytes of memory" -- \
