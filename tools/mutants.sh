@@ -244,6 +244,9 @@ pil_flat_blend_table_off_by_one|src/data/pil_color.cpp|  for (uint8_t& p : image
 pil_saturation_clamp_low|src/data/pil_color.cpp|alpha * (value - degenerate), 0.0f, 255.0f));|alpha * (value - degenerate), 0.0f, 254.0f));|^PilColorTest\.|^data\.augment_parity_torchvision$
 openblas_restart_named_exe|src/sys/openblas_kernels.cpp|  execv(own_path().c_str(), argv.data());|  execv("/proc/self/exe", argv.data());|^cli\.openblas_kernels$
 moco_sh_mpirun_in_the_scripts_group|launch/mpirun/moco.sh|command -v setsid >/dev/null && own_session=(setsid)|true|^launch\.mpirun_group_sigint$
+export_into_its_run|src/app/moco_ckpt_main.cpp|  for (const auto& source : {path, run_of(dir)})|  for (const auto& source : {std::string()})|^tools\.export_into_run$
+export_force_replaces_any_file|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !std::filesystem::is_regular_file(out, ec))|  if (false)|^tools\.export_force_special$
+pack_split_any_name|src/app/moco_pack_main.cpp|    if (!plain)|    if (false)|^tools\.pack_split_names$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
 LIST

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -46,6 +47,23 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--split", a.splits, "the splits: folders under SRC, and the shards' prefix")->capture_default_str();
   app.add_flag("--overwrite", a.overwrite,
                "replace shards of these splits already in OUT (once the new ones are complete)");
+}
+
+// A split names a folder under SRC and the shards' prefix in OUT: a plain name, or "../x" and "/x"
+// would read and write outside them; and each once, or one split's shards would be packed twice
+// under the same names.
+void check_splits(const std::vector<std::string>& splits) {
+  std::set<std::string> seen;
+  for (const auto& split : splits) {
+    const bool plain = !split.empty() && split != "." && split != ".." &&
+                       split.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                           std::string::npos;
+    if (!plain)
+      throw Refusal("--split '" + split +
+                    "': not a plain name (letters, digits, '.', '_', '-'; not . or ..): it names a folder of SRC and "
+                    "the shards' prefix in OUT");
+    if (!seen.insert(split).second) throw Refusal("--split '" + split + "' is given twice");
+  }
 }
 
 std::vector<moco::data::SplitToPack> scan_splits(const Args& a) {
@@ -131,13 +149,14 @@ int main(int argc, char** argv) {
   add_options(app, a);
   app.footer(
       "Exit codes: 0 done, 1 failed while packing (a file that cannot be read or written; no shard is left), 2 bad\n"
-      "command line, SRC not an ImageFolder, OUT inside SRC, OUT holding shards of a split already (without\n"
-      "--overwrite), or OUT in use by another pack (OUT/moco.lock).\n"
+      "command line (a --split that is not a plain name, or given twice), SRC not an ImageFolder, OUT inside SRC,\n"
+      "OUT holding shards of a split already (without --overwrite), or OUT in use by another pack (OUT/moco.lock).\n"
       "Temporary shards an interrupted pack left in OUT are removed by the next pack, which says so.");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
   try {
     if (moco::sys::lies_within(a.out, a.src))
       throw Refusal("OUT " + a.out + " lies inside SRC " + a.src + ", which it reads: write the shards elsewhere");
+    check_splits(a.splits);
     return pack(a);
   } catch (const Refusal& e) {
     std::cerr << "moco_pack: " << e.what() << "\n";

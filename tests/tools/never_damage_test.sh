@@ -65,6 +65,54 @@ export_inside_source)
   expect 2 "lies inside the checkpoint" -- "$ckpt" export "$work/run" "$step/new.h5"
   snapshot "$work/run" | diff "$work/before" - || fail "the checkpoint changed"
   ;;
+export_into_run)
+  # OUT inside the run of the checkpoint read (an older step's shard or manifest, `latest`, a new
+  # file): refused with or without --force, whether CHECKPOINT names the run or the step.
+  pretrain
+  ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run" train.stop_at_step=2 knn.k=5 \
+    >"$work/run2.console" 2>&1 || { cat "$work/run2.console"; fail "the second step"; }
+  snapshot "$work/run" >"$work/before"
+  latest=$work/run/checkpoints/step_00000002
+  for out in "$(ls "$step"/shard-*.h5 | head -1)" "$step/manifest.json" "$work/run/checkpoints/latest" "$work/run/backbone.h5"; do
+    for from in "$work/run" "$latest"; do
+      expect 2 "export: OUT $out lies inside $work/run, the run of the checkpoint it reads ($latest)" -- \
+        "$ckpt" export "$from" "$out" --force
+    done
+  done
+  expect 2 "lies inside $work/run, the run of the checkpoint it reads" -- "$ckpt" export "$work/run" "$work/run/backbone.h5"
+  snapshot "$work/run" | diff "$work/before" - || fail "the run changed"
+  "$ckpt" verify "$step" >/dev/null && "$ckpt" verify "$work/run" >/dev/null || fail "a checkpoint no longer verifies"
+  ;;
+export_force_special)
+  # --force replaces only a regular file: a device (as root the rename replaced /dev/null with a
+  # file) or a FIFO is refused, untouched. Never /dev/null itself: a tool that fails this case would
+  # break the machine; a device node of our own where we may make one (root), else a FIFO only.
+  pretrain
+  mkfifo "$work/fifo"
+  outs=("$work/fifo")
+  if mknod "$work/null" c 1 3 2>/dev/null; then outs+=("$work/null"); fi
+  for out in "${outs[@]}"; do
+    expect 2 "export: OUT $out is not a regular file: --force replaces only regular files" -- \
+      "$ckpt" export "$work/run" "$out" --force
+  done
+  [ -p "$work/fifo" ] || fail "the FIFO was replaced"
+  [ ! -e "$work/null" ] || [ -c "$work/null" ] || fail "the device was replaced"
+  ! ls "$work" | grep -q 'tmp-' || fail "a temporary file was left: $(ls "$work")"
+  ;;
+pack_split_names)
+  # A split names a folder of SRC and the shards' prefix in OUT: "../if/train" would write
+  # OUT/../if/train-00000-of-00001.h5 into SRC; an absolute name anywhere. Refused, nothing written.
+  image_folder
+  snapshot "$work/if" >"$work/before"
+  for split in ../if/train "$work/if/train" . .. "a/b" ""; do
+    expect 2 "--split '$split': not a plain name (letters, digits, '.', '_', '-'; not . or ..)" -- \
+      "$pack" "$work/if" "$work/out" --split "$split"
+  done
+  snapshot "$work/if" | diff "$work/before" - || fail "SRC changed"
+  absent "$work/out"
+  cp -r "$work/if/train" "$work/if/tr.v2_b-1"  # every character a plain name may hold
+  expect 0 "tr.v2_b-1: 8 images" -- "$pack" "$work/if" "$work/out" --split tr.v2_b-1
+  ;;
 export_existing)
   pretrain
   echo old >"$work/out.h5"
