@@ -247,6 +247,7 @@ moco_sh_mpirun_in_the_scripts_group|launch/mpirun/moco.sh|command -v setsid >/de
 export_into_its_run|src/app/moco_ckpt_main.cpp|  for (const auto& source : {path, run_of(dir)})|  for (const auto& source : {std::string()})|^tools\.export_into_run$
 export_force_replaces_any_file|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !std::filesystem::is_regular_file(out, ec))|  if (false)|^tools\.export_force_special$
 pack_split_any_name|src/app/moco_pack_main.cpp|    if (!plain)|    if (false)|^tools\.pack_split_names$
+output_dir_deletion_unnoticed|src/run/run_logging.cpp|  check_output_still_there();|  (void)0;|^tools\.output_dir_deleted_np1$|^tools\.lincls_output_dir_deleted_np1$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
 LIST

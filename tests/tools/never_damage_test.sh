@@ -267,6 +267,39 @@ pack_locked)
   expect 0 "train: 8 images" -- "$pack" "$work/if" "$work/out"
   absent "$work/out/moco.lock"
   ;;
+output_dir_deleted)
+  # train.output_dir deleted mid-run: noticed after the next step (before any checkpoint could make
+  # it again), exit 1 naming the folder. Before, the run went on to exit 0, writing its metrics, log
+  # and config into deleted files.
+  background_ranks "$dist" --config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=20 knn.k=5 \
+    ckpt.every_minutes=0 train.output_dir="$work/run" >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_steps "$pid" "$work/run"
+  for _ in 1 2 3 4 5; do rm -rf "$work/run" 2>/dev/null && break; done  # again if a file appeared meanwhile
+  rc=0
+  wait "$pid" || rc=$?
+  cat "$work/console"
+  [ "$rc" -eq 1 ] || fail "exit $rc after the output folder was deleted"
+  grep -qF "train.output_dir '$work/run': deleted, moved or replaced while the run writes into it" "$work/console" ||
+    fail "no error naming the folder"
+  absent "$work/run"
+  ;;
+lincls_output_dir_deleted)
+  pretrain
+  background_ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" lincls.epochs=400 \
+    lincls.save_every_epochs=0 train.output_dir="$work/lin" >"$work/console" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do grep -q '"event":"lincls"' "$work/lin/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null || fail "moco_lincls ended before its folder could be deleted"
+  for _ in 1 2 3 4 5; do rm -rf "$work/lin" 2>/dev/null && break; done
+  rc=0
+  wait "$pid" || rc=$?
+  cat "$work/console"
+  [ "$rc" -eq 1 ] || fail "exit $rc after the output folder was deleted"
+  grep -qF "train.output_dir '$work/lin': deleted, moved or replaced while the run writes into it" "$work/console" ||
+    fail "no error naming the folder"
+  absent "$work/lin"
+  ;;
 queue_too_large)
   expect 2 "key 'moco.queue_size'" "bytes of memory" -- \
     ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/out" moco.queue_size=1000000000
