@@ -50,7 +50,7 @@ void lock_output_dir(const std::string& output_dir, const std::string& key, int 
   }
   holder = dist::broadcast_from_rank0(holder);
   if (holder.empty()) return;
-  if (holder.front() == '\n') throw std::runtime_error(key + " '" + output_dir + "': " + holder.substr(1));
+  if (holder.front() == '\n') throw std::runtime_error(holder.substr(1));  // it names the folder or the lock file
   throw FolderInUse(fmt::format(
       "{} '{}' is in use by another run: {} holds its lock {}; two runs in one folder would delete each other's "
       "checkpoints: wait for it to end, or choose another {}",
