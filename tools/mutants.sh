@@ -248,6 +248,8 @@ export_into_its_run|src/app/moco_ckpt_main.cpp|  for (const auto& source : {path
 export_force_replaces_any_file|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !std::filesystem::is_regular_file(out, ec))|  if (false)|^tools\.export_force_special$
 pack_split_any_name|src/app/moco_pack_main.cpp|    if (!plain)|    if (false)|^tools\.pack_split_names$
 output_dir_deletion_unnoticed|src/run/run_logging.cpp|  check_output_still_there();|  (void)0;|^tools\.output_dir_deleted_np1$|^tools\.lincls_output_dir_deleted_np1$
+export_tmp_left_on_signal|src/ckpt/export.cpp|  const sys::RemovedOnSignal interrupted(tmp);|  (void)0;|^tools\.export_interrupted$
+export_stale_tmp_kept|src/app/moco_ckpt_main.cpp|  for (const auto& stale : moco::sys::remove_stale_temporaries(out))|  for (const auto& stale : std::vector<std::string>())|^tools\.export_interrupted$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
 LIST

@@ -6,6 +6,7 @@
 #include "sys/host_memory.h"
 #include "sys/openblas_kernels.h"
 #include "sys/paths.h"
+#include "sys/removed_on_signal.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -116,6 +117,8 @@ int export_backbone(const std::string& path, const std::string& out, const std::
   const auto dir = moco::ckpt::resolve_checkpoint_dir(path);
   check_export_target(path, dir, out, force);
   check_export_module(dir, module);
+  for (const auto& stale : moco::sys::remove_stale_temporaries(out))
+    std::cerr << "moco_ckpt: removed " << stale << ", left by an interrupted export\n";
   // The official detectron2 converter keeps every encoder_q key, the head's as stem.fc.*.
   const bool all_keys = keep_head || format == moco::ckpt::ExportFormat::detectron2;
   const auto summary = moco::ckpt::export_module(
@@ -249,7 +252,8 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line (a bad --ignore or\n"
       "--format, an export OUT that is empty, inside the checkpoint or the run it reads, a folder, an existing file\n"
-      "without --force, or not a regular file; nothing written).");
+      "without --force, or not a regular file; nothing written). An interrupted export (SIGINT, SIGTERM, SIGHUP)\n"
+      "removes its temporary file OUT.tmp-<pid>; one a killed export left is removed by the next export to OUT.");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
   try {
     if (*inspect_cmd) return inspect(a);

@@ -144,6 +144,35 @@ export_existing)
   absent "$work/none.h5"
   ! ls "$work" | grep -q "tmp" || fail "a temporary file was left: $(ls "$work")"
   ;;
+export_interrupted)
+  pretrain
+  # A killed export's temporary file (kill -9: nothing can remove it then) is removed by the next
+  # export to the same OUT; a running one's (this shell's pid) is left alone.
+  echo x >"$work/out.h5.tmp-999999"
+  echo x >"$work/out.h5.tmp-$$"
+  expect 0 "moco_ckpt: removed $work/out.h5.tmp-999999, left by an interrupted export" -- \
+    "$ckpt" export "$work/run" "$work/out.h5"
+  absent "$work/out.h5.tmp-999999"
+  [ -e "$work/out.h5.tmp-$$" ] || fail "a running export's temporary file was removed"
+  # SIGINT (Ctrl-C), SIGTERM or SIGHUP while the temporary file is written (held there by the test
+  # hook): the file is removed and the export ends as the signal says. Job control on, so that the
+  # background export does not start with SIGINT ignored, as a terminal's foreground job would not.
+  for sig in INT TERM HUP; do
+    set -m
+    MOCO_CKPT_FAULT=pause_in_export "$ckpt" export "$work/run" "$work/int.h5" >"$work/int.console" 2>&1 &
+    pid=$!
+    set +m
+    for _ in $(seq 150); do grep -q "MOCO_CKPT_FAULT: pausing" "$work/int.console" && break; sleep 0.1; done
+    grep -q "MOCO_CKPT_FAULT: pausing $work/int.h5.tmp-$pid" "$work/int.console" || fail "no pause in the export"
+    [ -s "$work/int.h5.tmp-$pid" ] || fail "no temporary file while the export pauses"
+    kill -"$sig" "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" -eq $((128 + $(kill -l "$sig"))) ] || fail "exit $rc after SIG$sig, not killed by it"
+    absent "$work/int.h5.tmp-$pid"
+    absent "$work/int.h5"
+  done
+  ;;
 diff_bad_flags)
   pretrain
   expect 2 "--ignore '([' is not a regular expression" -- "$ckpt" diff "$work/run" "$work/run" --ignore '(['
