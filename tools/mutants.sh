@@ -155,7 +155,7 @@ lincls_crop_scale_of_pretraining|src/lincls/views.cpp|  a.scale_min = c.lincls.c
 lincls_backbone_bn_not_frozen|src/lincls/backbone.cpp|  net->eval();|  net->train();|^LinclsProtocolTest\.|^LinclsTest\.
 eval_resize_not_256|src/data/encoded_views.cpp|static_cast<double>(out_size) * 256.0 / 224.0|static_cast<double>(out_size) * 288.0 / 224.0|^LinclsProtocolTest\.|^ImageFolderTest\.
 eval_crop_off_centre|src/data/encoded_views.cpp|std::nearbyint(static_cast<double>(r.width - out_size) / 2.0)|std::nearbyint(static_cast<double>(r.width - out_size) / 3.0)|^LinclsProtocolTest\.|^ImageFolderTest\.
-knn_k_drifts|src/run/knn_monitor.cpp|  options.k = config_.knn.k;|  options.k = config_.knn.k - 1;|^KnnProtocolTest\.
+knn_k_drifts|src/run/knn_monitor.cpp|  if (config_.knn.k <= bank_size) return config_.knn.k;|  if (config_.knn.k <= bank_size) return config_.knn.k - 1;|^KnnProtocolTest\.
 knn_temperature_drifts|src/run/knn_monitor.cpp|  options.temperature = config_.knn.temperature;|  options.temperature = 0.07;|^KnnProtocolTest\.
 knn_queries_not_normalised|src/eval/knn.cpp|    const auto queries = F::normalize(
         query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start)), unit);|    const auto queries = query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start));|^KnnProtocolTest\.
@@ -250,6 +250,11 @@ pack_split_any_name|src/app/moco_pack_main.cpp|    if (!plain)|    if (false)|^t
 output_dir_deletion_unnoticed|src/run/run_logging.cpp|  check_output_still_there();|  (void)0;|^tools\.output_dir_deleted_np1$|^tools\.lincls_output_dir_deleted_np1$
 export_tmp_left_on_signal|src/ckpt/export.cpp|  const sys::RemovedOnSignal interrupted(tmp);|  (void)0;|^tools\.export_interrupted$
 export_stale_tmp_kept|src/app/moco_ckpt_main.cpp|  for (const auto& stale : moco::sys::remove_stale_temporaries(out))|  for (const auto& stale : std::vector<std::string>())|^tools\.export_interrupted$
+moco_sh_zero_ranks|launch/mpirun/moco.sh|"$((10#$2))" -gt 0 ]|"$((10#$2))" -ge 0 ]|^cli\.bad_input\.moco_sh_ranks$
+pack_threads_zero_allowed|src/app/moco_pack_main.cpp|n >= 1 ? std::string()|n >= 0 ? std::string()|^cli\.bad_input\.pack_threads_0$
+pack_split_twice_allowed|src/app/moco_pack_main.cpp|if (!seen.insert(split).second)|if (false)|^cli\.bad_input\.pack_split_twice$
+export_empty_out_allowed|src/app/moco_ckpt_main.cpp|  if (out.empty()) throw Refusal("export: OUT is empty: name a file to write");|  (void)0;|^cli\.bad_input\.export_out_empty$
+knn_k_clamp_unsaid|src/run/knn_monitor.cpp|  if (config_.knn.k <= bank_size) return config_.knn.k;|  return config_.knn.k;|^cli\.bad_input\.knn_k_above_bank$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
 LIST

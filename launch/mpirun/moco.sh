@@ -30,8 +30,14 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 ranks= hostfile=
 while [ $# -gt 0 ]; do
   case $1 in
-    -n | -np) ranks=$2; shift 2 ;;
-    --hostfile) hostfile=$2; shift 2 ;;
+    -n | -np)
+      # A count of ranks, refused before anything starts: 0 or a word would reach mpirun (and a
+      # division by the rank count below).
+      [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$((10#$2))" -gt 0 ] ||
+        { echo "moco.sh: $1 '${2-}': expects the number of ranks, a whole number above 0" >&2; exit 2; }
+      ranks=$((10#$2)); shift 2 ;;
+    --hostfile) [ $# -ge 2 ] || { echo "moco.sh: --hostfile: expects a file" >&2; exit 2; }
+      hostfile=$2; shift 2 ;;
     -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) break ;;
   esac

@@ -43,7 +43,15 @@ void add_options(CLI::App& app, Args& a) {
       ->check(CLI::Range(1, 99999));
   app.add_option("--threads", a.threads, "shards written at once (default: the hardware's threads)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            // A non-number is left to CLI11's own conversion message.
+            char* end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            return end == v.c_str() || *end != '\0' || n >= 1 ? std::string()
+                                                              : "the shards written at once: at least 1, not " + v;
+          },
+          "N>=1"));
   app.add_option("--split", a.splits, "the splits: folders under SRC, and the shards' prefix")->capture_default_str();
   app.add_flag("--overwrite", a.overwrite,
                "replace shards of these splits already in OUT (once the new ones are complete)");
