@@ -87,8 +87,11 @@ void check_output_still_there() {
     throw std::runtime_error("train.output_dir '" + watched_dir->path +
                              "': deleted, moved or replaced while the run writes into it (its log, metrics and "
                              "checkpoints would be lost); the run stops");
+  // (rm -r takes the files before their folder: a check in between finds the log gone first.)
   if (watched_log && !watched_log->same_file())
-    throw std::runtime_error(watched_log->path + ": deleted or replaced while the run writes into it; the run stops");
+    throw std::runtime_error("train.output_dir '" + (watched_dir ? watched_dir->path : std::string("?")) + "': its " +
+                             watched_log->path +
+                             " was deleted or replaced while the run writes into it; the run stops");
 }
 
 }  // namespace
