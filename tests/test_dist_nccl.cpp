@@ -107,3 +107,80 @@ TEST(NcclProcessGroup, SingleRankCollectivesOnGpu) {
 }  // namespace moco::dist
 
 #endif  // MOCO_WITH_NCCL
+
+// The transport in the rank log (dist/nccl_transport_log.h): needs neither CUDA nor NCCL, so it is
+// tested wherever the suite builds.
+#include "dist/nccl_transport_log.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace moco::dist {
+namespace {
+
+TEST(NcclTransportLog, UnsetNcclDebugSendsTheInfoLogToTheRunFolder) {
+  const NcclDebugLog plan = plan_nccl_debug_log({}, "/run/rank1.nccl.log", "node1", 42);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,P2P,NET"}, {"NCCL_DEBUG_FILE", "/run/rank1.nccl.log"}};
+  EXPECT_EQ(plan.set, expected);
+  EXPECT_EQ(plan.file, "/run/rank1.nccl.log");
+}
+
+TEST(NcclTransportLog, WhatTheUserSetStands) {
+  // Their subsystems and their file (NCCL's %h and %p expanded, as NCCL opens it).
+  const NcclDebugLog own = plan_nccl_debug_log(
+      {{"NCCL_DEBUG_SUBSYS", "INIT"}, {"NCCL_DEBUG_FILE", "/logs/nccl.%h.%p.%%"}}, "/run/rank0.nccl.log", "n7", 42);
+  const std::vector<std::pair<std::string, std::string>> level_only = {{"NCCL_DEBUG", "INFO"}};
+  EXPECT_EQ(own.set, level_only);
+  EXPECT_EQ(own.file, "/logs/nccl.n7.42.%");
+  // Their level: nothing set; their file read when the level logs connections.
+  const NcclDebugLog info =
+      plan_nccl_debug_log({{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_FILE", "/l/%p.log"}}, "/r", "n", 9);
+  EXPECT_TRUE(info.set.empty());
+  EXPECT_EQ(info.file, "/l/9.log");
+  const NcclDebugLog stdout_info = plan_nccl_debug_log({{"NCCL_DEBUG", "INFO"}}, "/r/rank0.nccl.log", "n", 9);
+  EXPECT_TRUE(stdout_info.set.empty());
+  EXPECT_TRUE(stdout_info.file.empty());
+  EXPECT_NE(stdout_info.why_none.find("on stdout"), std::string::npos) << stdout_info.why_none;
+  const NcclDebugLog warn = plan_nccl_debug_log({{"NCCL_DEBUG", "WARN"}}, "/r/rank0.nccl.log", "n", 9);
+  EXPECT_TRUE(warn.set.empty());
+  EXPECT_TRUE(warn.file.empty());
+  EXPECT_NE(warn.why_none.find("NCCL_DEBUG=WARN logs no connections"), std::string::npos) << warn.why_none;
+}
+
+TEST(NcclTransportLog, WithoutARunFolderNothingIsSet) {
+  // NCCL would print its INFO lines on stdout.
+  const NcclDebugLog plan = plan_nccl_debug_log({}, "", "n", 9);
+  EXPECT_TRUE(plan.set.empty());
+  EXPECT_TRUE(plan.file.empty());
+  EXPECT_FALSE(plan.why_none.empty());
+}
+
+// Lines as NCCL 2.2x writes them (p2p.cc, shm.cc, net.cc), seen from rank 1 of 4 on two hosts.
+TEST(NcclTransportLog, SummarisesTheConnectionsByTransportAndPeer) {
+  const std::string log =
+      "node1:123:130 [1] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>\n"
+      "node1:123:130 [1] NCCL INFO Using network IB\n"
+      "node1:123:140 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM/read\n"
+      "node1:123:140 [1] NCCL INFO Channel 01/0 : 1[1] -> 0[0] via P2P/CUMEM/read\n"
+      "node1:123:140 [1] NCCL INFO Channel 00/0 : 2[0] -> 1[1] [receive] via NET/IB/0/GDRDMA\n"
+      "node1:123:140 [1] NCCL INFO Channel 00/0 : 1[1] -> 3[1] [send] via NET/IB/1/GDRDMA\n"
+      "node1:123:140 [1] NCCL INFO Channel 01/0 : 1[1] -> 3[1] [send] via NET/IB/1/GDRDMA\n"
+      "node1:123:140 [1] NCCL INFO Connected all rings, use ring PXN 0 GDR 1\n";
+  EXPECT_EQ(summarize_nccl_transports(log, 1),
+            "P2P/CUMEM/read with rank 0 (2 connections); NET/IB/0/GDRDMA with rank 2 (1 connection); "
+            "NET/IB/1/GDRDMA with rank 3 (2 connections); network IB");
+  // Shared memory where P2P is not possible (GPUs the cgroup hides from each other).
+  EXPECT_EQ(summarize_nccl_transports("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"
+                                      "h:1:2 [0] NCCL INFO Channel 00/0 : 2[2] -> 0[0] via SHM/direct/direct\n",
+                                      0),
+            "SHM/direct/direct with ranks 1, 2 (2 connections)");
+  EXPECT_EQ(summarize_nccl_transports("h:1:2 [0] NCCL INFO Using network Socket\n", 0), "") << "no connection yet";
+  EXPECT_EQ(summarize_nccl_transports("", 0), "");
+}
+
+}  // namespace
+}  // namespace moco::dist

@@ -7,7 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -32,16 +35,61 @@ class FakeWork final : public WatchedWork {
   std::atomic<State> state_{State::kPending};
 };
 
+// Takes its lock as NcclComm takes the communicator's, through run_if_unlocked.
 class FakeComm final : public WatchedComm {
  public:
-  std::optional<std::string> async_error() override {
-    ++error_queries;
-    return error;
+  bool try_async_error(std::optional<std::string>& out) override {
+    return run_if_unlocked(lock, [&] {
+      ++error_queries;
+      out = error;
+    });
   }
-  void abort() override { ++aborts; }
+  bool try_abort() override {
+    return run_if_unlocked(lock, [&] { ++aborts; });
+  }
+  std::mutex lock;  // the communicator's lock, which a launching thread holds across a launch
   std::optional<std::string> error;
   std::atomic<int> aborts{0};
-  int error_queries = 0;
+  std::atomic<int> error_queries{0};
+};
+
+// A launching thread that holds the communicator's lock, blocked in a launch behind a hung collective,
+// until release(). `while_holding` runs first, under the lock. It gives the lock back by itself after
+// `at_most`: a watchdog that waits for the lock then fails its test instead of hanging it.
+class BlockedLaunch {
+ public:
+  explicit BlockedLaunch(std::mutex& comm_lock, std::function<void()> while_holding = {},
+                         std::chrono::milliseconds at_most = 5s) {
+    thread_ = std::thread([this, &comm_lock, while_holding, at_most] {
+      std::lock_guard<std::mutex> held(comm_lock);
+      if (while_holding) while_holding();
+      std::unique_lock<std::mutex> lock(mutex_);
+      holding_ = true;
+      changed_.notify_all();
+      changed_.wait_for(lock, at_most, [this] { return released_; });
+    });
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return holding_; });
+  }
+  ~BlockedLaunch() { release(); }
+  BlockedLaunch(const BlockedLaunch&) = delete;
+  BlockedLaunch& operator=(const BlockedLaunch&) = delete;
+
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      released_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool holding_ = false;
+  bool released_ = false;
+  std::thread thread_;
 };
 
 WatchdogOptions options() {
@@ -237,6 +285,104 @@ TEST(NcclWatchdog, ThreadLeavesCollectivesThatFinishAlone) {
   EXPECT_EQ(comm.aborts, 0);
   EXPECT_FALSE(watchdog.fault());
   EXPECT_EQ(watchdog.watched(), 0u);
+}
+
+// Note [The watchdog never waits on the communicator's lock]
+// A launch holds the communicator's lock, and a launch can block behind a hung collective. A
+// watchdog that waited for the lock would hang with the job; it tries the lock instead: the
+// asynchronous error waits for a free lock, the deadlines do not, and an abort that finds the lock
+// held is retried until the grace ends the process.
+TEST(NcclWatchdog, WhileALaunchHoldsTheLockTheDeadlinesStillHold) {
+  Fixture f;
+  f.launch("all_reduce #1", 4);
+  f.comm.error = "unhandled system error";
+  BlockedLaunch blocked(f.comm.lock);
+  f.clock.elapsed = 1s;
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kHealthy) << "the error cannot be read yet: no fault";
+  EXPECT_EQ(f.comm.error_queries, 0);
+  f.clock.elapsed = 300s;
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kFaulted);
+  EXPECT_NE(f.watchdog.fault().value_or("").find("all_reduce #1 of step 4 did not finish within 300 s"),
+            std::string::npos);
+  EXPECT_EQ(f.comm.aborts, 0) << "the lock is held: the abort must not wait for it";
+}
+
+TEST(NcclWatchdog, AnAbortThatFindsTheLockHeldIsRetriedOnceItIsFree) {
+  Fixture f;
+  f.launch("all_reduce #1", 4);
+  BlockedLaunch blocked(f.comm.lock);
+  f.clock.elapsed = 300s;
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kFaulted);
+  f.clock.elapsed = 305s;
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kFaulted);
+  EXPECT_EQ(f.comm.aborts, 0);
+  blocked.release();  // the launch returned
+  f.clock.elapsed = 306s;
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kFaulted);
+  EXPECT_EQ(f.comm.aborts, 1);
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kFaulted);
+  EXPECT_EQ(f.comm.aborts, 1) << "aborted once";
+  f.clock.elapsed = 310s;
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kEnded);
+  ASSERT_EQ(f.ended.size(), 1u);
+  EXPECT_EQ(f.ended[0], f.watchdog.fault().value_or("")) << "aborted in the end: the fault as it stands";
+}
+
+TEST(NcclWatchdog, AnAbortThatNeverGetsTheLockEndsTheProcessAfterTheGraceSayingSo) {
+  Fixture f;
+  f.launch("all_reduce #1", 4);
+  BlockedLaunch blocked(f.comm.lock);
+  f.clock.elapsed = 300s;
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kFaulted);
+  f.clock.elapsed = 310s;
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kEnded);
+  EXPECT_EQ(f.comm.aborts, 0);
+  ASSERT_EQ(f.ended.size(), 1u);
+  EXPECT_NE(f.ended[0].find("all_reduce #1 of step 4 did not finish within 300 s"), std::string::npos) << f.ended[0];
+  EXPECT_NE(f.ended[0].find("could not abort its NCCL communicator: a launching thread held its lock throughout the "
+                            "10 s grace"),
+            std::string::npos)
+      << f.ended[0];
+  blocked.release();
+  EXPECT_EQ(f.watchdog.poll_once(), Watchdog::Verdict::kEnded);
+  EXPECT_EQ(f.comm.aborts, 0) << "nothing is aborted once the process is ending";
+}
+
+// The thread, on the real clock: a launch that registered its collective and then blocked, holding
+// the lock, does not keep the watchdog from ending the process within timeout + grace.
+TEST(NcclWatchdog, ThreadEndsTheProcessWhileABlockedLaunchHoldsTheLock) {
+  RunningClock clock;
+  FakeComm comm;
+  std::atomic<int> ended{0};
+  std::mutex fault_mutex;
+  std::string fault;
+  WatchdogOptions o = options();
+  o.timeout = 50ms;
+  o.grace = 50ms;
+  o.interval = 5ms;
+  Watchdog watchdog(o, comm, clock, [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(fault_mutex);
+    fault = why;
+    ++ended;
+  });
+  watchdog.start();
+  const auto start = std::chrono::steady_clock::now();
+  int ended_while_blocked = 0;
+  {
+    // Up to 10 s: on a loaded machine a starved thread counts as frozen (RunningClock), and waits longer.
+    BlockedLaunch blocked(
+        comm.lock, [&] { watchdog.watch("all_reduce #7", 2, std::make_shared<FakeWork>()); }, 10s);
+    for (int i = 0; i < 1000 && ended == 0; ++i) std::this_thread::sleep_for(10ms);
+    ended_while_blocked = ended;
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  watchdog.stop();
+  EXPECT_EQ(ended_while_blocked, 1) << "the watchdog waited for the communicator's lock";
+  EXPECT_LT(took, 10s);
+  EXPECT_EQ(comm.aborts, 0);
+  std::lock_guard<std::mutex> lock(fault_mutex);
+  EXPECT_NE(fault.find("all_reduce #7 of step 2 did not finish"), std::string::npos) << fault;
+  EXPECT_NE(fault.find("could not abort"), std::string::npos) << fault;
 }
 
 TEST(NcclWatchdogSettle, ReturnsOnceNoLongerInProgress) {

@@ -1,3 +1,4 @@
+#include "data/augment_params.h"
 #include "run/config.h"
 #include "train/schedule.h"
 
@@ -136,8 +137,17 @@ TEST(ConfigTest, RangesAreCheckedFromTheRows) {
                        "key 'knn.raw_baseline' must be auto, true or false, not 'maybe'"));
   EXPECT_TRUE(contains(config_error_of(path, {"data.blur_sigma=[0.1]"}),
                        "key 'data.blur_sigma' must be [min, max] with 0 < min <= max"));
-  EXPECT_NO_THROW(load_config(
-      path, {"data.flip_prob=1", "data.crop_scale_min=1", "data.hue=0.5", "data.brightness=0"}));  // edges inside
+  EXPECT_NO_THROW(load_config(path, {"data.flip_prob=1", "data.crop_scale_min=1", "data.hue=0.5", "data.brightness=0",
+                                     "moco.momentum=0"}));  // edges inside
+}
+
+// The augmentation's keys are the rows of its table (data/augment_params.h), each with its help.
+TEST(ConfigTest, AugmentationKeysComeFromTheirTable) {
+  const std::string reference = moco::run::config_reference();
+  for (const auto& param : moco::data::augment_params()) {
+    EXPECT_TRUE(contains(reference, "\n  " + std::string(param.key) + " (")) << param.key;
+    EXPECT_TRUE(contains(reference, std::string(")\n      ") + param.help + "\n")) << param.key;
+  }
 }
 
 // The data.* augmentation keys feed the options the loader uses, member for member.

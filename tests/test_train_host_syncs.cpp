@@ -14,7 +14,7 @@ namespace {
 
 using moco::run::host_reads;
 
-// run::host_reads() made by a one-rank CPU run of tiny_synthetic that stops after `steps` steps.
+// host_reads() made by a one-rank CPU run of tiny_synthetic that stops after `steps` steps.
 int64_t host_reads_of_run(const std::string& dir, int64_t steps, int64_t log_every) {
   std::filesystem::remove_all(dir);
   const auto config = moco::run::load_config(
@@ -24,11 +24,11 @@ int64_t host_reads_of_run(const std::string& dir, int64_t steps, int64_t log_eve
        "dist.queue_check_every=0"});
   moco::run::RunContext context;
   context.group = std::make_shared<moco::dist::LocalProcessGroup>();
-  const int64_t before = run::host_reads();
+  const int64_t before = host_reads();
   const auto result = moco::train::train(config, context);
   EXPECT_EQ(result.steps, steps);
   std::filesystem::remove_all(dir);
-  return run::host_reads() - before;
+  return host_reads() - before;
 }
 
 // 16 steps an epoch: runs of 4 and 12 steps differ by steps 5-12, of which 8 and 12 log. The rest

@@ -53,6 +53,7 @@ config_bad_choice_accepted|src/run/config.cpp|reading.bad_choices[field.key] = b
 config_bad_choice_not_overridable|src/run/config.cpp|reading.bad_choices.erase(field.key);|(void)0;|^ConfigTest\.
 config_row_rules_skipped|src/run/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
 config_range_edge_open|src/run/config.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
+augment_range_edge_open|src/data/augment_params.cpp|r.lo_open ? x > r.lo : x >= r.lo|x > r.lo|^AugmentParamsTest\.|^ConfigTest\.
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
 lr_updated_every_step|src/train/schedule.cpp|  if (config.optim.lr_update == run::LrUpdate::kStep) return progress * config.train.epochs;|  return progress * config.train.epochs;|^ScheduleTest\.|^cli\.train\.lr_update$
 lr_epoch_ignores_budget|src/train/schedule.cpp|  if (config.train.time_budget_s <= 0) return whole;|  return whole;|^ScheduleTest\.|^cli\.train\.time_budget$
@@ -114,6 +115,7 @@ fused_loss_grad_no_onehot|src/model/contrastive.cpp|p.exp_().select(1, 0).sub_(1
 fused_loss_log_of_softmax|src/model/contrastive.cpp|const auto loss = -p.select(1, 0).mean();|const auto loss = -p.select(1, 0).exp().log().mean();|^ContrastiveTest\.Fused
 data_workers_not_shared|src/run/device.cpp|cores /= std::max(1, local_size);|(void)local_size;|^DataWorkersTest\.
 data_workers_zero_kept|src/run/device.cpp|  if (configured > 0) return configured;|  if (configured >= 0) return configured;|^DataWorkersTest\.
+threads_ignore_other_ranks|src/run/device.cpp|return configured > 0 ? configured : rank_cores(local_size, cores, node_cores);|return configured > 0 ? configured : cores;|^IntraOpThreadsTest\.
 shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s) { return i < s.first; }|[](int64_t i, const Shard& s) { return i <= s.first; }|^Shards/ImageShardsTest\.|^ImageShardsConcurrency\.
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
 cuda_device_ignores_per_task_binding|src/run/device.cpp|if (visible == 1) return 0;|if (false) return 0;|^ChooseCudaDeviceTest\.
@@ -125,15 +127,21 @@ bucket_views_contiguous|src/dist/reducer.cpp|if (param.dim() == 4 && !param.is_c
 momentum_buffers_contiguous|src/run/sgd.cpp|torch::zeros_like(p, torch::MemoryFormat::Preserve)|torch::zeros_like(p, torch::MemoryFormat::Contiguous)|^MomentumSgdTest\.
 shuffle_returns_nchw|src/model/batch_shuffle.cpp|return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;|return nhwc ? shuffled.permute({0, 3, 1, 2}).contiguous() : shuffled;|^BatchShuffleTest\.
 file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|const std::vector<std::string>& extra_dirs, bool write) {|const std::vector<std::string>& extra_dirs, bool may_write) { const bool write = (static_cast<void>(may_write), true);|^FileListCacheTest\.
-layers_dist_sees_train|CMakeLists.txt|moco_room(dist USES sys)|moco_room(dist USES sys train)|^build\.layers_refuse_upward_include$
+layers_model_sees_data|CMakeLists.txt|moco_room(model USES dist)|moco_room(model USES dist data)|^build\.layers_refuse_upward_include$
 watchdog_timeout_doubled|src/dist/nccl_watchdog.cpp|now - e.launched >= options_.timeout|now - e.launched >= 2 * options_.timeout|^NcclWatchdog
-watchdog_async_error_ignored|src/dist/nccl_watchdog.cpp|if (auto error = comm_.async_error()) {|if (auto error = std::optional<std::string>()) {|^NcclWatchdog
-watchdog_abort_not_called|src/dist/nccl_watchdog.cpp|  comm_.abort();|  (void)0;|^NcclWatchdog
+watchdog_async_error_ignored|src/dist/nccl_watchdog.cpp|if (comm_.try_async_error(error) && error) {|if (false && error) {|^NcclWatchdog
+watchdog_abort_not_called|src/dist/nccl_watchdog.cpp|const bool done = comm_.try_abort();|const bool done = false;|^NcclWatchdog
 watchdog_aborts_every_fault|src/dist/nccl_watchdog.cpp|if (fault_) return *fault_;|if (false) return *fault_;|^NcclWatchdog
 watchdog_finished_kept|src/dist/nccl_watchdog.cpp|if (state == WatchedWork::State::kDone) continue;|(void)state;|^NcclWatchdog
 watchdog_grace_skipped|src/dist/nccl_watchdog.cpp|if (clock_.now() - fault_at_ < options_.grace) return Verdict::kFaulted;|(void)fault_at_;|^NcclWatchdog
-watchdog_never_ends_process|src/dist/nccl_watchdog.cpp|    end_process_(end_with);|    (void)end_with;|^NcclWatchdog
+watchdog_never_ends_process|src/dist/nccl_watchdog.cpp|  end_process_(end_with);|  (void)end_with;|^NcclWatchdog
+watchdog_waits_on_comm_lock|src/dist/nccl_watchdog.h|std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);|std::unique_lock<std::mutex> lock(mutex);|^NcclWatchdog\.
 settle_past_deadline|src/dist/nccl_watchdog.cpp|if (clock.now() >= deadline) return CommProgress::kInProgress;|if (clock.now() >= deadline + timeout) return CommProgress::kInProgress;|^NcclWatchdogSettle\.
+early_device_unchecked|src/run/device.cpp|if (early.launcher.local_rank == world.local_rank && early.index == index_from_mpi) return;|if (true) return;|^EarlyDeviceTest\.
+early_device_rank_only|src/run/device.cpp|if (early.launcher.local_rank == world.local_rank && early.index == index_from_mpi) return;|if (early.launcher.local_rank == world.local_rank) return;|^EarlyDeviceTest\.
+local_rank_from_slurm_outside_a_step|src/dist/bootstrap.cpp|} else if (is_srun_step(env) && get(env, "SLURM_LOCALID")) {|} else if (get(env, "SLURM_LOCALID")) {|^LauncherLocalRank\.
+transport_peer_is_self|src/dist/nccl_transport_log.cpp|it->peers.insert(from == rank ? to : from);|it->peers.insert(from);|^NcclTransportLog\.
+nccl_debug_file_overrides_users|src/dist/nccl_transport_log.cpp|    if (user_file == nullptr) plan.set.emplace_back("NCCL_DEBUG_FILE", file);|    plan.set.emplace_back("NCCL_DEBUG_FILE", file);|^NcclTransportLog\.
 watchdog_frozen_time_counts|src/dist/nccl_watchdog.cpp|if (last_ && now - *last_ > kFrozen) frozen_ += now - *last_;|(void)kFrozen;|^NcclWatchdogClock\.
 skip_keeps_key_bn_stats|src/model/moco.cpp|    if (skippable) restore_unless(out.trained, k_buffers, k_buffers_before);|    (void)k_buffers_before;|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
 bn_restore_bumps_version|src/model/moco.cpp|    auto values = now[i].variable_data();  // same storage, a version counter of its own|    auto values = now[i];|^MocoTest\.AStepWithNonFinite|^faults\.nan_skip$
@@ -151,7 +159,8 @@ lincls_momentum_drifts|configs/moco_v2_lincls_imagenet.yaml|  momentum: 0.9|  mo
 lincls_weight_decay_drifts|configs/moco_v1_lincls_imagenet.yaml|  weight_decay: 0|  weight_decay: 0.0001|^LinclsProtocolTest\.
 lincls_batch_drifts|configs/moco_v2_lincls_imagenet.yaml|  batch_size: 256|  batch_size: 512|^LinclsProtocolTest\.
 lincls_lr_drifts|configs/moco_v1_lincls_imagenet.yaml|  base_lr: 30.0|  base_lr: 3.0|^LinclsProtocolTest\.
-lincls_crop_scale_of_pretraining|src/lincls/views.cpp|  a.scale_min = c.lincls.crop_scale_min;|  (void)0;|^LinclsProtocolTest\.
+lincls_crop_scale_of_pretraining|src/lincls/views.cpp|  protocol.scale_min = c.lincls.crop_scale_min;|  (void)0;|^LinclsProtocolTest\.
+augment_eval_off_ignored|src/data/augment_params.cpp|if (param.eval == EvalRule::kOff) view.*member = 0.0;|(void)0;|^AugmentParamsTest\.|^LinclsProtocolTest\.
 lincls_backbone_bn_not_frozen|src/lincls/backbone.cpp|  net->eval();|  net->train();|^LinclsProtocolTest\.|^LinclsTest\.
 eval_resize_not_256|src/data/encoded_views.cpp|static_cast<double>(out_size) * 256.0 / 224.0|static_cast<double>(out_size) * 288.0 / 224.0|^LinclsProtocolTest\.|^ImageFolderTest\.
 eval_crop_off_centre|src/data/encoded_views.cpp|std::nearbyint(static_cast<double>(r.width - out_size) / 2.0)|std::nearbyint(static_cast<double>(r.width - out_size) / 3.0)|^LinclsProtocolTest\.|^ImageFolderTest\.
@@ -243,6 +252,12 @@ transpose_right_columns_skipped|src/data/plane_transpose.cpp|  transpose_scalar(
 pil_flat_blend_table_off_by_one|src/data/pil_color.cpp|  for (uint8_t& p : image.pixels) p = table[p];|  for (uint8_t& p : image.pixels) p = table[p == 255 ? p : p + 1];|^PilColorTest\.|^data\.augment_parity_torchvision$
 pil_saturation_clamp_low|src/data/pil_color.cpp|alpha * (value - degenerate), 0.0f, 255.0f));|alpha * (value - degenerate), 0.0f, 254.0f));|^PilColorTest\.|^data\.augment_parity_torchvision$
 openblas_restart_named_exe|src/sys/openblas_kernels.cpp|  execv(own_path().c_str(), argv.data());|  execv("/proc/self/exe", argv.data());|^cli\.openblas_kernels$
+method_skip_ignored|src/moco_v2/moco_v2.cpp|  optimizer_.step(out.trained);|  optimizer_.step();|^faults\.nan_skip$
+method_bn_not_broadcast|src/moco_v2/moco_v2.cpp|  replicas_.before_step(step);|  (void)step;|^cli\.train\.bn_buffers_np2$
+method_queue_not_checkpointed|src/moco_v2/moco_v2.cpp|  entries.push_back({"moco/queue", queue[0]});|  (void)queue;|^ckpt\.resume_bitwise_np1$
+chores_no_bn_agreement_before_save|src/train/run_chores.cpp|  run_.method->before_save();|  (void)0;|^ckpt\.resume_bitwise_np2$|^cli\.train\.bn_buffers_np2$
+room_links_hdf5_where_not_called|CMakeLists.txt|moco_room(dist LIBS MPI::MPI_C)|moco_room(dist LIBS MPI::MPI_C HDF5::HDF5)|^build\.layers_refuse_upward_include$
+room_libraries_public|CMakeLists.txt|PUBLIC moco_common ${used_targets} PRIVATE ${ARG_LIBS})|PUBLIC moco_common ${used_targets} ${ARG_LIBS})|^build\.layers_refuse_upward_include$
 moco_sh_mpirun_in_the_scripts_group|launch/mpirun/moco.sh|command -v setsid >/dev/null && own_session=(setsid)|true|^launch\.mpirun_group_sigint$
 export_into_its_run|src/app/moco_ckpt_main.cpp|  for (const auto& source : {path, run_of(dir)})|  for (const auto& source : {std::string()})|^tools\.export_into_run$
 export_force_replaces_any_file|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !std::filesystem::is_regular_file(out, ec))|  if (false)|^tools\.export_force_special$

@@ -77,11 +77,12 @@ std::optional<int> read_config(const Options& o, moco::run::Config& config) {
   return std::nullopt;
 }
 
-moco::run::RunContext make_context(const moco::run::Config& config, const moco::dist::WorldInfo& world, bool dry_run) {
+moco::run::RunContext make_context(const moco::run::Config& config, const moco::dist::WorldInfo& world, bool dry_run,
+                                   const std::optional<moco::run::EarlyDevice>& early_device) {
   moco::run::RunContext context;
   context.dry_run = dry_run;
-  context.device = moco::run::select_device(world.local_rank, world.local_size);
-  spdlog::info("{}", moco::run::describe_placement(world, context.device));
+  context.device = moco::run::select_device(world, early_device);
+  spdlog::info("{}", moco::run::describe_placement(world, context.device, early_device));
   context.local_size = world.local_size;
   context.group = moco::run::make_job_group(config, world.world_size, context.device);
   return context;
@@ -116,6 +117,8 @@ int main(int argc, char** argv) {
     return code;
   };
   try {
+    // Before MPI starts, which may open a CUDA context on the current device (run/device.h).
+    const auto early_device = moco::run::choose_device_before_mpi();
     world = moco::dist::init_world(&argc, &argv);
     moco::preempt::install_preemption_handlers();
     // The world size is known now: a batch that does not split over the ranks is the config's fault,
@@ -130,7 +133,7 @@ int main(int argc, char** argv) {
     moco::run::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
                              !o.dry_run && !o.eval_only);
     moco::sys::log_workarounds();
-    const auto context = make_context(config, world, o.dry_run);
+    const auto context = make_context(config, world, o.dry_run, early_device);
     if (o.eval_only) {
       moco::lincls::knn_eval_only(config, context);
     } else {

@@ -89,12 +89,14 @@ int main(int argc, char** argv) {
     return code;
   };
   try {
+    // Before MPI starts, which may open a CUDA context on the current device (run/device.h).
+    const auto early_device = moco::run::choose_device_before_mpi();
     world = moco::dist::init_world(&argc, &argv);
     moco::preempt::install_preemption_handlers();
     moco::run::validate_for_world(config, world.world_size, where, moco::run::Job::kLincls);
     moco::run::check_data(config, where, world.rank == 0);
     moco::run::RunContext context;
-    context.device = moco::run::select_device(world.local_rank, world.local_size);
+    context.device = moco::run::select_device(world, early_device);
     context.local_size = world.local_size;
     // Before any folder is made: a backbone that does not fit the config is the config's fault.
     const auto backbone = moco::lincls::Backbone::load(config, context.device);
@@ -103,7 +105,7 @@ int main(int argc, char** argv) {
     // Before the first write into the folder: a second run there stops here, having written nothing.
     moco::run::lock_output_dir(config.train.output_dir, "train.output_dir", world.rank, folder_lock);
     moco::run::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
-    spdlog::info("{}", moco::run::describe_placement(world, context.device));
+    spdlog::info("{}", moco::run::describe_placement(world, context.device, early_device));
     moco::sys::log_workarounds();
     context.group = moco::run::make_job_group(config, world.world_size, context.device);
     moco::lincls::run_lincls(config, context, backbone);

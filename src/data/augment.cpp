@@ -1,5 +1,6 @@
 #include "data/augment.h"
 
+#include "data/augment_params.h"
 #include "data/hash.h"
 #include "data/view_augment.h"
 #include "data/view_params.h"
@@ -35,18 +36,13 @@ void check_options(const AugmentOptions& o) {
   auto require = [](bool ok, const std::string& what) {
     if (!ok) throw std::invalid_argument("augment_batch: " + what);
   };
-  require(o.out_size > 0, "out_size must be positive, got " + std::to_string(o.out_size));
-  require(o.scale_min > 0 && o.scale_min <= o.scale_max, "need 0 < scale_min <= scale_max");
+  // Each keyed option's range, as the config checks it ("data.hue must lie in [0, 0.5]").
+  for (const AugmentParam& param : augment_params()) {
+    const std::string what = range_error(param, o);
+    require(what.empty(), std::string(param.key) + " " + what);
+  }
+  require(o.scale_min <= o.scale_max, "need scale_min <= scale_max");
   require(o.ratio_min > 0 && o.ratio_min <= o.ratio_max, "need 0 < ratio_min <= ratio_max");
-  require(o.flip_prob >= 0 && o.flip_prob <= 1, "flip_prob must lie in [0, 1]");
-  require(o.jitter_prob >= 0 && o.jitter_prob <= 1, "jitter_prob must lie in [0, 1]");
-  require(o.brightness >= 0 && o.contrast >= 0 && o.saturation >= 0,
-          "brightness, contrast and saturation must be non-negative");
-  require(o.hue >= 0 && o.hue <= 0.5, "hue must lie in [0, 0.5]");
-  require(o.grayscale_prob >= 0 && o.grayscale_prob <= 1, "grayscale_prob must lie in [0, 1]");
-  require(o.blur_prob >= 0 && o.blur_prob <= 1, "blur_prob must lie in [0, 1]");
-  require(o.blur_sigma.size() == 2 && o.blur_sigma[0] > 0 && o.blur_sigma[0] <= o.blur_sigma[1],
-          "need blur_sigma = [min, max] with 0 < min <= max");
 }
 
 SampleParams draw_params(uint64_t seed, int64_t height, int64_t width, const AugmentOptions& o) {

@@ -1,6 +1,7 @@
 // defines: Recipe (which augmentation) and AugmentOptions (its strengths and the views' size and
-// normalisation): the one home of every augmentation setting. The config binds its data.* keys to
-// these members (train/config.cpp), so a new setting is a member here, a row there and its op.
+// normalisation): the one home of every augmentation setting. Each data.* key binds one of these
+// members through its row in data/augment_params.cpp, so a new setting is a member here, a row there
+// and its op.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
+#include <regex>
+#include <sstream>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -40,6 +42,15 @@ const char* const kEnvVars[] = {
     "SLURM_LOCALID",
     "SLURM_STEP_ID",
     "PMI_SIZE",
+    // launcher_local_rank's
+    "MPI_LOCALRANKID",
+    "MPI_LOCALNRANKS",
+    "PMIX_LOCAL_RANK",
+    "PMIX_LOCAL_SIZE",
+    "SLURM_NODEID",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_NTASKS_PER_NODE",
 };
 
 const char* get(const EnvMap& env, const char* name) {
@@ -167,6 +178,78 @@ std::optional<int> launcher_world_size(const EnvMap& env) {
   if (get(env, "PMI_SIZE")) return static_cast<int>(parse(env, "PMI_SIZE", unknown_rank));
   if (is_srun_step(env) && get(env, "SLURM_NTASKS")) return static_cast<int>(parse(env, "SLURM_NTASKS", unknown_rank));
   return std::nullopt;
+}
+
+std::optional<int> slurm_tasks_on_node(const std::string& tasks_per_node, int node) {
+  static const std::regex run(R"(^([0-9]{1,9})(\(x([0-9]{1,9})\))?$)");
+  if (node < 0) return std::nullopt;
+  long long first = 0;  // the first node of the run
+  std::stringstream runs(tasks_per_node);
+  for (std::string item; std::getline(runs, item, ',');) {
+    std::smatch m;
+    if (!std::regex_match(item, m, run)) return std::nullopt;
+    const long long repeat = m[3].matched ? std::stoll(m[3].str()) : 1;
+    if (node < first + repeat) return static_cast<int>(std::stoll(m[1].str()));
+    first += repeat;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+LauncherLocalRank local_rank_from(const EnvMap& env, const char* rank_variable, const char* size_variable) {
+  const int unknown_rank = -1;
+  LauncherLocalRank found;
+  found.variable = rank_variable;
+  found.local_rank = static_cast<int>(parse(env, rank_variable, unknown_rank));
+  if (size_variable != nullptr && get(env, size_variable)) {
+    found.local_size = static_cast<int>(parse(env, size_variable, unknown_rank));
+    found.size_variable = size_variable;
+  }
+  return found;
+}
+
+// Slurm names a step's tasks per node in a list over the step's nodes; SLURM_NTASKS_PER_NODE is only
+// what was asked for (--ntasks-per-node), which the last node may not hold.
+void add_slurm_local_size(const EnvMap& env, LauncherLocalRank& found) {
+  const int unknown_rank = -1;
+  if (get(env, "SLURM_NODEID")) {
+    const auto node = static_cast<int>(parse(env, "SLURM_NODEID", unknown_rank));
+    for (const char* list : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+      if (!get(env, list)) continue;
+      if (auto tasks = slurm_tasks_on_node(get(env, list), node)) {
+        found.local_size = tasks;
+        found.size_variable = std::string(list) + "='" + get(env, list) + "' at SLURM_NODEID=" + std::to_string(node);
+        return;
+      }
+    }
+  }
+  if (get(env, "SLURM_NTASKS_PER_NODE")) {
+    found.local_size = static_cast<int>(parse(env, "SLURM_NTASKS_PER_NODE", unknown_rank));
+    found.size_variable = "SLURM_NTASKS_PER_NODE";
+  }
+}
+
+}  // namespace
+
+std::optional<LauncherLocalRank> launcher_local_rank(const EnvMap& env) {
+  std::optional<LauncherLocalRank> found;
+  if (get(env, "OMPI_COMM_WORLD_LOCAL_RANK")) {
+    found = local_rank_from(env, "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
+  } else if (get(env, "MPI_LOCALRANKID")) {
+    found = local_rank_from(env, "MPI_LOCALRANKID", "MPI_LOCALNRANKS");
+  } else if (get(env, "PMIX_LOCAL_RANK")) {
+    found = local_rank_from(env, "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE");
+  } else if (is_srun_step(env) && get(env, "SLURM_LOCALID")) {
+    found = local_rank_from(env, "SLURM_LOCALID", nullptr);
+    add_slurm_local_size(env, *found);
+  }
+  if (found && found->local_size && found->local_rank >= *found->local_size) {
+    throw DistError(-1, "launcher environment: " + found->variable + "=" + std::to_string(found->local_rank) +
+                            " is not below the local size " + std::to_string(*found->local_size) + " (" +
+                            found->size_variable + ")");
+  }
+  return found;
 }
 
 // The reducer's gradient all-reduces are nonblocking. Open MPI's default choice for MPI_Iallreduce

@@ -1,5 +1,6 @@
 // defines: WorldInfo, init_world / finalize_world / abort_world (the MPI lifetime of a process),
-// check_launcher_env and launcher_world_size (pure checks of what the launcher's environment claims).
+// check_launcher_env and launcher_world_size (pure checks of what the launcher's environment claims),
+// launcher_local_rank / slurm_tasks_on_node (the node-local rank before MPI starts, for the device).
 #pragma once
 
 #include <map>
@@ -67,5 +68,29 @@ void check_launcher_env(const WorldInfo& mpi, const EnvMap& env);
 // The world size the launcher promises, if the environment names one (Open MPI's mpirun, MPICH's
 // Hydra through PMI_SIZE, a direct srun step); nullopt for a plain process. Pure.
 std::optional<int> launcher_world_size(const EnvMap& env);
+
+// This process's node-local rank as its launcher put it in the environment, read before MPI starts
+// so that the device can be chosen first (run::choose_device_before_mpi).
+struct LauncherLocalRank {
+  int local_rank = 0;
+  std::optional<int> local_size;  // when the launcher says
+  std::string variable;           // where local_rank came from, e.g. "OMPI_COMM_WORLD_LOCAL_RANK"
+  std::string size_variable;      // where local_size came from, if it did
+};
+
+// The first launcher, in this order, that names the local rank:
+//  - Open MPI: OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE;
+//  - MPICH's Hydra: MPI_LOCALRANKID, MPI_LOCALNRANKS;
+//  - PMIx (srun --mpi=pmix, PALS): PMIX_LOCAL_RANK, PMIX_LOCAL_SIZE;
+//  - a direct srun step (as check_launcher_env decides: under mpirun the Slurm variables are the
+//    daemons'): SLURM_LOCALID; the size from SLURM_STEP_TASKS_PER_NODE, else SLURM_TASKS_PER_NODE,
+//    at SLURM_NODEID, else SLURM_NTASKS_PER_NODE.
+// nullopt for a plain process. Throws DistError (rank unknown) naming a variable whose value is not a
+// non-negative integer, or a local rank not below its local size. Pure.
+std::optional<LauncherLocalRank> launcher_local_rank(const EnvMap& env);
+
+// The tasks on node `node` (0-based) in Slurm's per-node list, which runs of equal counts compress:
+// "2(x3),1" is 2, 2, 2, 1. nullopt when the list is malformed or has no such node. Pure.
+std::optional<int> slurm_tasks_on_node(const std::string& tasks_per_node, int node);
 
 }  // namespace moco::dist

@@ -3,8 +3,9 @@
 #include "dist/bootstrap.h"         // defines: abort_world
 #include "dist/collective_check.h"  // defines: describe_collective, find_disagreement, ...
 #include "dist/cuda_current_stream.h"
-#include "dist/cuda_errors.h"  // defines: CUDA_CHECK_ON_RANK, NCCL_CHECK_ON_RANK, NCCL_LAUNCH_CHECK_ON_RANK
-#include "dist/errors.h"       // defines: DistError
+#include "dist/cuda_errors.h"         // defines: CUDA_CHECK_ON_RANK, NCCL_CHECK_ON_RANK, NCCL_LAUNCH_CHECK_ON_RANK
+#include "dist/errors.h"              // defines: DistError
+#include "dist/nccl_transport_log.h"  // defines: plan_nccl_debug_log, summarize_nccl_transports
 #include "dist/nccl_watchdog.h"
 #include "dist/running_deadline.h"
 
@@ -12,10 +13,15 @@
 #include <nccl.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <numeric>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -110,6 +116,8 @@ class EventWork final : public WatchedWork {
 // outlives the other's needs. The mutex serialises NCCL calls: a communicator is not thread-safe,
 // and a Reducer may launch from autograd threads while another thread waits, and the watchdog's
 // thread asks for the asynchronous error and aborts. Lock order: mutex, then the watchdog's own.
+// The watchdog only tries the mutex (run_if_unlocked): a launch holds it, and a launch can block
+// behind the very collective the watchdog must time out.
 struct NcclComm final : WatchedComm {
   NcclComm(int rank_, int device_, const NcclOptions& options)
       : rank(rank_),
@@ -129,15 +137,14 @@ struct NcclComm final : WatchedComm {
   RunningClock clock;
   Watchdog watchdog;  // after clock and mutex, which it uses; stopped first in the destructor
 
-  // WatchedComm, for the watchdog's thread.
-  std::optional<std::string> async_error() override {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (progress_locked() != CommProgress::kError) return std::nullopt;
-    return error_text_locked();
+  // WatchedComm, for the watchdog's thread (and fail()'s abort).
+  bool try_async_error(std::optional<std::string>& error) override {
+    return run_if_unlocked(mutex, [&] {
+      if (progress_locked() == CommProgress::kError) error = error_text_locked();
+    });
   }
-  void abort() override {
-    std::lock_guard<std::mutex> lock(mutex);
-    abort_locked();
+  bool try_abort() override {
+    return run_if_unlocked(mutex, [this] { abort_locked(); });
   }
   void bind_thread() override { cudaSetDevice(device); }
 
@@ -168,7 +175,7 @@ struct NcclComm final : WatchedComm {
 
   // Through the watchdog, so that the fault is the same for every thread and the abort happens once.
   [[noreturn]] void fail(std::unique_lock<std::mutex>& lock, const std::string& reason) {
-    lock.unlock();  // the watchdog aborts through abort(), which takes mutex
+    lock.unlock();  // the watchdog aborts through try_abort(), which needs mutex free
     throw DistError(rank, watchdog.fail(reason));
   }
 
@@ -368,6 +375,29 @@ void NcclWork::wait_host(std::chrono::milliseconds timeout) {
 
 // ------------------------------------------------------------------------------------ ProcessGroup
 
+namespace {
+
+// Before NCCL's first call in this process, which reads its debug settings once: where the user left
+// NCCL_DEBUG unset, NCCL's INFO log goes to the run folder (plan_nccl_debug_log). Returns the log to
+// read the transport from, or "".
+std::string route_nccl_log(int rank, const std::string& dir) {
+  if (dir.empty()) return "";
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::string short_host(host);  // NCCL's %h: the name up to its first dot
+  short_host = short_host.substr(0, short_host.find('.'));
+  std::error_code ec;
+  const std::string file = std::filesystem::is_directory(dir, ec)
+                               ? (std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".nccl.log")).string()
+                               : "";
+  const NcclDebugLog plan = plan_nccl_debug_log(nccl_debug_env(), file, short_host, static_cast<int>(getpid()));
+  for (const auto& [name, value] : plan.set) setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
+  if (plan.file.empty()) spdlog::info("rank {}: NCCL transport: not logged: {}", rank, plan.why_none);
+  return plan.file;
+}
+
+}  // namespace
+
 NcclProcessGroup::NcclProcessGroup(int rank, int world_size, HostExchange host, int device, NcclOptions options)
     : rank_(rank), world_size_(world_size), device_(device), host_(std::move(host)), options_(options) {
   if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_) {
@@ -377,29 +407,8 @@ NcclProcessGroup::NcclProcessGroup(int rank, int world_size, HostExchange host, 
   if (!host_.broadcast || !host_.all_gather) {
     throw DistError(rank_, "NcclProcessGroup needs both HostExchange::broadcast and HostExchange::all_gather");
   }
-
-  // Every rank checks its device and learns every other rank's verdict before anyone enters a
-  // blocking NCCL call, so one rank without a GPU makes all ranks throw instead of the rest hanging.
-  std::string local_error;
-  int device_count = 0;
-  const cudaError_t count_status = cudaGetDeviceCount(&device_count);
-  if (count_status != cudaSuccess) {
-    local_error = std::string("the NCCL backend needs a CUDA device, but cudaGetDeviceCount failed: ") +
-                  cudaGetErrorString(count_status) + " (" + cudaGetErrorName(count_status) + ")";
-  } else if (device_ < 0 || device_ >= device_count) {
-    local_error = "the NCCL backend needs CUDA device " + std::to_string(device_) + ", but this process sees " +
-                  std::to_string(device_count) + " CUDA device(s)";
-  }
-  const int32_t local_ok = local_error.empty() ? 1 : 0;
-  std::vector<int32_t> ok(static_cast<std::size_t>(world_size_));
-  host_.all_gather(&local_ok, ok.data(), sizeof(int32_t));
-  if (!local_error.empty()) throw DistError(rank_, local_error);
-  std::string failed;
-  for (int r = 0; r < world_size_; ++r) {
-    if (!ok[static_cast<std::size_t>(r)]) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
-  }
-  if (!failed.empty())
-    throw DistError(rank_, "NCCL setup abandoned: rank(s) " + failed + " have no usable CUDA device");
+  check_devices();
+  const std::string nccl_log = route_nccl_log(rank_, options_.transport_log_dir);
 
   comm_ = std::make_shared<detail::NcclComm>(rank_, device_, options_);
   detail::DeviceGuard guard(device_, rank_);
@@ -420,6 +429,65 @@ NcclProcessGroup::NcclProcessGroup(int rank, int world_size, HostExchange host, 
   CUDA_CHECK_ON_RANK(rank_, cudaStreamCreateWithFlags(&comm_->stream, cudaStreamNonBlocking));
   CUDA_CHECK_ON_RANK(rank_, cudaMalloc(reinterpret_cast<void**>(&comm_->barrier_buffer), sizeof(float)));
   comm_->watchdog.start();
+  if (!options_.transport_log_dir.empty()) log_transport(nccl_log);
+}
+
+// Every rank checks its device and learns every other rank's verdict before anyone enters a
+// blocking NCCL call, so one rank without a GPU makes all ranks throw instead of the rest hanging.
+void NcclProcessGroup::check_devices() {
+  std::string local_error;
+  int device_count = 0;
+  const cudaError_t count_status = cudaGetDeviceCount(&device_count);
+  if (count_status != cudaSuccess) {
+    local_error = std::string("the NCCL backend needs a CUDA device, but cudaGetDeviceCount failed: ") +
+                  cudaGetErrorString(count_status) + " (" + cudaGetErrorName(count_status) + ")";
+  } else if (device_ < 0 || device_ >= device_count) {
+    local_error = "the NCCL backend needs CUDA device " + std::to_string(device_) + ", but this process sees " +
+                  std::to_string(device_count) + " CUDA device(s)";
+  }
+  const int32_t local_ok = local_error.empty() ? 1 : 0;
+  std::vector<int32_t> ok(static_cast<std::size_t>(world_size_));
+  host_.all_gather(&local_ok, ok.data(), sizeof(int32_t));
+  if (!local_error.empty()) throw DistError(rank_, local_error);
+  std::string failed;
+  for (int r = 0; r < world_size_; ++r) {
+    if (!ok[static_cast<std::size_t>(r)]) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!failed.empty())
+    throw DistError(rank_, "NCCL setup abandoned: rank(s) " + failed + " have no usable CUDA device");
+}
+
+// Note [Naming the transport]
+// NCCL connects two ranks at their first collective (since 2.22; during the setup before) and logs
+// the transport of each connection: P2P (NVLink or PCIe), SHM, or NET. One all-reduce here makes it
+// connect before training, bounded by the timeout as any collective; the rank log then says what
+// NCCL chose (an all-reduce's ring or tree neighbours; collectives that need other pairs, all_to_all,
+// connect those later, and their lines stay in the NCCL log alone).
+void NcclProcessGroup::log_transport(const std::string& nccl_log) {
+  float* buffer = comm_->barrier_buffer;
+  detail::run_collective(comm_, "the connecting all-reduce", {}, [&](ncclComm_t comm, cudaStream_t stream) {
+    NCCL_LAUNCH_CHECK_ON_RANK(rank_, ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, comm, stream));
+  })->wait_host(options_.timeout);
+  if (nccl_log.empty()) return;
+  if (world_size_ == 1) {
+    spdlog::info("rank {}: NCCL transport: none (a world of one rank)", rank_);
+    return;
+  }
+  std::ifstream in(nccl_log);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string summary = summarize_nccl_transports(text.str(), rank_);
+  if (!in) {
+    spdlog::info(
+        "rank {}: NCCL transport: unknown: cannot read {} (NCCL takes its debug settings once per process, "
+        "at its first call)",
+        rank_, nccl_log);
+  } else if (summary.empty()) {
+    spdlog::info("rank {}: NCCL transport: unknown: no connection lines in {} (is NCCL_DEBUG_SUBSYS without INIT?)",
+                 rank_, nccl_log);
+  } else {
+    spdlog::info("rank {}: NCCL transport: {} (NCCL's log: {})", rank_, summary, nccl_log);
+  }
 }
 
 NcclProcessGroup::~NcclProcessGroup() = default;

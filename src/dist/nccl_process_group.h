@@ -46,6 +46,12 @@ struct NcclOptions {
   // own thread, and aborts the communicator; if the process has not ended this long after such a
   // fault, the watchdog ends it (abort_world).
   std::chrono::milliseconds abort_grace = std::chrono::seconds(10);
+  // A folder (the run's) for this rank's NCCL INFO log, rank<R>.nccl.log, so that the rank log can
+  // name the transport NCCL chose (dist/nccl_transport_log.h; NCCL has no API for it). NCCL_DEBUG is
+  // set only where the user left it unset. The group then runs one all-reduce while it is made:
+  // NCCL connects the ranks at their first collective, and logs how. Empty: neither. The same on
+  // every rank, as that all-reduce is collective.
+  std::string transport_log_dir;
 };
 
 // The ncclDataType_t for a dtype, as an int so that nccl.h stays out of this header; nullopt for a
@@ -119,6 +125,8 @@ class NcclProcessGroup final : public ProcessGroup {
   // True when the ranks exchanged descriptors (the first call of its kind), false when skipped.
   bool agree(CollectiveDescriptor descriptor, const std::string& problem, bool exchange = true);
   std::shared_ptr<Work> start_all_reduce(torch::Tensor& tensor, ReduceOp op, bool agree_first);
+  void check_devices();
+  void log_transport(const std::string& nccl_log);
 
   int rank_;
   int world_size_;

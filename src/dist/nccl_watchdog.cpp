@@ -58,16 +58,41 @@ std::string Watchdog::fail(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (fault_) return *fault_;
+    fault_reason_ = reason;
     fault_ = reason + " (this rank aborted its NCCL communicator)";
     fault_at_ = clock_.now();
     entries_.clear();
     message = *fault_;
   }
   spdlog::critical("rank {}: NCCL watchdog: {}", options_.rank, message);
-  // Outside the lock: the adapter takes the communicator's lock, which a launching thread may hold
-  // while it registers a collective here.
-  comm_.abort();
+  abort_once();
   return message;
+}
+
+// Aborts the communicator unless that is done or under way on another thread; true once done. Outside
+// mutex_: a launching thread holds the communicator's lock while it registers a collective here.
+bool Watchdog::abort_once() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_ || aborting_) return aborted_;
+    aborting_ = true;
+  }
+  const bool done = comm_.try_abort();
+  bool first_postponement = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborting_ = false;
+    aborted_ = done;
+    first_postponement = !done && !abort_postponed_;
+    abort_postponed_ = abort_postponed_ || !done;
+  }
+  if (first_postponement) {
+    spdlog::critical(
+        "rank {}: NCCL watchdog: the communicator's lock is held (a launch in progress, perhaps blocked "
+        "behind the hung collective); the abort is retried until {} after the fault, then the process ends",
+        options_.rank, watchdog_span_text(options_.grace));
+  }
+  return done;
 }
 
 std::optional<std::string> Watchdog::fault() const {
@@ -81,7 +106,8 @@ std::size_t Watchdog::watched() const {
 }
 
 // Drops the finished entries of `entries`; returns the first fault among the rest and the
-// communicator's asynchronous error, which comes first: it says more than a timeout.
+// communicator's asynchronous error, which comes first: it says more than a timeout. The error is
+// not known while a launching thread holds the communicator's lock; the deadlines still hold then.
 std::optional<std::string> Watchdog::find_fault(std::vector<Entry>& entries, WatchdogClock::time_point now) {
   std::optional<std::string> timed_out;
   std::vector<Entry> pending;
@@ -97,7 +123,8 @@ std::optional<std::string> Watchdog::find_fault(std::vector<Entry>& entries, Wat
     pending.push_back(std::move(e));
   }
   entries = std::move(pending);
-  if (auto error = comm_.async_error()) {
+  std::optional<std::string> error;
+  if (comm_.try_async_error(error) && error) {
     const std::string during =
         entries.empty() ? ""
                         : " while " + collective_label(entries.front().what, entries.front().step) + " was in flight";
@@ -106,25 +133,38 @@ std::optional<std::string> Watchdog::find_fault(std::vector<Entry>& entries, Wat
   return timed_out;
 }
 
-Watchdog::Verdict Watchdog::poll_once() {
-  std::vector<Entry> entries;
+// A fault stands: retries an abort that found the communicator's lock held, and ends the process
+// once the grace has passed. Unaborted by then, a launch holds the lock and will not give it back.
+Watchdog::Verdict Watchdog::after_fault() {
+  const bool aborted = abort_once();
   std::string end_with;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (ended_) return Verdict::kEnded;
-    if (fault_) {
-      if (clock_.now() - fault_at_ < options_.grace) return Verdict::kFaulted;
-      ended_ = true;
-      end_with = *fault_;
-    } else {
-      entries.swap(entries_);
-    }
+    if (clock_.now() - fault_at_ < options_.grace) return Verdict::kFaulted;
+    ended_ = true;
+    end_with = aborted
+                   ? *fault_
+                   : fault_reason_ +
+                         " (this rank could not abort its NCCL communicator: a launching thread held its "
+                         "lock throughout the " +
+                         watchdog_span_text(options_.grace) + " grace, probably blocked behind the hung collective)";
   }
-  if (!end_with.empty()) {
-    end_process_(end_with);
-    return Verdict::kEnded;
+  end_process_(end_with);
+  return Verdict::kEnded;
+}
+
+Watchdog::Verdict Watchdog::poll_once() {
+  std::vector<Entry> entries;
+  bool faulted = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ended_) return Verdict::kEnded;
+    faulted = fault_.has_value();
+    if (!faulted) entries.swap(entries_);
   }
-  // The queries run unlocked: the adapter's async_error() takes the communicator's lock.
+  if (faulted) return after_fault();
+  // The queries run outside mutex_, so that launches can register meanwhile.
   std::optional<std::string> found = find_fault(entries, clock_.now());
   {
     std::lock_guard<std::mutex> lock(mutex_);

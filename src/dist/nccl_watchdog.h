@@ -1,7 +1,8 @@
 // defines: Watchdog (the NCCL group's watchdog: a thread that times out and aborts collectives),
 // WatchedWork / WatchedComm / WatchdogClock (what it watches, behind interfaces that tests fake),
-// RunningClock (steady time less the time the process was frozen), wait_until_settled (bounds a
-// non-blocking NCCL call), note_step / noted_step (the training step, for the watchdog's messages).
+// RunningClock (steady time less the time the process was frozen), run_if_unlocked (the watchdog's
+// only way to the communicator's lock), wait_until_settled (bounds a non-blocking NCCL call),
+// note_step / noted_step (the training step, for the watchdog's messages).
 // Needs neither CUDA nor NCCL: the CUDA side (events, ncclCommGetAsyncError, ncclCommAbort) is an
 // adapter in nccl_process_group.cpp, so the decisions are tested on CPU.
 #pragma once
@@ -61,14 +62,29 @@ class WatchedWork {
   virtual std::string failure() { return "the completion event could not be queried"; }
 };
 
+// Runs `f` holding `mutex` if the mutex is free now; false, without running `f`, while another
+// thread holds it. The watchdog reaches the communicator's lock only through this: a launching thread
+// holds that lock across an NCCL launch, which can block behind a hung collective (a full launch
+// queue, an enqueue that never settles), and a watchdog waiting for it would hang with the job.
+template <typename F>
+bool run_if_unlocked(std::mutex& mutex, F&& f) {
+  std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  f();
+  return true;
+}
+
 // The communicator: its asynchronous error (ncclCommGetAsyncError) and its abort (ncclCommAbort).
+// Both answer only if the communicator's lock is free now (run_if_unlocked), never waiting for it.
 class WatchedComm {
  public:
   virtual ~WatchedComm() = default;
-  // The error NCCL reports, or nullopt while there is none (an operation in progress is none).
-  virtual std::optional<std::string> async_error() = 0;
-  // Makes the collectives' kernels return; called at most once per Watchdog.
-  virtual void abort() = 0;
+  // False while the lock is held. Else true, with `error` set to the error NCCL reports, or left
+  // nullopt while there is none (an operation in progress is none).
+  virtual bool try_async_error(std::optional<std::string>& error) = 0;
+  // Makes the collectives' kernels return; false, with nothing done, while the lock is held. The
+  // watchdog calls it until it succeeds, once.
+  virtual bool try_abort() = 0;
   // Called first on the watchdog's thread (the CUDA adapter makes the rank's device current there,
   // so that the thread's CUDA calls open no context on device 0).
   virtual void bind_thread() {}
@@ -81,15 +97,19 @@ struct WatchdogOptions {
   // After a fault the launching thread's next wait or launch throws it; if the process has not ended
   // this long after the fault (that thread is blocked elsewhere, or caught the error), the watchdog
   // ends it: a rank must not outlive its aborted communicator, blocked where no timeout reaches.
+  // Also how long the abort may wait for the communicator's lock (it retries at every poll): past
+  // the grace the process ends unaborted, as a launch blocked behind the hung collective never
+  // returns the lock.
   std::chrono::milliseconds grace = std::chrono::seconds(10);
   std::chrono::milliseconds interval = std::chrono::milliseconds(100);  // between polls
 };
 
 // Watches every collective of one communicator from launch to completion. A pass (poll_once, which
 // the thread started by start() calls every `interval`) drops the finished collectives, asks the
-// communicator for its asynchronous error, and times out the collectives older than `timeout`; the
-// first fault found, or reported by fail(), is logged, kept, and the communicator aborted (once).
-// Thread-safe; the interfaces given must outlive the Watchdog.
+// communicator for its asynchronous error (skipped while its lock is held: the deadlines need no
+// lock), and times out the collectives older than `timeout`; the first fault found, or reported by
+// fail(), is logged, kept, and the communicator aborted (once, as soon as its lock is free).
+// Thread-safe; never blocks on the communicator; the interfaces given must outlive the Watchdog.
 class Watchdog {
  public:
   // Ends the process after the grace; returns only where a test fakes it.
@@ -103,8 +123,9 @@ class Watchdog {
 
   // A collective just launched: `what` names it ("all_reduce #12"), `step` is the training step or -1.
   void watch(std::string what, int64_t step, std::shared_ptr<WatchedWork> work);
-  // Records `reason` as the fault unless one stands, then aborts the communicator; returns the fault
-  // that stands. For faults the launching thread finds itself (its own wait timing out).
+  // Records `reason` as the fault unless one stands, then aborts the communicator if its lock is free
+  // (else the watchdog's thread retries); returns the fault that stands. For faults the launching
+  // thread finds itself (its own wait timing out).
   std::string fail(const std::string& reason);
   // The fault, once there is one: what every later wait and launch throws.
   std::optional<std::string> fault() const;
@@ -122,6 +143,8 @@ class Watchdog {
     std::shared_ptr<WatchedWork> work;
   };
   std::optional<std::string> find_fault(std::vector<Entry>& entries, WatchdogClock::time_point now);
+  bool abort_once();
+  Verdict after_fault();
   void run();
 
   const WatchdogOptions options_;
@@ -131,7 +154,11 @@ class Watchdog {
   mutable std::mutex mutex_;
   std::vector<Entry> entries_;
   std::optional<std::string> fault_;
+  std::string fault_reason_;  // fault_ without the note that the communicator was aborted
   WatchdogClock::time_point fault_at_{};
+  bool aborted_ = false;
+  bool aborting_ = false;         // a thread is in comm_.try_abort()
+  bool abort_postponed_ = false;  // a try found the lock held (logged once)
   bool ended_ = false;
   bool stopping_ = false;
   std::condition_variable wake_;

@@ -14,7 +14,7 @@
 namespace moco::lincls {
 
 KnnEvalResult knn_eval_only(const run::Config& config, const run::RunContext& context) {
-  torch::set_num_threads(config.train.threads > 0 ? config.train.threads : run::available_cores());
+  torch::set_num_threads(run::intra_op_threads(config.train.threads, context.local_size));
   run::Config c = config;
   if (c.model.pretrained.empty()) c.model.pretrained = c.train.output_dir;
   const Backbone backbone = Backbone::load(c, context.device);

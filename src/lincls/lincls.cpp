@@ -346,7 +346,7 @@ void check_own_output_dir(const Config& c, const Backbone& backbone) {
 }
 
 LinclsResult run_lincls(const Config& config, const run::RunContext& context, const Backbone& backbone) {
-  torch::set_num_threads(config.train.threads > 0 ? config.train.threads : run::available_cores());
+  torch::set_num_threads(run::intra_op_threads(config.train.threads, context.local_size));
   run::validate_for_world(config, context.group->world_size(), "config", run::Job::kLincls);
   check_own_output_dir(config, backbone);
   LinclsRun run(config, context, backbone);

@@ -1,5 +1,6 @@
 #include "lincls/views.h"
 
+#include "data/augment_params.h"
 #include "run/setup.h"
 
 #include <torch/torch.h>
@@ -8,18 +9,17 @@
 
 namespace moco::lincls {
 
+// The official linear protocol's training view is crop + flip whatever the pre-training used: the
+// batched recipe for images of one size, else v1. The options follow the augmentation table's
+// evaluation column (data/augment_params.h): the protocol's values below, every op it marks off
+// (colour jitter, greyscale, blur) off, the size, implementation and normalisation the pre-training's.
 data::AugmentOptions train_view(const run::Config& c) {
-  data::AugmentOptions a = run::augment_options(c);
-  a.scale_min = c.lincls.crop_scale_min;
-  a.scale_max = 1.0;
-  a.flip_prob = 0.5;
-  a.jitter_prob = 0.0;
-  // The official linear protocol's training view is crop + flip whatever the pre-training used:
-  // the batched recipe for images of one size, else v1 with every colour change off.
-  a.recipe = run::is_encoded_dataset(c) ? data::Recipe::kV1 : data::Recipe::kSimple;
-  a.brightness = a.contrast = a.saturation = a.hue = 0.0;
-  a.grayscale_prob = 0.0;
-  return a;
+  data::AugmentOptions protocol;
+  protocol.recipe = run::is_encoded_dataset(c) ? data::Recipe::kV1 : data::Recipe::kSimple;
+  protocol.scale_min = c.lincls.crop_scale_min;
+  protocol.scale_max = 1.0;
+  protocol.flip_prob = 0.5;
+  return data::evaluation_options(run::augment_options(c), protocol);
 }
 
 torch::Tensor center_view(const torch::Tensor& images, const data::AugmentOptions& normalisation) {

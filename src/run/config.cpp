@@ -1,5 +1,7 @@
 #include "run/config.h"
 
+#include "data/augment_params.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -12,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <utility>
+#include <variant>
 
 namespace moco::run {
 namespace {
@@ -194,9 +197,6 @@ const auto auto_true_false = [](const std::string& v) -> std::string {
 const auto ascending = [](const std::vector<double>& v) -> std::string {
   return std::is_sorted(v.begin(), v.end()) ? "" : "must be ascending";
 };
-const auto sigma_range = [](const std::vector<double>& s) -> std::string {
-  return s.size() == 2 && s[0] > 0 && s[0] <= s[1] ? "" : "must be [min, max] with 0 < min <= max";
-};
 Rule<double> lies_in(double lo, double hi, bool lo_open, bool hi_open) {
   const std::string what = fmt::format("must lie in {}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
   return [=](const double& v) -> std::string {
@@ -208,8 +208,8 @@ Rule<double> in_closed(double lo, double hi) { return lies_in(lo, hi, false, fal
 Rule<double> in_open_closed(double lo, double hi) { return lies_in(lo, hi, true, false); }
 Rule<double> in_closed_open(double lo, double hi) { return lies_in(lo, hi, false, true); }
 
-// MOCO_FIELD(model.dim, help): the key is the member's path. MOCO_BOUND("data.hue", data.augment.hue,
-// help): a key bound to a member of another name (the augmentation's options).
+// MOCO_FIELD(model.dim, help): the key is the member's path. MOCO_BOUND("data.x", data.y, help): a key
+// bound to a member of another name. (The augmentation's keys are rows of data/augment_params.h instead.)
 #define MOCO_BOUND(key, path, help)                              \
   FieldOf<std::decay_t<decltype(std::declval<Config>().path)>> { \
     key, help, [](Config & c) -> auto& { return c.path; }        \
@@ -243,8 +243,29 @@ std::vector<Field> model_moco_fields() {
   };
 }
 
+// A row of data/augment_params.h (the augmentation's keys) as a field bound to its AugmentOptions
+// member, checked by the table's own range.
+Field augment_field(const data::AugmentParam& param) {
+  return std::visit(
+      [&param](auto member) {
+        using T = std::decay_t<decltype(std::declval<data::AugmentOptions>().*member)>;
+        Field f{param.key, type_name<T>(), param.help, nullptr, nullptr, nullptr};
+        f.set = [member](Config& c, const YAML::Node& node) { c.data.augment.*member = read_value<T>(node); };
+        f.get = [member](const Config& c) { return to_node(c.data.augment.*member); };
+        f.check = [param](const Config& c) { return data::range_error(param, c.data.augment); };
+        return f;
+      },
+      param.member);
+}
+
+void add_augment_fields(std::vector<Field>& fields, data::ParamGroup group) {
+  for (const auto& param : data::augment_params())
+    if (param.group == group) fields.push_back(augment_field(param));
+}
+
+// The dataset's keys, the augmentation's pipeline (its table's rows), the loader's, the ops' parameters.
 std::vector<Field> data_fields() {
-  return {
+  std::vector<Field> rows = {
       MOCO_FIELD(data.dataset,
                  "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder "
                  "(data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs "
@@ -257,22 +278,9 @@ std::vector<Field> data_fields() {
       MOCO_FIELD(data.val_dir,
                  "imagefolder: the val split's folder under data.root, hdf5: its shards' prefix (the kNN monitor's "
                  "queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
-      MOCO_BOUND("data.dct_scaling", data.augment.dct_scaling,
-                 "imagefolder, hdf5: decode a JPEG at the smallest of libjpeg-turbo's DCT scales (1/8..1) that still "
-                 "leaves each crop at least data.image_size px, before the antialiased resize (faster only on photos "
-                 "several times the view size, and other pixels than PIL's full-size decode: docs/data.md; the "
-                 "paper configs set false)"),
-      MOCO_BOUND("data.transforms", data.augment.transforms,
-                 "v1, v2 and the evaluation view of imagefolder/hdf5: pil (torchvision's transforms on a PIL image, "
-                 "as the official main_moco.py and main_lincls.py: Pillow's bilinear resize, ImageEnhance, hue on "
-                 "uint8 HSV, ImageFilter.GaussianBlur; bit for bit) or tensor (torchvision's functions on a uint8 "
-                 "tensor: a sampled Gaussian blur, hue in float; docs/data.md)"),
-      MOCO_BOUND("data.image_size", data.augment.out_size, "side in pixels of the augmented crops").must(positive),
-      MOCO_BOUND(
-          "data.augmentation", data.augment.recipe,
-          "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, "
-          "grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, "
-          "grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 as data.transforms says"),
+  };
+  add_augment_fields(rows, data::ParamGroup::kPipeline);
+  const std::vector<Field> loader = {
       MOCO_FIELD(data.workers,
                  "decode/augmentation threads per rank; 0: on CUDA the rank's cores but one (its share of the node's, "
                  "or those it is bound to), on CPU 1")
@@ -281,31 +289,10 @@ std::vector<Field> data_fields() {
       MOCO_FIELD(data.synthetic_train_size, "images in the synthetic train split"),
       MOCO_FIELD(data.synthetic_test_size, "images in the synthetic test split"),
       MOCO_FIELD(data.synthetic_channels, "channels of synthetic images").must(at_least_one),
-      MOCO_BOUND("data.crop_scale_min", data.augment.scale_min,
-                 "smallest crop area of the random resized crop, as a fraction")
-          .must(in_open_closed(0, 1)),
-      MOCO_BOUND("data.flip_prob", data.augment.flip_prob, "probability of a horizontal flip").must(in_closed(0, 1)),
-      MOCO_BOUND("data.jitter_prob", data.augment.jitter_prob,
-                 "probability of the colour jitter (simple: brightness/contrast; v2: all four; v1 ignores it: always)")
-          .must(in_closed(0, 1)),
-      MOCO_BOUND("data.brightness", data.augment.brightness, "brightness factor range 1 +- this")
-          .must(in_closed_open(0, 1)),
-      MOCO_BOUND("data.contrast", data.augment.contrast, "contrast factor range 1 +- this").must(in_closed_open(0, 1)),
-      MOCO_BOUND("data.saturation", data.augment.saturation, "v1/v2: saturation factor range 1 +- this")
-          .must(in_closed_open(0, 1)),
-      MOCO_BOUND("data.hue", data.augment.hue, "v1/v2: hue shift range +- this (at most 0.5; 0.4 in v1, 0.1 in v2)")
-          .must(in_closed(0, 0.5)),
-      MOCO_BOUND("data.grayscale_prob", data.augment.grayscale_prob,
-                 "v1/v2: probability of converting the view to greyscale")
-          .must(in_closed(0, 1)),
-      MOCO_BOUND("data.blur_prob", data.augment.blur_prob, "v2: probability of the Gaussian blur")
-          .must(in_closed(0, 1)),
-      MOCO_BOUND("data.blur_sigma", data.augment.blur_sigma,
-                 "v2: [min, max] of the blur's sigma in pixels (kernel 2*ceil(3 sigma)+1)")
-          .must(sigma_range),
-      MOCO_BOUND("data.mean", data.augment.mean, "per-channel mean subtracted after scaling to [0,1]"),
-      MOCO_BOUND("data.std", data.augment.std, "per-channel std divided by after scaling to [0,1]"),
   };
+  rows.insert(rows.end(), loader.begin(), loader.end());
+  add_augment_fields(rows, data::ParamGroup::kOps);
+  return rows;
 }
 
 std::vector<Field> optim_train_fields() {

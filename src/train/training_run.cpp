@@ -15,8 +15,8 @@ namespace moco::train {
 namespace {
 
 // Threads and the seed, before anything draws; a batch that does not split over the ranks refused.
-int prepare_process(const run::Config& config, int world) {
-  const int threads = config.train.threads > 0 ? config.train.threads : run::available_cores();
+int prepare_process(const run::Config& config, int world, int local_size) {
+  const int threads = run::intra_op_threads(config.train.threads, local_size);
   torch::set_num_threads(threads);
   torch::manual_seed(config.train.seed);
   if (config.optim.batch_size % world != 0)
@@ -35,6 +35,7 @@ data::LoaderOptions train_loader_options(const run::Config& config, const run::R
   options.rank = context.group->rank();
   options.world_size = world;
   options.pin_memory = context.device.is_cuda();
+  run::log_rank_cores(context.device, context.local_size, torch::get_num_threads(), options.workers);
   spdlog::info("  data: {} decode/augmentation thread(s) per rank{}, {} batch(es) prefetched", options.workers,
                config.data.workers == 0 ? " (data.workers=0: from the cores)" : "", options.prefetch);
   return options;
@@ -64,7 +65,7 @@ TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
       group(*ctx.group),
       rank(group.rank()),
       world(group.world_size()),
-      threads(prepare_process(c, world)),
+      threads(prepare_process(c, world, ctx.local_size)),
       checkpointing(c, group),
       metrics(run::open_run_output(c, rank, /*append=*/checkpointing.will_try_resume(), ctx.dry_run)),
       splits(run::load_splits(c)),

@@ -256,7 +256,7 @@ slurm_2nodes)
   "$src/tests/lib/slurm_cluster.sh" up "$slurm" --hosts 2 --cpus 2 >"$work/slurm_up.log" 2>&1 || {
     cat "$work/slurm_up.log" >&2; fail "slurm_cluster.sh up"; }
   export SLURM_CONF=$slurm/slurm.conf OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=$net
-  job=$(cd "$work" && on 1 sbatch --parsable -N2 --ntasks-per-node=2 --gpus-per-node=0 --output="$work/job.out" \
+  job=$(cd "$work" && on 1 sbatch --parsable -N2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 --output="$work/job.out" \
         "$src/launch/slurm/moco.sbatch" "${args[@]}" train.output_dir="$run" train.epochs=6) || fail "sbatch"
   echo "job $job"
   state() { on 1 scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
