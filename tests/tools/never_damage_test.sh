@@ -158,11 +158,12 @@ export_interrupted)
   # hook): the file is removed and the export ends as the signal says. Job control on, so that the
   # background export does not start with SIGINT ignored, as a terminal's foreground job would not.
   for sig in INT TERM HUP; do
+    rm -f "$work/int.console"  # the last round's pause line is not this one's
     set -m
     MOCO_CKPT_FAULT=pause_in_export "$ckpt" export "$work/run" "$work/int.h5" >"$work/int.console" 2>&1 &
     pid=$!
     set +m
-    for _ in $(seq 150); do grep -q "MOCO_CKPT_FAULT: pausing" "$work/int.console" && break; sleep 0.1; done
+    for _ in $(seq 150); do grep -qs "MOCO_CKPT_FAULT: pausing" "$work/int.console" && break; sleep 0.1; done
     grep -q "MOCO_CKPT_FAULT: pausing $work/int.h5.tmp-$pid" "$work/int.console" || fail "no pause in the export"
     [ -s "$work/int.h5.tmp-$pid" ] || fail "no temporary file while the export pauses"
     kill -"$sig" "$pid"
