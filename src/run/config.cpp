@@ -315,7 +315,10 @@ std::vector<Field> optim_train_fields() {
       MOCO_FIELD(train.seed, "seed of initialisation, data order and augmentation"),
       MOCO_FIELD(train.log_every, "steps between log lines").must(positive),
       MOCO_FIELD(train.output_dir, "folder for metrics.jsonl and config.yaml").must(not_empty),
-      MOCO_FIELD(train.threads, "intra-op threads; 0 uses the cores available to this process").must(non_negative),
+      MOCO_FIELD(train.threads,
+                 "intra-op threads; 0: the rank's cores (those it is bound to, or its share of the node's when "
+                 "unbound: node cores / ranks on the node)")
+          .must(non_negative),
       MOCO_FIELD(train.resume,
                  "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); "
                  "never: refuse to start if one exists; or the path of one checkpoint folder")
