@@ -270,6 +270,8 @@ pack_threads_zero_allowed|src/app/moco_pack_main.cpp|n >= 1 ? std::string()|n >=
 pack_split_twice_allowed|src/app/moco_pack_main.cpp|if (!seen.insert(split).second)|if (false)|^cli\.bad_input\.pack_split_twice$
 export_empty_out_allowed|src/app/moco_ckpt_main.cpp|  if (out.empty()) throw Refusal("export: OUT is empty: name a file to write");|  (void)0;|^cli\.bad_input\.export_out_empty$
 knn_k_clamp_unsaid|src/run/knn_monitor.cpp|  if (config_.knn.k <= bank_size) return config_.knn.k;|  return config_.knn.k;|^cli\.bad_input\.knn_k_above_bank$
+folder_lock_verdict_ignored|src/run/run_output.cpp|  if (holder.empty()) return;|  return;|^tools\.two_runs_one_folder_np1$
+folder_lock_holder_unnamed|src/sys/folder_lock.cpp|  return "host " + holder.substr(0, space) + " pid " + holder.substr(space + 1);|  return holder;|^tools\.pack_locked$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
 LIST

@@ -49,6 +49,7 @@ f.truncate(0); f.write(f"{socket.gethostname()} {os.getpid()}\n"); f.flush()
 time.sleep(120)
 PY
   holder=$!
+  trap 'kill "$holder" 2>/dev/null || true' EXIT  # a failed case does not wait for it
   for _ in $(seq 100); do [ -s "$1/moco.lock" ] && return 0; sleep 0.1; done
   fail "the lock holder did not start"
 }
