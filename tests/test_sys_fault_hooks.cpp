@@ -86,6 +86,11 @@ TEST(FaultHooksTest, PausesAtTheCommitNameTheirStep) {
   EXPECT_EQ(fresh.checkpoint_fault(4).kind, CheckpointFaultKind::kPauseBeforeLatest);  // the first save
 }
 
+TEST(FaultHooksTest, PauseInExportIsNamed) {
+  ScopedEnv set("MOCO_CKPT_FAULT", "pause_in_export");
+  EXPECT_EQ(FaultHooks().checkpoint_fault(0).kind, CheckpointFaultKind::kPauseInExport);
+}
+
 TEST(FaultHooksTest, MalformedCheckpointFaultIsRefused) {
   for (const char* bad : {"kill_somewhere", "kill_in_shard:x", "kill_in_shard@", "kill_in_shard:1@4 "}) {
     ScopedEnv set("MOCO_CKPT_FAULT", bad);
@@ -93,7 +98,7 @@ TEST(FaultHooksTest, MalformedCheckpointFaultIsRefused) {
         moco::test::error_of([] { FaultHooks().checkpoint_fault(2); }),
         std::string("MOCO_CKPT_FAULT='") + bad +
             "': expected kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest"
-            "[:RANK][@STEP]");
+            "|pause_in_export[:RANK][@STEP]");
   }
 }
 

@@ -14,8 +14,9 @@
 # finish their step, commit a checkpoint and exit 0); the same command resumes. SIGTERM, SIGINT or
 # SIGHUP to moco.sh do the same and it exits 0 too: the script sends that signal to the ranks on
 # this host itself (mpirun would tear the job down and exit 1), and the ranks agree to stop after
-# the same step; with no rank on this host it sends SIGUSR1 to mpirun. A second such signal ends
-# the job at once (the ranks die, mpirun and the script exit non-zero).
+# the same step; with no rank on this host it sends SIGUSR1 to mpirun. The same for Ctrl-C in the
+# terminal, closing it, or a signal to the script's process group: mpirun runs in its own session.
+# A second such signal ends the job at once (the ranks die, mpirun and the script exit non-zero).
 #
 # MOCO_MPIRUN_ARGS: more mpirun options, split at spaces, e.g. across hosts
 #   MOCO_MPIRUN_ARGS="--mca btl_tcp_if_include 10.0.0.0/24 --mca oob_tcp_if_include 10.0.0.0/24"
@@ -29,9 +30,15 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 ranks= hostfile=
 while [ $# -gt 0 ]; do
   case $1 in
-    -n | -np) ranks=$2; shift 2 ;;
-    --hostfile) hostfile=$2; shift 2 ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -n | -np)
+      # A count of ranks, refused before anything starts: 0 or a word would reach mpirun (and a
+      # division by the rank count below).
+      [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$((10#$2))" -gt 0 ] ||
+        { echo "moco.sh: $1 '${2-}': expects the number of ranks, a whole number above 0" >&2; exit 2; }
+      ranks=$((10#$2)); shift 2 ;;
+    --hostfile) [ $# -ge 2 ] || { echo "moco.sh: --hostfile: expects a file" >&2; exit 2; }
+      hostfile=$2; shift 2 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -74,7 +81,11 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 echo "[moco.sh] ${mpi[*]} $binary --config $config train.resume=auto ${extra[*]} $*"
 
 # mpirun runs as a child: SIGUSR1 to this script reaches it (it forwards it to the ranks), and the
-# script can end it when it waits for a host it lost.
+# script can end it when it waits for a host it lost. It runs in a session of its own (setsid): a
+# terminal's Ctrl-C or hang-up, or a signal to this script's process group, reaches only this
+# script, which stops the ranks with a checkpoint; mpirun would tear the job down (exit 1).
+# (Without job control this child leads no process group, so setsid starts mpirun in place and $!
+# is mpirun's pid.)
 mpirun_pid= stop_signal=
 # The ranks mpirun started on this host (its children running the binary).
 local_rank_pids() { pgrep -P "$mpirun_pid" -f "^$binary " 2>/dev/null || true; }
@@ -85,14 +96,15 @@ stop_ranks() {
   local pids
   pids=$(local_rank_pids)
   if [ -n "$stop_signal" ]; then
-    echo "[moco.sh] second signal ($1): ending the job now" >&2
+    echo "[moco.sh] second signal ($1): ending the job now" >&2 || true
     # shellcheck disable=SC2086  # one pid a word
     [ -z "$pids" ] || kill -"$1" $pids 2>/dev/null || true
     kill -TERM "$mpirun_pid" 2>/dev/null || true
     return 0
   fi
   stop_signal=$1
-  echo "[moco.sh] SIG$1: the ranks stop after their step with a checkpoint (a second signal ends them at once)" >&2
+  # A hung-up terminal fails this write: the stop goes on all the same.
+  echo "[moco.sh] SIG$1: the ranks stop after their step with a checkpoint (a second signal ends them at once)" >&2 || true
   # shellcheck disable=SC2086
   if [ -n "$pids" ]; then kill -"$1" $pids 2>/dev/null || true; else kill -USR1 "$mpirun_pid" 2>/dev/null || true; fi
 }
@@ -100,7 +112,9 @@ trap '[ -z "$mpirun_pid" ] || kill -USR1 "$mpirun_pid" 2>/dev/null || true' USR1
 trap 'stop_ranks TERM' TERM
 trap 'stop_ranks INT' INT
 trap 'stop_ranks HUP' HUP
-"${mpi[@]}" "$binary" --config "$config" train.resume=auto "${extra[@]}" "$@" &
+own_session=()
+command -v setsid >/dev/null && own_session=(setsid)
+"${own_session[@]}" "${mpi[@]}" "$binary" --config "$config" train.resume=auto "${extra[@]}" "$@" &
 mpirun_pid=$!
 seen=0 gone=0
 while kill -0 "$mpirun_pid" 2>/dev/null; do

@@ -6,6 +6,7 @@
 #include "sys/host_memory.h"
 #include "sys/openblas_kernels.h"
 #include "sys/paths.h"
+#include "sys/removed_on_signal.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -60,15 +61,34 @@ int verify(const std::string& path) {
   return 0;
 }
 
-// OUT may not lie inside the checkpoint it reads, nor be a folder; an existing file only with --force.
-void check_export_target(const std::string& dir, const std::string& out, bool force) {
+// The run a checkpoint folder belongs to (RUN/checkpoints/step_N: RUN, links resolved), or empty.
+std::string run_of(const std::string& dir) {
+  std::error_code ec;
+  const auto resolved = std::filesystem::weakly_canonical(std::filesystem::absolute(dir, ec), ec);
+  if (ec || resolved.parent_path().filename() != "checkpoints") return {};
+  return resolved.parent_path().parent_path().string();
+}
+
+// OUT may not lie inside what export reads: the checkpoint, what CHECKPOINT names (a run, its
+// checkpoints/), nor the run the checkpoint belongs to, whose other checkpoints and `latest` a write
+// would replace. Nor may it be empty or a folder; --force replaces only a regular file (never a
+// device such as /dev/null, which the rename would replace with a file).
+void check_export_target(const std::string& path, const std::string& dir, const std::string& out, bool force) {
+  if (out.empty()) throw Refusal("export: OUT is empty: name a file to write");
   if (moco::sys::lies_within(out, dir))
     throw Refusal(fmt::format("export: OUT {} lies inside the checkpoint {} it reads: write it elsewhere", out, dir));
+  for (const auto& source : {path, run_of(dir)})
+    if (!source.empty() && moco::sys::lies_within(out, source))
+      throw Refusal(
+          fmt::format("export: OUT {} lies inside {}, the run of the checkpoint it reads ({}): write it elsewhere", out,
+                      source, dir));
   std::error_code ec;
   if (std::filesystem::is_directory(out, ec))
     throw Refusal(fmt::format("export: OUT {} is a folder: name a file to write", out));
   if (std::filesystem::exists(out, ec) && !force)
     throw Refusal(fmt::format("export: OUT {} exists already (--force replaces it)", out));
+  if (std::filesystem::exists(out, ec) && !std::filesystem::is_regular_file(out, ec))
+    throw Refusal(fmt::format("export: OUT {} is not a regular file: --force replaces only regular files", out));
 }
 
 // --module must name a module the checkpoint holds (the group of its tensors' names).
@@ -95,8 +115,10 @@ int export_backbone(const std::string& path, const std::string& out, const std::
                     const std::string& format_name, bool keep_head, bool force) {
   const auto format = check_export_format(format_name, out);
   const auto dir = moco::ckpt::resolve_checkpoint_dir(path);
-  check_export_target(dir, out, force);
+  check_export_target(path, dir, out, force);
   check_export_module(dir, module);
+  for (const auto& stale : moco::sys::remove_stale_temporaries(out))
+    std::cerr << "moco_ckpt: removed " << stale << ", left by an interrupted export\n";
   // The official detectron2 converter keeps every encoder_q key, the head's as stem.fc.*.
   const bool all_keys = keep_head || format == moco::ckpt::ExportFormat::detectron2;
   const auto summary = moco::ckpt::export_module(
@@ -229,8 +251,9 @@ int main(int argc, char** argv) {
           "X>=0"));
   app.footer(
       "Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line (a bad --ignore or\n"
-      "--format, an export OUT inside the checkpoint it reads, a folder, or an existing file without --force;\n"
-      "nothing written).");
+      "--format, an export OUT that is empty, inside the checkpoint or the run it reads, a folder, an existing file\n"
+      "without --force, or not a regular file; nothing written). An interrupted export (SIGINT, SIGTERM, SIGHUP)\n"
+      "removes its temporary file OUT.tmp-<pid>; one a killed export left is removed by the next export to OUT.");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
   try {
     if (*inspect_cmd) return inspect(a);

@@ -8,6 +8,7 @@
 #include "run/config.h"
 #include "run/device.h"
 #include "run/run_logging.h"
+#include "run/run_output.h"
 #include "run/setup.h"
 #include "sys/host_memory.h"
 #include "sys/openblas_kernels.h"
@@ -50,7 +51,8 @@ void add_options(CLI::App& app, Options& o) {
       "Config keys (YAML sections in the file, dotted on the command line):\n" + moco::run::config_reference() +
       "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
       "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
-      "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config.");
+      "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config, or\n"
+      "train.output_dir in use by another run (its lock train.output_dir/moco.lock names the holder's host and pid).");
 }
 
 // The config file with the overrides applied, or the exit code: 2 for a bad config, 0 once printed
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
 
   moco::dist::WorldInfo world;
   std::optional<moco::run::LogUndo> log_undo;
+  moco::sys::FolderLock folder_lock;  // held until main returns; the kernel drops it at any other end
   // Nothing may reach std::terminate: every failure ends as exit 1 or 2 with a message, and with
   // several ranks takes the others down too (they may wait in a collective this rank never joins).
   auto fail = [&](const std::string& why, int code) {
@@ -122,7 +125,11 @@ int main(int argc, char** argv) {
     // reported before any folder is made or data read.
     moco::run::validate_for_world(config, world.world_size, o.source());
     moco::run::check_data(config, o.source(), world.rank == 0);
-    if (!o.dry_run && !o.eval_only) log_undo.emplace(config.train.output_dir, world.rank);
+    if (!o.dry_run && !o.eval_only) {
+      log_undo.emplace(config.train.output_dir, world.rank);
+      // Before the first write into the folder: a second run there stops here, having written nothing.
+      moco::run::lock_output_dir(config.train.output_dir, "train.output_dir", world.rank, folder_lock);
+    }
     moco::run::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
                              !o.dry_run && !o.eval_only);
     moco::sys::log_workarounds();
@@ -132,7 +139,13 @@ int main(int argc, char** argv) {
     } else {
       moco::train::train(config, context);
     }
+  } catch (const moco::run::FolderInUse& e) {
+    // Every rank knows (lock_output_dir is collective): all end with exit 2, none aborts the others.
+    if (world.rank == 0) spdlog::error("{}", e.what());
+    moco::dist::finalize_world();
+    return 2;
   } catch (const moco::run::ConfigError& e) {
+    folder_lock.release();           // first: the undo removes a folder this run made only if empty
     if (log_undo) log_undo->undo();  // a refusal writes nothing: the log it started goes too
     // Found once the ranks could look (a checkpoint's saved config, the world size): still the
     // config's fault, still before any training.

@@ -10,6 +10,7 @@
 #include "run/config.h"
 #include "run/device.h"
 #include "run/run_logging.h"
+#include "run/run_output.h"
 #include "run/setup.h"
 #include "sys/host_memory.h"
 #include "sys/openblas_kernels.h"
@@ -19,6 +20,33 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The config file with the overrides applied, or the exit code: 2 for a bad config, 0 once printed
+// (--print-config).
+std::optional<int> read_config(const std::string& config_path, const std::vector<std::string>& overrides,
+                               bool print_config, moco::run::Config& config) {
+  try {
+    config = moco::run::load_config(config_path, overrides);
+    if (print_config) {
+      std::cout << moco::run::to_yaml(config);
+      return 0;
+    }
+  } catch (const moco::run::ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}: {}", config_path, e.what());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
@@ -43,27 +71,17 @@ int main(int argc, char** argv) {
       "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
       "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
       "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running (or a corrupt checkpoint), 2 bad\n"
-      "command line or config (a model.pretrained that does not fit model.*, naming the tensor).");
+      "command line or config (a model.pretrained that does not fit model.*, naming the tensor), or train.output_dir\n"
+      "in use by another run (its lock train.output_dir/moco.lock names the holder's host and pid).");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
   moco::run::Config config;
   const std::string where = overrides.empty() ? config_path : config_path + " (with overrides)";
-  try {
-    config = moco::run::load_config(config_path, overrides);
-    if (print_config) {
-      std::cout << moco::run::to_yaml(config);
-      return 0;
-    }
-  } catch (const moco::run::ConfigError& e) {
-    spdlog::error("{}", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    spdlog::error("{}: {}", config_path, e.what());
-    return 2;
-  }
+  if (const auto code = read_config(config_path, overrides, print_config, config)) return *code;
 
   moco::dist::WorldInfo world;
   std::optional<moco::run::LogUndo> log_undo;
+  moco::sys::FolderLock folder_lock;  // held until main returns; the kernel drops it at any other end
   auto fail = [&](const std::string& why, int code) {
     if (world.world_size > 1) moco::dist::abort_world(why, code);
     spdlog::error("{}", why);
@@ -84,12 +102,20 @@ int main(int argc, char** argv) {
     const auto backbone = moco::lincls::Backbone::load(config, context.device);
     moco::lincls::check_own_output_dir(config, backbone);
     log_undo.emplace(config.train.output_dir, world.rank);
+    // Before the first write into the folder: a second run there stops here, having written nothing.
+    moco::run::lock_output_dir(config.train.output_dir, "train.output_dir", world.rank, folder_lock);
     moco::run::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
     spdlog::info("{}", moco::run::describe_placement(world, context.device, early_device));
     moco::sys::log_workarounds();
     context.group = moco::run::make_job_group(config, world.world_size, context.device);
     moco::lincls::run_lincls(config, context, backbone);
+  } catch (const moco::run::FolderInUse& e) {
+    // Every rank knows (lock_output_dir is collective): all end with exit 2, none aborts the others.
+    if (world.rank == 0) spdlog::error("{}", e.what());
+    moco::dist::finalize_world();
+    return 2;
   } catch (const moco::run::ConfigError& e) {
+    folder_lock.release();           // first: the undo removes a folder this run made only if empty
     if (log_undo) log_undo->undo();  // a refusal writes nothing: the log it started goes too
     return fail(e.what(), 2);
   } catch (const std::exception& e) {

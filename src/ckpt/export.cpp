@@ -2,6 +2,8 @@
 
 #include "ckpt/manifest.h"
 #include "ckpt/torch_export.h"
+#include "sys/fault_hooks.h"
+#include "sys/removed_on_signal.h"
 
 #include <fmt/format.h>
 
@@ -33,6 +35,9 @@ NamedTensors selected_tensors(CheckpointReader& reader, const std::string& modul
 void write_h5(const NamedTensors& tensors, const std::string& source, const std::string& config_yaml,
               const std::string& tmp) {
   H5TensorWriter out(tmp);
+  // MOCO_CKPT_FAULT=pause_in_export: the temporary file is begun; a test interrupts the export here.
+  if (sys::hooks().checkpoint_fault(0).kind == sys::CheckpointFaultKind::kPauseInExport)
+    sys::hooks().pause_for_checkpoint_fault(tmp);
   out.write_string_attribute("source", source);
   // The training config travels along: some of the architecture (a stem's stride) shows in no
   // tensor's shape, and whoever loads the export checks it against their own.
@@ -73,8 +78,10 @@ ExportSummary export_module(const std::string& checkpoint_dir, const std::string
                             ExportFormat format) {
   CheckpointReader reader(checkpoint_dir);
   // Written beside the target and renamed over it: OUT is the old file or the whole new one, never
-  // half of one. The temporary name is this process's; any failure removes it.
+  // half of one. The temporary name is this process's; any failure removes it, and so do SIGINT,
+  // SIGTERM and SIGHUP (a kill -9's is removed by the next export to OUT: remove_stale_temporaries).
   const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());
+  const sys::RemovedOnSignal interrupted(tmp);
   ExportSummary summary;
   try {
     summary = write_export(reader, checkpoint_dir, module, drop_prefixes, tmp, format);

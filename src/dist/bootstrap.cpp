@@ -296,6 +296,15 @@ WorldInfo init_world(int* argc, char*** argv) {
 
 const std::vector<std::string>& world_hosts() { return g_hosts; }
 
+std::string broadcast_from_rank0(const std::string& text) {
+  int length = static_cast<int>(text.size());
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  std::string out = text;
+  out.resize(static_cast<size_t>(length));
+  MPI_CHECK(MPI_Bcast(out.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD));
+  return out;
+}
+
 void finalize_world() {
   std::lock_guard<std::mutex> lock(g_world_mutex);
   int initialized = 0, finalized = 0;

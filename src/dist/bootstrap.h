@@ -34,6 +34,11 @@ WorldInfo init_world(int* argc, char*** argv);
 // ranks can say which host they are on.
 const std::vector<std::string>& world_hosts();
 
+// Rank 0's `text` on every rank of the world (two MPI_Bcast on MPI_COMM_WORLD; every rank must call
+// it): a verdict that only rank 0 can reach, acted on alike by every rank before any process group
+// exists (the output folder's lock).
+std::string broadcast_from_rank0(const std::string& text);
+
 // MPI_Finalize if init_world initialised MPI and nobody has finalised it yet. Safe to call twice.
 void finalize_world();
 

@@ -31,7 +31,7 @@ double KnnMonitor::evaluate(const eval::Featurizer& featurizer, const std::strin
   const auto [queries, query_labels] =
       eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size, config_.knn.query_size, &group_);
   eval::KnnOptions options;
-  options.k = config_.knn.k;
+  options.k = neighbours(memory.size(0));
   options.temperature = config_.knn.temperature;
   metrics::KnnRecord r;
   r.top1 = eval::knn_top1(memory, memory_labels, queries, query_labels, splits_.train->num_classes(), options);
@@ -46,6 +46,17 @@ double KnnMonitor::evaluate(const eval::Featurizer& featurizer, const std::strin
                label == "raw_pixels" ? "raw pixels" : label + " encoder", epoch, r.top1, r.memory_size, r.query_size,
                memory.size(1), options.k, r.seconds);
   return r.top1;
+}
+
+// A k above the bank's images cannot be honoured (a small split, or knn.memory_size below k): the
+// vote takes the whole bank, and the log says so rather than print a k that was not used.
+int64_t KnnMonitor::neighbours(int64_t bank_size) {
+  if (config_.knn.k <= bank_size) return config_.knn.k;
+  if (!k_clamp_said_)
+    spdlog::warn("knn.k {} is more than the {} images of the kNN memory bank (knn.memory_size {}): k={} used",
+                 config_.knn.k, bank_size, config_.knn.memory_size, bank_size);
+  k_clamp_said_ = true;
+  return bank_size;
 }
 
 bool KnnMonitor::raw_baseline_enabled() const {

@@ -33,6 +33,10 @@ class KnnMonitor {
   metrics::MetricsLog* metrics_;
   dist::ProcessGroup& group_;
   data::AugmentOptions normalisation_;
+  bool k_clamp_said_ = false;
+
+  // knn.k, or the bank's size when k is larger (said once per run).
+  int64_t neighbours(int64_t bank_size);
 };
 
 }  // namespace moco::run

@@ -5,11 +5,14 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 
@@ -56,9 +59,45 @@ std::filesystem::path rank_log_file(const std::string& output_dir, int rank) {
   return std::filesystem::path(output_dir) / ("rank" + std::to_string(rank) + ".log");
 }
 
+// A path and the file it named when the run opened it (device and inode). A folder deleted (or
+// moved, or replaced) under a running run takes its log, metrics and config with it while every
+// write to the open files still succeeds: the run would finish "fine" into files no one can read.
+struct Watched {
+  std::string path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool same_file() const {
+    struct stat now {};
+    return ::stat(path.c_str(), &now) == 0 && now.st_dev == dev && now.st_ino == ino;
+  }
+};
+std::mutex watched_mutex;
+std::optional<Watched> watched_dir, watched_log;
+
+std::optional<Watched> watch(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return Watched{path, st.st_dev, st.st_ino};
+}
+
+// Throws std::runtime_error naming the folder (or the log file) once it is not the one the run opened.
+void check_output_still_there() {
+  const std::lock_guard<std::mutex> lock(watched_mutex);
+  if (watched_dir && !watched_dir->same_file())
+    throw std::runtime_error("train.output_dir '" + watched_dir->path +
+                             "': deleted, moved or replaced while the run writes into it (its log, metrics and "
+                             "checkpoints would be lost); the run stops");
+  // (rm -r takes the files before their folder: a check in between finds the log gone first.)
+  if (watched_log && !watched_log->same_file())
+    throw std::runtime_error("train.output_dir '" + (watched_dir ? watched_dir->path : std::string("?")) + "': its " +
+                             watched_log->path +
+                             " was deleted or replaced while the run writes into it; the run stops");
+}
+
 }  // namespace
 
 void check_log_writes() {
+  check_output_still_there();
   if (!log_failed.load()) return;
   const std::lock_guard<std::mutex> lock(log_failure_mutex);
   throw std::runtime_error(log_failure);
@@ -88,6 +127,11 @@ void setup_logging(const std::string& output_dir, int rank, int world_size, bool
                                e.what() + ")");
     }
   }
+  if (to_files) {
+    const std::lock_guard<std::mutex> lock(watched_mutex);
+    watched_dir = watch(output_dir);
+    watched_log = watch(file.string());
+  }
   if (rank == 0 || all_ranks_to_console) sinks.push_back(std::make_shared<spdlog::sinks::stdout_color_sink_mt>());
   auto logger = std::make_shared<spdlog::logger>("moco_dist", sinks.begin(), sinks.end());
   logger->set_pattern(world_size > 1 ? "[%Y-%m-%d %H:%M:%S.%e] [%l] [rank " + std::to_string(rank) + "] %v"
@@ -107,6 +151,11 @@ LogUndo::LogUndo(const std::string& output_dir, int rank)
 }
 
 void LogUndo::undo() const {
+  {
+    const std::lock_guard<std::mutex> lock(watched_mutex);
+    watched_dir.reset();  // removed on purpose below
+    watched_log.reset();
+  }
   auto& sinks = spdlog::default_logger()->sinks();
   sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
                              [](const spdlog::sink_ptr& s) { return dynamic_cast<WrittenThroughFileSink*>(s.get()); }),

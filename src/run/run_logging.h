@@ -21,7 +21,9 @@ void setup_logging(const std::string& output_dir, int rank, int world_size, bool
 // keeps the first failure (from any thread) and says so once on stderr; training goes on only until
 // the next check_log_writes, which throws std::runtime_error naming the file and the system's reason.
 // Called by the training loop after every step and before the final checkpoint, as a failed
-// metrics.jsonl write stops it.
+// metrics.jsonl write stops it. It also throws, naming the folder, once train.output_dir (or this
+// rank's log file) is no longer the one setup_logging opened: deleted, moved or replaced mid-run,
+// where every write would still succeed into files no one can read.
 void check_log_writes();
 
 // What setup_logging is about to add to the file system, noted first, so that a refusal (exit 2)

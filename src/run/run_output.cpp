@@ -2,8 +2,11 @@
 
 #include "run/run_logging.h"
 
+#include "dist/bootstrap.h"
+
 #include <unistd.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <fstream>
@@ -32,6 +35,28 @@ void write_config_yaml(const Config& config, const std::filesystem::path& out_di
 }
 
 }  // namespace
+
+void lock_output_dir(const std::string& output_dir, const std::string& key, int rank, sys::FolderLock& lock) {
+  std::string holder;
+  if (rank == 0) {
+    try {
+      make_output_dir(output_dir);
+      holder = lock.acquire(output_dir).value_or("");
+      if (!lock.unsupported().empty())
+        spdlog::warn("{}; a second run in {} would not be noticed", lock.unsupported(), output_dir);
+    } catch (const std::exception& e) {
+      holder = std::string("\n") + e.what();  // cannot lock: every rank fails alike, naming why
+    }
+  }
+  holder = dist::broadcast_from_rank0(holder);
+  if (holder.empty()) return;
+  if (holder.front() == '\n') throw std::runtime_error(holder.substr(1));  // it names the folder or the lock file
+  throw FolderInUse(fmt::format(
+      "{} '{}' is in use by another run: {} holds its lock {}; two runs in one folder would delete each other's "
+      "checkpoints: wait for it to end, or choose another {}",
+      key, output_dir, sys::describe_lock_holder(holder),
+      (std::filesystem::path(output_dir) / sys::kFolderLockName).string(), key));
+}
 
 std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run) {
   const std::filesystem::path out_dir(config.train.output_dir);

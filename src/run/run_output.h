@@ -1,13 +1,31 @@
 // defines: open_run_output (a run's output folder, its config.yaml and its metrics sinks: metrics.jsonl
-// and, with train.tensorboard, the TensorBoard events), shared by moco_dist and moco_lincls
+// and, with train.tensorboard, the TensorBoard events), lock_output_dir and FolderInUse (one run at a
+// time in a folder), shared by moco_dist and moco_lincls
 #pragma once
 
 #include "run/config.h"
 #include "metrics/metrics_log.h"
+#include "sys/folder_lock.h"
 
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 namespace moco::run {
+
+// Another process holds the output folder's lock: the run ends with exit 2 before writing anything
+// (not a ConfigError: the folder's logs are the other run's, and no refusal may take them back).
+class FolderInUse : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Rank 0 makes `output_dir` (named by `key` in messages, e.g. train.output_dir) and takes its lock for
+// the run's life; every rank learns the verdict (a collective, so every rank calls this), and all of
+// them throw FolderInUse naming the holder's host and pid when another process holds it. A second run
+// in one folder would resume from the first's checkpoint while it trains and delete its save in
+// progress. On a file system without locks rank 0 warns and the run goes on.
+void lock_output_dir(const std::string& output_dir, const std::string& key, int rank, sys::FolderLock& lock);
 
 // Creates train.output_dir; rank 0 writes config.yaml there and opens metrics.jsonl (appended when
 // the run may resume: it keeps the lines logged before) with tb/ beside it. Other ranks get no sink.

@@ -167,6 +167,36 @@ output_dir_unwritable)
     "$dist" --config "$tiny" train.output_dir="$work/a_file/run"
   expect 1 "train.output_dir '$work/a_file': exists and is not a folder" -- \
     "$dist" --config "$tiny" train.output_dir="$work/a_file" ;;
+export_out_empty)
+  "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run" train.stop_at_step=1 knn.k=5 >/dev/null 2>&1 ||
+    fail "pre-training"
+  cd "$work"  # where an OUT of "" would put its temporary file
+  expect 2 "export: OUT is empty: name a file to write" -- "$build/moco_ckpt" export "$work/run" ""
+  ! ls -A "$work" | grep -q 'tmp-' || fail "a temporary file was written: $(ls -A "$work")" ;;
+pack_split_twice)
+  "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 2 --val 1
+  expect 2 "--split 'train' is given twice" -- "$build/moco_pack" "$work/if" "$out" --split train --split train
+  no_work_done ;;
+pack_threads_0)
+  "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 2 --val 1
+  for n in 0 -3; do
+    expect 2 "--threads: the shards written at once: at least 1, not $n" -- "$build/moco_pack" "$work/if" "$out" --threads "$n"
+    no_work_done
+  done ;;
+moco_sh_ranks)
+  # Not a count of ranks: refused before mpirun starts (0 divided the cores by zero and ran mpirun -np 0).
+  for n in 0 abc '' -2; do
+    expect 2 "moco.sh: -n '$n': expects the number of ranks, a whole number above 0" -- \
+      env MOCO_DIST="$dist" "$src/launch/mpirun/moco.sh" -n "$n" "$tiny" train.output_dir="$out"
+    ! grep -q "mpirun" "$work/last.out" || fail "mpirun was started"
+    no_work_done
+  done ;;
+knn_k_above_bank)
+  # A k above the memory bank cannot be honoured: said once, and the k used is the one logged.
+  expect 0 "knn.k 100 is more than the 64 images of the kNN memory bank (knn.memory_size 64): k=64 used" -- \
+    "$dist" --config "$tiny" train.threads=1 knn.memory_size=64 knn.k=100 train.output_dir="$out"
+  [ "$(grep -c 'is more than the 64 images' "$work/last.out")" -eq 1 ] || fail "the warning is not said once"
+  grep -q "64 memory, .* k=64," "$work/last.out" || fail "the kNN line does not name the k used" ;;
 *) fail "unknown case" ;;
 esac
 echo "PASS ($case_name)"

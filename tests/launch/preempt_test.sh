@@ -9,6 +9,9 @@
 #                   (killed by SIGTERM), no stop line
 #   mpirun_sigterm  SIGTERM to launch/mpirun/moco.sh with 2 ranks: as mpirun_usr1, exit 0 (the script
 #                   signals the ranks itself; mpirun would tear the job down and exit 1)
+#   mpirun_group_sigint, mpirun_group_sigterm, mpirun_group_sighup  the signal to moco.sh's whole
+#                   process group (a terminal's Ctrl-C, its closing, kill -- -PGID): mpirun must not get
+#                   it too (it would tear the job down, exit 1): exit 0, a committed checkpoint
 #   mpirun_second_signal  SIGTERM to moco.sh, and another while the stop's checkpoint is written: the
 #                   job ends at once (non-zero), that checkpoint not committed
 #   dry_run         --dry-run prints the config and the plan, exits 0, writes nothing
@@ -61,6 +64,25 @@ mpirun_usr1 | mpirun_sigterm)
   "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 || fail "the resumed run failed"
   grep -q "kNN top-1: .*random init" "$work/console" || fail "the resumed run did not finish"
   check_continuous "SIG$sig"
+  ;;
+mpirun_group_sigint | mpirun_group_sigterm | mpirun_group_sighup)
+  sig=${case_name#mpirun_group_sig}
+  sig=${sig^^}
+  # moco.sh as a terminal's foreground job: the leader of its own process group (job control on here
+  # for that; without it a background job would also ignore SIGINT), the signal sent to the group.
+  set -m
+  "$src/launch/mpirun/moco.sh" -n 2 "${args[@]}" >"$work/console" 2>&1 &
+  pid=$!
+  set +m
+  [ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ] || fail "moco.sh does not lead its process group"
+  wait_for_step "$pid" 10
+  kill -"$sig" -- -"$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "exit $rc after SIG$sig to moco.sh's process group"
+  grep -q "preempted by SIG$sig after step [0-9]*.*the same command continues from it" "$work/console" || fail "no stop line"
+  "$build/moco_ckpt" verify "$run" || fail "no committed checkpoint that verifies"
+  echo "SIG$sig to the process group of moco.sh: exit 0, checkpoint committed"
   ;;
 plain_sigterm | plain_sigint | plain_sighup)
   sig=${case_name#plain_sig}

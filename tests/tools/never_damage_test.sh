@@ -25,6 +25,34 @@ pretrain() {  # a 1-step run with a checkpoint in $work/run
     >"$work/run.console" 2>&1 || { cat "$work/run.console"; fail "pre-training"; }
 }
 step=$work/run/checkpoints/step_00000001
+# The last training step FOLDER's run logged (empty before the first).
+step_logged() { grep -h '"event":"train"' "$1/metrics.jsonl" 2>/dev/null | grep -o '"step":[0-9]*' | tr -dc '0-9\n' | sort -n | tail -n 1; }
+# ranks in the background as one process: $! is moco_dist itself (one rank) or mpirun (its ranks its children).
+background_ranks() { if [ "$np" -gt 1 ]; then exec mpirun -np "$np" --oversubscribe "$@"; else exec "$@"; fi; }
+wait_for_steps() {  # PID FOLDER: until the run (PID) logged a training step in FOLDER
+  for _ in $(seq 600); do
+    [ -n "$(step_logged "$2")" ] && return 0
+    kill -0 "$1" 2>/dev/null || fail "the run in $2 ended early"
+    sleep 0.2
+  done
+  fail "no step logged in $2 within 120 s"
+}
+# A process holding FOLDER's lock as a running tool does (flock, "host pid" in moco.lock); its pid in
+# $holder.
+hold_lock() {
+  mkdir -p "$1"
+  "$py" - "$1/moco.lock" <<'PY' &
+import fcntl, os, socket, sys, time
+f = open(sys.argv[1], "a+")
+fcntl.flock(f, fcntl.LOCK_EX)
+f.truncate(0); f.write(f"{socket.gethostname()} {os.getpid()}\n"); f.flush()
+time.sleep(120)
+PY
+  holder=$!
+  trap 'kill "$holder" 2>/dev/null || true' EXIT  # a failed case does not wait for it
+  for _ in $(seq 100); do [ -s "$1/moco.lock" ] && return 0; sleep 0.1; done
+  fail "the lock holder did not start"
+}
 image_folder() {
   "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 4 --val 2 >/dev/null
 }
@@ -37,6 +65,54 @@ export_inside_source)
   expect 2 "lies inside the checkpoint" "$shard" "$step" -- "$ckpt" export "$work/run" "$shard"
   expect 2 "lies inside the checkpoint" -- "$ckpt" export "$work/run" "$step/new.h5"
   snapshot "$work/run" | diff "$work/before" - || fail "the checkpoint changed"
+  ;;
+export_into_run)
+  # OUT inside the run of the checkpoint read (an older step's shard or manifest, `latest`, a new
+  # file): refused with or without --force, whether CHECKPOINT names the run or the step.
+  pretrain
+  ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run" train.stop_at_step=2 knn.k=5 \
+    >"$work/run2.console" 2>&1 || { cat "$work/run2.console"; fail "the second step"; }
+  snapshot "$work/run" >"$work/before"
+  latest=$work/run/checkpoints/step_00000002
+  for out in "$(ls "$step"/shard-*.h5 | head -1)" "$step/manifest.json" "$work/run/checkpoints/latest" "$work/run/backbone.h5"; do
+    for from in "$work/run" "$latest"; do
+      expect 2 "export: OUT $out lies inside $work/run, the run of the checkpoint it reads ($latest)" -- \
+        "$ckpt" export "$from" "$out" --force
+    done
+  done
+  expect 2 "lies inside $work/run, the run of the checkpoint it reads" -- "$ckpt" export "$work/run" "$work/run/backbone.h5"
+  snapshot "$work/run" | diff "$work/before" - || fail "the run changed"
+  "$ckpt" verify "$step" >/dev/null && "$ckpt" verify "$work/run" >/dev/null || fail "a checkpoint no longer verifies"
+  ;;
+export_force_special)
+  # --force replaces only a regular file: a device (as root the rename replaced /dev/null with a
+  # file) or a FIFO is refused, untouched. Never /dev/null itself: a tool that fails this case would
+  # break the machine; a device node of our own where we may make one (root), else a FIFO only.
+  pretrain
+  mkfifo "$work/fifo"
+  outs=("$work/fifo")
+  if mknod "$work/null" c 1 3 2>/dev/null; then outs+=("$work/null"); fi
+  for out in "${outs[@]}"; do
+    expect 2 "export: OUT $out is not a regular file: --force replaces only regular files" -- \
+      "$ckpt" export "$work/run" "$out" --force
+  done
+  [ -p "$work/fifo" ] || fail "the FIFO was replaced"
+  [ ! -e "$work/null" ] || [ -c "$work/null" ] || fail "the device was replaced"
+  ! ls "$work" | grep -q 'tmp-' || fail "a temporary file was left: $(ls "$work")"
+  ;;
+pack_split_names)
+  # A split names a folder of SRC and the shards' prefix in OUT: "../if/train" would write
+  # OUT/../if/train-00000-of-00001.h5 into SRC; an absolute name anywhere. Refused, nothing written.
+  image_folder
+  snapshot "$work/if" >"$work/before"
+  for split in ../if/train "$work/if/train" . .. "a/b" ""; do
+    expect 2 "--split '$split': not a plain name (letters, digits, '.', '_', '-'; not . or ..)" -- \
+      "$pack" "$work/if" "$work/out" --split "$split"
+  done
+  snapshot "$work/if" | diff "$work/before" - || fail "SRC changed"
+  absent "$work/out"
+  cp -r "$work/if/train" "$work/if/tr.v2_b-1"  # every character a plain name may hold
+  expect 0 "tr.v2_b-1: 8 images" -- "$pack" "$work/if" "$work/out" --split tr.v2_b-1
   ;;
 export_existing)
   pretrain
@@ -68,6 +144,36 @@ export_existing)
   expect 1 "no tensor of module 'rng' to export" -- "$ckpt" export "$work/run" "$work/none.h5" --module rng
   absent "$work/none.h5"
   ! ls "$work" | grep -q "tmp" || fail "a temporary file was left: $(ls "$work")"
+  ;;
+export_interrupted)
+  pretrain
+  # A killed export's temporary file (kill -9: nothing can remove it then) is removed by the next
+  # export to the same OUT; a running one's (this shell's pid) is left alone.
+  echo x >"$work/out.h5.tmp-999999"
+  echo x >"$work/out.h5.tmp-$$"
+  expect 0 "moco_ckpt: removed $work/out.h5.tmp-999999, left by an interrupted export" -- \
+    "$ckpt" export "$work/run" "$work/out.h5"
+  absent "$work/out.h5.tmp-999999"
+  [ -e "$work/out.h5.tmp-$$" ] || fail "a running export's temporary file was removed"
+  # SIGINT (Ctrl-C), SIGTERM or SIGHUP while the temporary file is written (held there by the test
+  # hook): the file is removed and the export ends as the signal says. Job control on, so that the
+  # background export does not start with SIGINT ignored, as a terminal's foreground job would not.
+  for sig in INT TERM HUP; do
+    rm -f "$work/int.console"  # the last round's pause line is not this one's
+    set -m
+    MOCO_CKPT_FAULT=pause_in_export "$ckpt" export "$work/run" "$work/int.h5" >"$work/int.console" 2>&1 &
+    pid=$!
+    set +m
+    for _ in $(seq 150); do grep -qs "MOCO_CKPT_FAULT: pausing" "$work/int.console" && break; sleep 0.1; done
+    grep -q "MOCO_CKPT_FAULT: pausing $work/int.h5.tmp-$pid" "$work/int.console" || fail "no pause in the export"
+    [ -s "$work/int.h5.tmp-$pid" ] || fail "no temporary file while the export pauses"
+    kill -"$sig" "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" -eq $((128 + $(kill -l "$sig"))) ] || fail "exit $rc after SIG$sig, not killed by it"
+    absent "$work/int.h5.tmp-$pid"
+    absent "$work/int.h5"
+  done
   ;;
 diff_bad_flags)
   pretrain
@@ -136,6 +242,96 @@ pack_interrupted)
   rm -r "$work/b/train-00001-of-00002.h5"
   expect 0 "train: 8 images" -- "$pack" "$work/if" "$work/b" --shards 2 --overwrite
   expect 0 "" -- "${h5_run[@]}" data.root="$work/b"
+  ;;
+two_runs_one_folder)
+  # A second run in the folder of one that trains: exit 2 on every rank before any work, naming the
+  # first's host and pid (rank 0's: it holds the lock), writing nothing; the first finishes (exit 0).
+  long=(--config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=20 knn.k=5)
+  background_ranks "$dist" "${long[@]}" train.output_dir="$work/run" >"$work/first.console" 2>&1 &
+  first=$!
+  wait_for_steps "$first" "$work/run"
+  if [ "$np" -gt 1 ]; then rank0=$(pgrep -P "$first" | sort -n | head -1); else rank0=$first; fi
+  expect 2 "train.output_dir '$work/run' is in use by another run: host $(hostname) pid $rank0 holds its lock $work/run/moco.lock" -- \
+    ranks "$dist" "${long[@]}" train.output_dir="$work/run" train.log_every=7
+  [ "$(cat "$work/run/moco.lock")" = "$(hostname) $rank0" ] || fail "the lock file holds '$(cat "$work/run/moco.lock")'"
+  [ "$np" -eq 1 ] || [ "$(grep -c 'is in use by another run' "$work/last.out")" -eq 1 ] || fail "rank 1 did not exit 2 quietly"
+  rc=0
+  wait "$first" || rc=$?
+  [ "$rc" -eq 0 ] || { tail -n 20 "$work/first.console"; fail "the first run ended with exit $rc"; }
+  ! grep -q "log_every: 7" "$work/run/config.yaml" || fail "the refused run wrote config.yaml"
+  for log in "$work"/run/rank*.log; do
+    [ "$(grep -c ' on host ' "$log")" -eq 1 ] || fail "the refused run logged into $log"
+  done
+  absent "$work/run/moco.lock"
+  # A run killed (kill -9, every rank) leaves its lock file; it does not block a restart.
+  background_ranks "$dist" "${long[@]}" train.output_dir="$work/killed" >"$work/killed.console" 2>&1 &
+  victim=$!
+  wait_for_steps "$victim" "$work/killed"
+  if [ "$np" -gt 1 ]; then
+    for rank in $(pgrep -P "$victim"); do kill -9 "$rank"; done
+  else
+    kill -9 "$victim"
+  fi
+  wait "$victim" || true
+  [ -s "$work/killed/moco.lock" ] || fail "the killed run left no lock file (this case needs one)"
+  expect 0 "" -- ranks "$dist" "${long[@]}" train.output_dir="$work/killed" train.stop_at_step=$(($(step_logged "$work/killed") + 2))
+  absent "$work/killed/moco.lock"
+  ;;
+lincls_locked)
+  pretrain
+  hold_lock "$work/lin"
+  expect 2 "train.output_dir '$work/lin' is in use by another run: host $(hostname) pid $holder holds its lock $work/lin/moco.lock" -- \
+    ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" train.output_dir="$work/lin"
+  kill "$holder"
+  wait "$holder" || true
+  [ "$(ls "$work/lin")" = moco.lock ] || fail "the refused run wrote into $work/lin: $(ls "$work/lin")"
+  ;;
+pack_locked)
+  image_folder
+  hold_lock "$work/out"
+  expect 2 "OUT $work/out is in use by another pack: host $(hostname) pid $holder holds its lock $work/out/moco.lock" -- \
+    "$pack" "$work/if" "$work/out"
+  kill "$holder"
+  wait "$holder" || true
+  [ "$(ls "$work/out")" = moco.lock ] || fail "the refused pack wrote into OUT: $(ls "$work/out")"
+  # The lock file its holder left does not block the next pack, which removes it when done.
+  expect 0 "train: 8 images" -- "$pack" "$work/if" "$work/out"
+  absent "$work/out/moco.lock"
+  ;;
+output_dir_deleted)
+  # train.output_dir deleted mid-run: noticed after the next step (before any checkpoint could make
+  # it again), exit 1 naming the folder. Before, the run went on to exit 0, writing its metrics, log
+  # and config into deleted files.
+  background_ranks "$dist" --config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=20 knn.k=5 \
+    ckpt.every_minutes=0 train.output_dir="$work/run" >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_steps "$pid" "$work/run"
+  for _ in 1 2 3 4 5; do rm -rf "$work/run" 2>/dev/null && break; done  # again if a file appeared meanwhile
+  rc=0
+  wait "$pid" || rc=$?
+  cat "$work/console"
+  [ "$rc" -eq 1 ] || fail "exit $rc after the output folder was deleted"
+  # The folder gone, or (rm -r takes the files first) its rank0.log: either way named by the folder.
+  grep -F "train.output_dir '$work/run': " "$work/console" | grep -q "while the run writes into it" ||
+    fail "no error naming the folder"
+  absent "$work/run"
+  ;;
+lincls_output_dir_deleted)
+  pretrain
+  background_ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" lincls.epochs=400 \
+    lincls.save_every_epochs=0 train.output_dir="$work/lin" >"$work/console" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do grep -q '"event":"lincls"' "$work/lin/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null || fail "moco_lincls ended before its folder could be deleted"
+  for _ in 1 2 3 4 5; do rm -rf "$work/lin" 2>/dev/null && break; done
+  rc=0
+  wait "$pid" || rc=$?
+  cat "$work/console"
+  [ "$rc" -eq 1 ] || fail "exit $rc after the output folder was deleted"
+  # The folder gone, or (rm -r takes the files first) its rank0.log: either way named by the folder.
+  grep -F "train.output_dir '$work/lin': " "$work/console" | grep -q "while the run writes into it" ||
+    fail "no error naming the folder"
+  absent "$work/lin"
   ;;
 queue_too_large)
   expect 2 "key 'moco.queue_size'" "bytes of memory" -- \
