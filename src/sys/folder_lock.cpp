@@ -1,5 +1,7 @@
 #include "sys/folder_lock.h"
 
+#include <spdlog/spdlog.h>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -70,12 +72,11 @@ std::optional<std::string> FolderLock::acquire(const std::string& folder) {
       ::close(fd);
       continue;
     }
+    // The lock is the flock; the holder's name is a courtesy to a second run. On a full disk the run
+    // keeps the lock and fails where it must write, naming that file.
     const auto text = host_and_pid();
-    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
-      const int error = errno;
-      ::close(fd);
-      throw std::runtime_error(path_ + ": cannot write the lock file: " + std::strerror(error));
-    }
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path_, std::strerror(errno));
     fd_ = fd;
     return std::nullopt;
   }
