@@ -16,10 +16,15 @@
 //    against the same floor: what the overlap saves is the ratio of the two exposed times.
 //    --step-model resnet18 (32 px, 3 channels) has gradients large enough for that to show on a
 //    slow link; resnet_tiny (28 px, 1 channel, the default) is the older figure.
+// 4. The kNN monitor's search with the bank sharded (each rank searches its share for every query and
+//    the ranks' k best are merged) against every rank searching the whole bank, which is what one
+//    rank alone does: their ratio is what N ranks take of one rank's time. Also the bank's bytes a
+//    rank holds either way. --knn-only runs just this.
 #include "dist/bootstrap.h"
 #include "dist/mpi_comm.h"
 #include "dist/mpi_process_group.h"
 #include "dist/reducer.h"
+#include "eval/knn.h"
 #include "model/batch_shuffle.h"
 #include "model/moco.h"
 #include "sys/host_memory.h"
@@ -287,6 +292,46 @@ void print_allreduce(const nlohmann::json& results) {
         100 * r["raw_mpi_s"].get<double>() / r["reducer_s"].get<double>());
 }
 
+nlohmann::json knn_bench(ProcessGroup& group, int64_t bank, int64_t queries, int64_t dim, int iters) {
+  torch::manual_seed(21);  // the same bank and queries on every rank
+  const auto memory = torch::randn({bank, dim});
+  const auto labels = torch::randint(0, 1000, {bank}, torch::kLong);
+  const auto query = torch::randn({queries, dim});
+  const int world = group.world_size(), rank = group.rank();
+  const int64_t shard = (bank + world - 1) / world, begin = std::min(bank, rank * shard);
+  const auto mine = memory.narrow(0, begin, std::min(bank, begin + shard) - begin);
+  const auto my_labels = labels.narrow(0, begin, mine.size(0));
+  moco::eval::KnnOptions options;  // k 200, T 0.1: the monitor's
+  torch::Tensor whole_predicted, sharded_predicted;
+  const double whole_s =
+      time_per_call(group, 0, iters, [&] { whole_predicted = moco::eval::knn_predict(memory, labels, query, 1000, options); });
+  const double sharded_s = time_per_call(group, 0, iters, [&] {
+    sharded_predicted = moco::eval::knn_predict_sharded(mine, my_labels, bank, query, 1000, options, group);
+  });
+  if (!sharded_predicted.equal(whole_predicted))
+    throw std::runtime_error(fmt::format("rank {}: the sharded kNN predicted otherwise than the whole bank", rank));
+  return {{"bank", bank},
+          {"queries", queries},
+          {"dim", dim},
+          {"whole_bank_s", whole_s},
+          {"sharded_s", sharded_s},
+          {"sharded_over_whole", sharded_s / whole_s},
+          {"bank_bytes_per_rank_whole", memory.nbytes()},
+          {"bank_bytes_per_rank_sharded", group.all_gather(torch::tensor({static_cast<int64_t>(mine.nbytes())}))
+                                              .max()
+                                              .item<int64_t>()}};
+}
+
+void print_knn(const nlohmann::json& results) {
+  const auto& r = results["knn"];
+  std::cout << fmt::format(
+      "\nkNN search, bank {} x {}, {} queries, k 200: every rank the whole bank {:.2f} s, bank sharded {:.2f} s "
+      "({:.3f} of it); bank per rank {:.1f} MiB whole, {:.1f} MiB sharded\n",
+      r["bank"].get<int64_t>(), r["dim"].get<int64_t>(), r["queries"].get<int64_t>(), r["whole_bank_s"].get<double>(),
+      r["sharded_s"].get<double>(), r["sharded_over_whole"].get<double>(),
+      r["bank_bytes_per_rank_whole"].get<double>() / 1048576, r["bank_bytes_per_rank_sharded"].get<double>() / 1048576);
+}
+
 void print_shuffle(const nlohmann::json& results) {
   std::cout << fmt::format("\n{:<16} {:>18} {:>22} {:>18} {:>24}\n", "shuffle-BN", "all-to-all ms",
                            "all-to-all KiB sent", "all-gather ms", "all-gather KiB received");
@@ -331,6 +376,9 @@ struct Settings {
   int64_t step_batch = 64;
   double bucket_mb = moco::dist::GradientReducer::kDefaultBucketCapBytes / 1048576.0;
   bool allreduce_only = false;
+  bool knn_only = false;
+  int64_t knn_bank = 50000, knn_queries = 2000, knn_dim = 512;
+  int knn_iters = 2;
   int64_t bucket_bytes() const { return static_cast<int64_t>(bucket_mb * 1048576); }
 };
 
@@ -339,6 +387,9 @@ nlohmann::json measure(std::shared_ptr<ProcessGroup> group, const Settings& set)
   results["ranks"] = group->world_size();
   results["threads_per_rank"] = torch::get_num_threads();
   results["bucket_cap_bytes"] = set.bucket_bytes();
+  if (!set.allreduce_only)
+    results["knn"] = knn_bench(*group, set.knn_bank, set.knn_queries, set.knn_dim, set.knn_iters);
+  if (set.knn_only) return results;
   results["allreduce"] = {allreduce_bench(*group, "resnet_tiny", set.bucket_bytes(), set.iters),
                           allreduce_bench(*group, "resnet18", set.bucket_bytes(), set.iters)};
   if (set.allreduce_only) return results;
@@ -373,6 +424,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--allreduce-only", set.allreduce_only,
                "only the all-reduce bandwidths (a quick second look under other MPI settings)");
+  app.add_flag("--knn-only", set.knn_only, "only the kNN search, bank sharded against whole");
+  app.add_option("--knn-bank", set.knn_bank, "kNN memory bank rows")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--knn-queries", set.knn_queries, "kNN queries")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--knn-dim", set.knn_dim, "kNN feature dimension")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--knn-iters", set.knn_iters, "timed kNN searches each way")->check(CLI::PositiveNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   const auto world = moco::dist::init_world(&argc, &argv);
@@ -386,8 +442,9 @@ int main(int argc, char** argv) {
     const nlohmann::json results = measure(std::make_shared<moco::dist::MpiProcessGroup>(options), set);
     if (world.rank == 0) {
       std::cout << fmt::format("{} ranks, {} threads each\n\n", world.world_size, torch::get_num_threads());
-      print_allreduce(results);
-      if (!set.allreduce_only) print_shuffle(results), print_steps(results);
+      if (results.contains("knn")) print_knn(results);
+      if (!set.knn_only) print_allreduce(results);
+      if (!set.allreduce_only && !set.knn_only) print_shuffle(results), print_steps(results);
       std::ofstream(set.json_path) << results.dump(2) << "\n";
       std::cout << "results written to " << set.json_path << "\n";
     }

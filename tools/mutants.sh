@@ -47,7 +47,7 @@ dispatch_all_to_cuda|src/dist/device_dispatch_group.cpp|return tensor.is_cuda() 
 keys_not_unshuffled|src/model/moco.cpp|const auto k = plan.unshuffle(encode(encoder_k, plan.shuffle(im_k, *group_)), *group_);|const auto k = encode(encoder_k, plan.shuffle(im_k, *group_));|^MocoTest\.|^BatchShuffleTest\.
 unshuffle_skipped_in_plan|src/model/batch_shuffle.cpp|  local.index_copy_(0, as_index(send_rows_, shuffled.device()), back);
   return local;|  return back;|^BatchShuffleTest\.|^mpi\.np2$
-knn_memory_not_normalised|src/eval/knn.cpp|const auto memory = F::normalize(memory_features, unit);|const auto memory = memory_features;|^KnnTest\.
+knn_memory_not_normalised|src/eval/knn.cpp|  const auto memory = unit_rows(memory_features);|  const auto memory = memory_features;|^KnnTest\.
 config_bad_choice_accepted|src/run/config.cpp|reading.bad_choices[field.key] = bad.what;|(void)bad;|^ConfigTest\.
 config_bad_choice_not_overridable|src/run/config.cpp|reading.bad_choices.erase(field.key);|(void)0;|^ConfigTest\.
 config_row_rules_skipped|src/run/config.cpp|require(what.empty(), where, f.key, what);|(void)what;|^ConfigTest\.
@@ -165,9 +165,8 @@ eval_resize_not_256|src/data/encoded_views.cpp|static_cast<double>(out_size) * 2
 eval_crop_off_centre|src/data/encoded_views.cpp|std::nearbyint(static_cast<double>(r.width - out_size) / 2.0)|std::nearbyint(static_cast<double>(r.width - out_size) / 3.0)|^LinclsProtocolTest\.|^ImageFolderTest\.
 knn_k_drifts|src/run/knn_monitor.cpp|  if (config_.knn.k <= bank_size) return config_.knn.k;|  if (config_.knn.k <= bank_size) return config_.knn.k - 1;|^KnnProtocolTest\.
 knn_temperature_drifts|src/run/knn_monitor.cpp|  options.temperature = config_.knn.temperature;|  options.temperature = 0.07;|^KnnProtocolTest\.
-knn_queries_not_normalised|src/eval/knn.cpp|    const auto queries = F::normalize(
-        query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start)), unit);|    const auto queries = query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start));|^KnnProtocolTest\.
-knn_memory_is_the_test_split|src/run/knn_monitor.cpp|eval::extract_features(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_);|eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size, config_.knn.memory_size, &group_);|^KnnProtocolTest\.
+knn_queries_not_normalised|src/eval/knn.cpp|        unit_rows(query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start)));|        query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start));|^KnnProtocolTest\.
+knn_memory_is_the_test_split|src/run/knn_monitor.cpp|      eval::extract_shard(featurizer, *splits_.train,|      eval::extract_shard(featurizer, *splits_.test,|^KnnProtocolTest\.
 v2_temperature_drifts|configs/moco_v2_r50_imagenet.yaml|  temperature: 0.2|  temperature: 0.07|^PaperConfigTest\.
 v1_milestone_drifts|configs/moco_v1_r50_imagenet.yaml|  milestones: [120, 160]|  milestones: [120, 180]|^PaperConfigTest\.
 v2_jitter_always|configs/moco_v2_r50_imagenet.yaml|  jitter_prob: 0.8|  jitter_prob: 1.0|^PaperConfigTest\.
@@ -291,6 +290,11 @@ folder_lock_verdict_ignored|src/run/run_output.cpp|  if (holder.empty()) return;
 folder_lock_holder_unnamed|src/sys/folder_lock.cpp|  return "host " + holder.substr(0, space) + " pid " + holder.substr(space + 1);|  return holder;|^tools\.pack_locked$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
+knn_shards_not_merged|src/eval/knn.cpp|    if (world > 1) {|    if (false) {|^mpi\.np2$
+knn_cap_takes_the_first|src/eval/knn.cpp|return n == size ? j : j * size / n;|return j;|^KnnTest\.
+knn_shard_padding_kept|src/eval/knn.cpp|  return {features.narrow(0, 0, rows), labels.narrow(0, 0, rows), n};|  return {features, labels, n};|^mpi\.np4$
+knn_monitor_bank_gathered|src/run/knn_monitor.cpp|  options.k = neighbours(memory.total);|  options.k = neighbours(memory.features.size(0));|^cli\.bad_input\.knn_k_above_bank$|^mpi\.np2$
+folder_lock_unwritable_fatal|src/sys/folder_lock.cpp|      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path_, std::strerror(errno));|      throw std::runtime_error(path_ + ": cannot write the lock file");|^ckpt\.fs_full_metrics$
 LIST
 )
 

@@ -23,6 +23,18 @@ struct KnnOptions {
 torch::Tensor knn_predict(const torch::Tensor& memory_features, const torch::Tensor& memory_labels,
                           const torch::Tensor& query_features, int64_t num_classes, const KnnOptions& options);
 
+// The same vote with the memory bank split across the ranks of `group`: each rank holds one shard
+// (`memory_shard`, `shard_labels`; `bank_size` rows in all) and every rank the same queries. Each
+// rank scores the queries against its shard alone; the ranks' top-k lists are gathered and merged,
+// so no rank holds the bank and each does 1/world of the search. Every rank gets every prediction.
+// At world 1 it is knn_predict, bit for bit. Collective.
+torch::Tensor knn_predict_sharded(const torch::Tensor& memory_shard, const torch::Tensor& shard_labels,
+                                  int64_t bank_size, const torch::Tensor& query_features, int64_t num_classes,
+                                  const KnnOptions& options, dist::ProcessGroup& group);
+
+// Percentage of predictions equal to their label.
+double percent_correct(const torch::Tensor& predicted, const torch::Tensor& labels);
+
 // Percentage of queries whose prediction equals their label.
 double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memory_labels,
                 const torch::Tensor& query_features, const torch::Tensor& query_labels, int64_t num_classes,
@@ -31,12 +43,22 @@ double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memor
 // Features [n, d] of a batch of uint8 images [n, C, H, W] (any device; moved to the CPU).
 using Featurizer = std::function<torch::Tensor(const torch::Tensor& images)>;
 
-// Features [N, d] (on the CPU) and labels [N] of dataset samples [0, limit) (all when limit <= 0),
+// Features [N, d] (on the CPU) and labels [N] of `limit` dataset samples spread evenly over it (all
+// when limit <= 0 or above its size: N = min(limit, size)),
 // without a graph. With a group of several ranks (identical featurizers), each rank encodes one
 // shard and all receive the whole result.
 std::pair<torch::Tensor, torch::Tensor> extract_features(const Featurizer& featurizer, const data::Dataset& dataset,
                                                          int64_t batch_size, int64_t limit = 0,
                                                          dist::ProcessGroup* group = nullptr);
+
+// This rank's shard of what extract_features returns: its rows of the n samples (ceil(n/world)
+// rows a rank, the last ranks' fewer or none), features on the CPU and labels, and n. Not collective.
+struct FeatureShard {
+  torch::Tensor features, labels;
+  int64_t total = 0;
+};
+FeatureShard extract_shard(const Featurizer& featurizer, const data::Dataset& dataset, int64_t batch_size,
+                           int64_t limit = 0, dist::ProcessGroup* group = nullptr);
 
 // The normalised images, flattened: the raw-pixel baseline's features.
 Featurizer raw_pixels(const data::AugmentOptions& normalisation);

@@ -394,8 +394,8 @@ std::vector<Field> knn_lincls_fields() {
       MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)").must(positive),
       MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after").must(non_negative),
       MOCO_FIELD(knn.batch_size, "images per feature-extraction batch").must(positive),
-      MOCO_FIELD(knn.memory_size, "train images in the memory bank; 0: the whole train split"),
-      MOCO_FIELD(knn.query_size, "test images scored; 0: the whole test split"),
+      MOCO_FIELD(knn.memory_size, "train images in the memory bank, evenly spaced over the split; 0: the whole train split"),
+      MOCO_FIELD(knn.query_size, "test images scored, evenly spaced over the split; 0: the whole test split"),
       MOCO_FIELD(knn.raw_baseline,
                  "also score the raw normalised pixels, once per run (encoder raw_pixels): auto (images up to 64 px), "
                  "true, false")

@@ -26,25 +26,28 @@ double KnnMonitor::evaluate(model::ResNet& encoder, const std::string& label, in
 double KnnMonitor::evaluate(const eval::Featurizer& featurizer, const std::string& label, int64_t step, double epoch,
                             bool record) {
   const auto start = std::chrono::steady_clock::now();
-  const auto [memory, memory_labels] =
-      eval::extract_features(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_);
+  // The bank stays sharded (each rank holds and searches its share); the queries go to every rank.
+  const auto memory =
+      eval::extract_shard(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_);
   const auto [queries, query_labels] =
       eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size, config_.knn.query_size, &group_);
   eval::KnnOptions options;
-  options.k = neighbours(memory.size(0));
+  options.k = neighbours(memory.total);
   options.temperature = config_.knn.temperature;
+  const auto predicted = eval::knn_predict_sharded(memory.features, memory.labels, memory.total, queries,
+                                                   splits_.train->num_classes(), options, group_);
   metrics::KnnRecord r;
-  r.top1 = eval::knn_top1(memory, memory_labels, queries, query_labels, splits_.train->num_classes(), options);
+  r.top1 = eval::percent_correct(predicted, query_labels);
   r.encoder = label;
   r.step = step;
   r.epoch = epoch;
-  r.memory_size = memory.size(0);
+  r.memory_size = memory.total;
   r.query_size = queries.size(0);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (metrics_ && record) metrics_->write(r);
   spdlog::info("kNN ({}, epoch {:.2f}): top-1 {:.2f}% ({} memory, {} queries, {} dims, k={}, {:.1f}s)",
                label == "raw_pixels" ? "raw pixels" : label + " encoder", epoch, r.top1, r.memory_size, r.query_size,
-               memory.size(1), options.k, r.seconds);
+               queries.size(1), options.k, r.seconds);
   return r.top1;
 }
 
