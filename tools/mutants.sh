@@ -25,7 +25,7 @@ src=$scratch/src build=$scratch/build log=$scratch/logs
 # needs CUDA tensors, which DistDispatchTest checks only where a GPU is.)
 mutants=$(cat <<'LIST'
 queue_gets_queries|src/model/moco.cpp|group_->all_gather(out.k);|group_->all_gather(out.q.detach());|^MocoTest\.
-q_not_normalised|src/model/moco.cpp|out.q = F::normalize(encode(encoder_q, im_q), unit);|out.q = encode(encoder_q, im_q);|^MocoTest\.
+q_not_normalised|src/model/moco.cpp|out.q = F::normalize(encode(encoder_q, im_q, &out.q_features), unit);|out.q = encode(encoder_q, im_q, &out.q_features);|^MocoTest\.
 temperature_on_negatives_only|src/model/contrastive.cpp|return torch::cat({l_pos, l_neg}, 1) / temperature;|return torch::cat({l_pos, l_neg / temperature}, 1);|^ContrastiveTest\.|^MocoTest\.
 momentum_swapped|src/model/moco.cpp|k.mul_(m).add_(q, 1.0 - m);|k.mul_(1.0 - m).add_(q, m);|^MocoTest\.
 gradients_summed|src/dist/reducer.cpp|torch::div_out(slot.view, grad, torch::scalar_tensor(static_cast<double>(group_->world_size()), torch::kDouble));|slot.view.copy_(grad);|^Reducer|^mpi\.np2$
@@ -79,7 +79,7 @@ keep_last_partial_batch_lost|src/data/loader.cpp|  return (per_rank + b - 1) / b
 lincls_gradients_not_averaged|src/lincls/linear_classifier.cpp|  reducer_->finalize();|  (void)0;|^mpi\.np2$|^lincls\.cached_np1_np2$
 lincls_top5_is_top4|src/lincls/linear_classifier.cpp|t.correct5 = hit.any(1)|t.correct5 = hit.narrow(1, 0, std::min<int64_t>(4, k)).any(1)|^LinclsTest\.|^DistLinclsTest\.
 frozen_time_counts|src/dist/running_deadline.h|      end_ += now - last_check_;|      (void)kFrozen;|^mpi\.np2$
-features_always_float32|src/model/moco.cpp|return features.element_size() < 4 ? features.to(torch::kFloat) : features;|return features.to(torch::kFloat);|^mpi\.np2$
+features_always_float32|src/model/moco.cpp|return t.element_size() < 4 ? t.to(torch::kFloat) : t; };|return t.to(torch::kFloat); };|^mpi\.np2$
 freed_host_memory_trimmed|src/sys/host_memory.cpp|mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1|false|^HostMemory
 mmap_threshold_left_to_glibc|src/sys/host_memory.cpp|mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1|false|^HostMemory
 libtorch_memalign_kept|src/sys/host_memory.cpp|c10::SetCPUAllocator(&allocator, /*priority=*/1);|(void)allocator;|^HostMemory
@@ -295,6 +295,11 @@ knn_cap_takes_the_first|src/eval/knn.cpp|return n == size ? j : j * size / n;|re
 knn_shard_padding_kept|src/eval/knn.cpp|  return {features.narrow(0, 0, rows), labels.narrow(0, 0, rows), n};|  return {features, labels, n};|^mpi\.np4$
 knn_monitor_bank_gathered|src/run/knn_monitor.cpp|  options.k = neighbours(memory.total);|  options.k = neighbours(memory.features.size(0));|^cli\.bad_input\.knn_k_above_bank$|^mpi\.np2$
 folder_lock_unwritable_fatal|src/sys/folder_lock.cpp|      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path_, std::strerror(errno));|      throw std::runtime_error(path_ + ": cannot write the lock file");|^ckpt\.fs_full_metrics$
+probe_gradients_not_averaged|src/run/online_probe.cpp|  grads.div_(group_.world_size());|  (void)0;|^cli\.train\.online_probe_np2$
+probe_features_with_a_graph|src/model/moco.cpp|    if (pooled) *pooled = widened(backbone.detach());|    if (pooled) *pooled = widened(backbone);|^cli\.train\.online_probe_np2$
+probe_not_checkpointed|src/train/run_chores.cpp|    for (auto& entry : probe->state_entries()) entries.push_back(std::move(entry));|    (void)0;|^cli\.train\.online_probe_np2$
+probe_ignores_skipped_steps|src/run/online_probe.cpp|  sgd_.step(trained);|  sgd_.step();|^cli\.train\.online_probe_np2$
+probe_switch_on_resume_allowed|src/run/config.cpp|  if (key == "eval.online_probe" |  if (key == "eval.online_probe_" |^cli\.train\.online_probe_np2$
 LIST
 )
 

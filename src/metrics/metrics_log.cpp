@@ -60,6 +60,17 @@ void MetricsLog::write(const KnnRecord& r) {
   if (tensorboard_) tensorboard_->add_scalar("knn/top1_" + r.encoder, r.top1, r.step);
 }
 
+void MetricsLog::write(const ProbeRecord& r) {
+  write_line(nlohmann::json{{"event", "probe"},
+                            {"top1", r.top1},
+                            {"step", r.step},
+                            {"epoch", r.epoch},
+                            {"query_size", r.query_size},
+                            {"seconds", r.seconds}}
+                 .dump());
+  if (tensorboard_) tensorboard_->add_scalar("probe/top1", r.top1, r.step);
+}
+
 void MetricsLog::write(const CheckpointRecord& r) {
   write_line(
       nlohmann::json{{"event", r.event}, {"step", r.step}, {"path", r.path}, {"seconds", r.seconds}, {"bytes", r.bytes}}

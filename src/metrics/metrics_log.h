@@ -34,6 +34,15 @@ struct KnnRecord {
   double seconds = 0;
 };
 
+// The online probe (eval.online_probe) scored on the test split.
+struct ProbeRecord {
+  double top1 = 0;
+  int64_t step = 0;
+  double epoch = 0;
+  int64_t query_size = 0;
+  double seconds = 0;
+};
+
 // A checkpoint written ("checkpoint") or resumed from ("resume"). After a "resume" row the run goes
 // on from `step`: rows of a killed attempt beyond that step, if any, are superseded by the ones after it.
 struct CheckpointRecord {
@@ -85,6 +94,7 @@ class MetricsLog {
   ~MetricsLog();
   void write(const StepRecord& record);
   void write(const KnnRecord& record);
+  void write(const ProbeRecord& record);
   void write(const CheckpointRecord& record);
   void write(const PreemptRecord& record);
   void write(const LinclsRecord& record);

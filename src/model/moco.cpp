@@ -66,14 +66,17 @@ void MocoImpl::copy_query_to_key() {
   for (size_t i = 0; i < q_buffers.size(); ++i) k_buffers[i].copy_(q_buffers[i]);
 }
 
-torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images) const {
+torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images, torch::Tensor* pooled) const {
+  // bf16 outputs are widened for the loss; fp32 (and fp64, which the equivalence test trains in) stay.
+  const auto widened = [](const torch::Tensor& t) { return t.element_size() < 4 ? t.to(torch::kFloat) : t; };
   torch::Tensor features;
   {
     const AutocastGuard autocast(images.device(), options_.bf16);
-    features = encoder->forward(images);
+    const auto backbone = encoder->features(images);
+    if (pooled) *pooled = widened(backbone.detach());
+    features = encoder->head(backbone);
   }
-  // bf16 features are widened for the loss; fp32 (and fp64, which the equivalence test trains in) stay.
-  return features.element_size() < 4 ? features.to(torch::kFloat) : features;
+  return widened(features);
 }
 
 void MocoImpl::momentum_update(const torch::Tensor& apply) {
@@ -151,7 +154,7 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
   const bool skippable = options_.skip_nonfinite;
   MocoOutput out;
   const auto buffers_before = skippable ? snapshot_buffers() : std::vector<torch::Tensor>();
-  out.q = F::normalize(encode(encoder_q, im_q), unit);
+  out.q = F::normalize(encode(encoder_q, im_q, &out.q_features), unit);
   if (skippable) {
     // One flag per rank, so that every rank skips the same step and can name who caused it.
     out.nonfinite_by_rank =

@@ -35,6 +35,7 @@ struct MocoOutput {
   // loss is then not finite and means nothing. Undefined without skip_nonfinite.
   torch::Tensor nonfinite_by_rank;
   torch::Tensor trained;
+  torch::Tensor q_features;  // [n, feature_dim] the queries' pooled backbone features, no graph (an online probe's input)
 };
 
 // The key encoder is a copy of the query encoder that no optimizer sees and no gradient reaches:
@@ -78,8 +79,9 @@ class MocoImpl : public torch::nn::Module {
  private:
   MocoOptions options_;
   torch::Tensor key_forward(const torch::Tensor& im_k);
-  // encoder(images) under autocast when MocoOptions::bf16, returned in fp32.
-  torch::Tensor encode(ResNet& encoder, const torch::Tensor& images) const;
+  // encoder(images) under autocast when MocoOptions::bf16, returned in fp32; with `pooled`, also the
+  // backbone's pooled features there, detached.
+  torch::Tensor encode(ResNet& encoder, const torch::Tensor& images, torch::Tensor* pooled = nullptr) const;
 
   std::shared_ptr<dist::ProcessGroup> group_;
   uint64_t seed_;

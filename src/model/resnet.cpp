@@ -127,10 +127,9 @@ torch::Tensor ResNetImpl::features(const torch::Tensor& x) {
   return torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1);
 }
 
-torch::Tensor ResNetImpl::forward(const torch::Tensor& x) {
-  const auto f = features(x);
-  return fc_mlp ? fc_mlp->forward(f) : fc_linear->forward(f);
-}
+torch::Tensor ResNetImpl::forward(const torch::Tensor& x) { return head(features(x)); }
+
+torch::Tensor ResNetImpl::head(const torch::Tensor& f) { return fc_mlp ? fc_mlp->forward(f) : fc_linear->forward(f); }
 
 int64_t count_parameters(torch::nn::Module& module) {
   int64_t n = 0;

@@ -37,8 +37,9 @@ class ResNetImpl : public torch::nn::Module {
  public:
   explicit ResNetImpl(const ResNetOptions& options);
 
-  torch::Tensor forward(const torch::Tensor& x);   // fc(features(x))
+  torch::Tensor forward(const torch::Tensor& x);   // head(features(x))
   torch::Tensor features(const torch::Tensor& x);  // pooled backbone output [n, feature_dim]
+  torch::Tensor head(const torch::Tensor& f);      // fc: the linear or MLP head on pooled features
   int64_t feature_dim() const { return feature_dim_; }
   const ResNetOptions& options() const { return options_; }
 

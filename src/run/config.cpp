@@ -400,6 +400,14 @@ std::vector<Field> knn_lincls_fields() {
                  "also score the raw normalised pixels, once per run (encoder raw_pixels): auto (images up to 64 px), "
                  "true, false")
           .must(auto_true_false),
+      MOCO_FIELD(eval.online_probe,
+                 "train a linear classifier on the detached, pooled query features of the labelled train batches "
+                 "alongside the method (its own SGD, no gradient into the encoder) and log its test top-1 at each "
+                 "epoch's end (event probe)"),
+      MOCO_FIELD(eval.probe_lr, "the online probe's SGD lr (momentum 0.9, no weight decay), constant").must(positive),
+      MOCO_FIELD(eval.probe_val_size,
+                 "test images, evenly spaced over the split, the online probe is scored on; 0: the whole test split")
+          .must(non_negative),
       MOCO_FIELD(lincls.epochs, "moco_lincls: epochs of the linear classifier").must(positive),
       MOCO_FIELD(lincls.base_lr,
                  "moco_lincls: SGD lr for a batch of 256, scaled linearly with lincls.batch_size (30: the official "
@@ -759,6 +767,8 @@ bool changes_math(const std::string& key, Job job) {
   const std::string section = key.substr(0, key.find('.'));
   if (key == "train.seed" || section == "data") return true;
   if (job == Job::kLincls) return section == "model" || section == "lincls";
+  // The online probe's state is in the checkpoint only when it was on, and its lr shapes that state.
+  if (key == "eval.online_probe" || key == "eval.probe_lr") return true;
   return (section == "model" && key != "model.pretrained") || section == "moco" || section == "optim";
 }
 

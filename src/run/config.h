@@ -123,6 +123,11 @@ struct Config {
     std::string raw_baseline =
         "auto";  // also score the raw normalised pixels: auto (images up to 64 px) | true | false
   } knn;
+  struct Eval {
+    bool online_probe = false;     // a linear classifier on the detached query features, trained alongside
+    double probe_lr = 0.1;         // its SGD lr (momentum 0.9, no weight decay), constant
+    int64_t probe_val_size = 10000;  // test images it is scored on at each epoch's end; 0: the whole split
+  } eval;
   struct Lincls {  // the linear protocol (moco_lincls); defaults are the official main_lincls.py's
     int64_t epochs = 100;
     double base_lr = 30;       // for a batch of 256, scaled linearly with lincls.batch_size

@@ -25,6 +25,7 @@ struct StepOutput {
   torch::Tensor trained;
   int64_t exchanged_bytes = 0;  // this rank sent to other ranks in the forward (shuffle-BN)
   int64_t gradient_bytes = 0;   // averaged across the ranks in the backward
+  torch::Tensor features;       // [n, d] the query view's pooled backbone features, no graph (eval.online_probe)
 };
 
 // What the run's plan and log say of a method.

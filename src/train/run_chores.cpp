@@ -21,11 +21,26 @@ void advance_progress(Progress& at, int64_t step, int64_t epoch, int64_t batches
   at.batch_in_epoch = batches_done == steps_per_epoch ? 0 : batches_done;
 }
 
+std::optional<run::OnlineProbe> online_probe(TrainingRun& run) {
+  if (!run.config.eval.online_probe) return std::nullopt;
+  return std::make_optional<run::OnlineProbe>(run.config, run.method->encoder()->feature_dim(),
+                                              run.splits.train->num_classes(), run.context.device, run.group);
+}
+
+// The method's, then the probe's.
+std::vector<ckpt::StateEntry> state_entries(run::Method& method, const std::optional<run::OnlineProbe>& probe) {
+  auto entries = method.state_entries();
+  if (probe)
+    for (auto& entry : probe->state_entries()) entries.push_back(std::move(entry));
+  return entries;
+}
+
 }  // namespace
 
 RunChores::RunChores(TrainingRun& run)
     : run_(run),
-      state_(run.method->state_entries()),
+      probe_(online_probe(run)),
+      state_(state_entries(*run.method, probe_)),
       knn_(run.config, run.splits, run.metrics ? &*run.metrics : nullptr, run.group),
       control_(run.config, run.shape.total_steps, run.checkpointing),
       bad_steps_(run.config.train.max_bad_steps, run.checkpointing.root()) {
@@ -73,6 +88,7 @@ std::optional<data::TwoViewBatch> RunChores::next_batch(data::TwoViewLoader& loa
   if (!batch) return batch;
   data_wait_ = run::seconds_since(wait_start);
   ++batch_in_epoch_;  // counting this step's batch
+  labels_ = batch->labels;
   return batch;
 }
 
@@ -86,6 +102,7 @@ double RunChores::start_step() {
 }
 
 bool RunChores::after_step(const run::StepOutput& out) {
+  if (probe_) probe_->train(out.features, labels_, out.trained);
   advance_progress(at_, ++step_, epoch_, batch_in_epoch_, run_.shape.steps_per_epoch);
   book_->after_step(step_, out, run::seconds_since(step_start_), data_wait_, out.exchanged_bytes);
   no_host_sync_.reset();
@@ -129,6 +146,25 @@ void RunChores::after_epoch(int64_t epoch) {
     run_.method->before_eval();
     knn_.evaluate(run_.method->encoder(), "trained", step_, static_cast<double>(epoch + 1));
   }
+  if (!done_) score_probe(static_cast<double>(epoch + 1));
+}
+
+// The online probe's test top-1, at each epoch's end and the run's.
+void RunChores::score_probe(double epoch) {
+  if (!probe_) return;
+  const auto start = run::Clock::now();
+  run_.method->before_eval();
+  metrics::ProbeRecord r;
+  r.top1 = probe_->score(run_.method->encoder(), *run_.splits.test, run::augment_options(run_.config));
+  r.step = step_;
+  r.epoch = epoch;
+  r.query_size = run_.config.eval.probe_val_size > 0
+                     ? std::min(run_.config.eval.probe_val_size, run_.splits.test->size())
+                     : run_.splits.test->size();
+  r.seconds = run::seconds_since(start);
+  if (run_.metrics) run_.metrics->write(r);
+  spdlog::info("online probe (epoch {:.2f}): top-1 {:.2f}% ({} test images, {:.1f}s)", epoch, r.top1, r.query_size,
+               r.seconds);
 }
 
 void RunChores::save_checkpoint() {
@@ -159,6 +195,7 @@ TrainResult RunChores::finish() {
     return result_;
   }
   result_.finished = true;
+  score_probe(static_cast<double>(step_) / static_cast<double>(run_.shape.steps_per_epoch));
   run_.method->before_eval();
   result_.knn_trained = knn_.evaluate(run_.method->encoder(), "trained", step_,
                                       static_cast<double>(step_) / static_cast<double>(run_.shape.steps_per_epoch));

@@ -7,6 +7,7 @@
 #include "data/loader.h"
 #include "run/clock.h"
 #include "run/knn_monitor.h"
+#include "run/online_probe.h"
 #include "run/run_control.h"
 #include "train/bad_steps.h"
 #include "train/step_book.h"
@@ -46,8 +47,10 @@ class RunChores {
   void score_baselines();
   void report_interval();
   void save_checkpoint();
+  void score_probe(double epoch);
 
   TrainingRun& run_;
+  std::optional<run::OnlineProbe> probe_;  // eval.online_probe; before state_, which holds its entries
   TrainState state_;
   run::KnnMonitor knn_;
   const run::RunControl control_;
@@ -58,6 +61,7 @@ class RunChores {
   std::optional<StepSyncCheck> no_host_sync_;
   int64_t step_ = 0, epoch_ = 0, batch_in_epoch_ = 0;
   int64_t gradient_bytes_ = 0;  // of the last step
+  torch::Tensor labels_;        // of the step's batch, for the online probe
   double lr_ = 0, data_wait_ = 0;
   run::Clock::time_point step_start_;
   bool done_ = false;

@@ -196,6 +196,42 @@ assert [r["loss"] for r in train] == folder, f"losses from the shards {[r['loss'
 print(f"{len(train)} steps, loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f} (the folder's, step for step), kNN {knn}")
 PY
   ;;
+online_probe_np2)
+  # Two ranks, 3 epochs of 4 steps, check step syncs on. The online probe reads the query features
+  # and never writes them: every tensor but the probe's equals a run without it, bit for bit. It is
+  # scored after each epoch (steps 4, 8, 12), and its state is in the checkpoint: stopped at step 6
+  # and resumed, the run ends with the same probe, scored the same.
+  probe=("${base[@]}" data.synthetic_train_size=128 train.epochs=3 train.log_every=4 knn.raw_baseline=false
+         debug.check_step_syncs=true)
+  for run in off:false on:true resumed:true; do
+    name=${run%%:*} flag=${run#*:}
+    stops=("") && [ "$name" = resumed ] && stops=(train.stop_at_step=6 "")
+    for stop in "${stops[@]}"; do
+      mpirun -np 2 --oversubscribe "$dist" "${probe[@]}" eval.online_probe=$flag ${stop:+"$stop"} \
+        train.output_dir="$work/$name" >"$work/$name.console" 2>&1 || { cat "$work/$name.console"; exit 1; }
+    done
+  done
+  # Switched on when resuming a run without it: refused before any work, naming the key.
+  rc=0 && "$dist" "${probe[@]}" eval.online_probe=true train.epochs=4 train.output_dir="$work/off" >"$work/switched.console" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "eval.online_probe: false in the checkpoint, true now" "$work/switched.console" ||
+    { cat "$work/switched.console"; echo "eval.online_probe switched on at resume: exit $rc, not refused naming it" >&2; exit 1; }
+  "$build/moco_ckpt" diff "$work/off" "$work/on" --ignore '^probe/' --ignore '^progress/train_seconds$' >"$work/diff_off_on" ||
+    { cat "$work/diff_off_on"; echo "the probe changed the method's state" >&2; exit 1; }
+  "$build/moco_ckpt" diff "$work/on" "$work/resumed" --ignore '^progress/train_seconds$' >"$work/diff_resumed" ||
+    { cat "$work/diff_resumed"; echo "the resumed run's state differs" >&2; exit 1; }
+  "$py" - "$work/off/metrics.jsonl" "$work/on/metrics.jsonl" "$work/resumed/metrics.jsonl" <<'PY'
+import json, math, sys
+off, on, resumed = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
+loss = lambda rows: [r["loss"] for r in rows if r["event"] == "train"]
+probe = lambda rows: [(r["step"], r["epoch"], r["top1"]) for r in rows if r["event"] == "probe"]
+assert loss(off) == loss(on), f"losses without the probe {loss(off)}, with it {loss(on)}"
+assert not probe(off), "a probe row without eval.online_probe"
+assert [(s, e) for s, e, _ in probe(on)] == [(4, 1), (8, 2), (12, 3)], f"probe rows {probe(on)}"
+assert all(0 <= t <= 100 for _, _, t in probe(on)), probe(on)
+assert probe(resumed)[-2:] == probe(on)[-2:], f"resumed {probe(resumed)}, uninterrupted {probe(on)}"
+print("probe", probe(on), "; the method's state bit for bit without it")
+PY
+  ;;
 *) echo "unknown case $case_name" >&2; exit 1 ;;
 esac
 echo "PASS ($case_name)"
