@@ -158,4 +158,7 @@ TEST(KnnTest, ACappedSplitIsSampledEvenlyOverIt) {
     EXPECT_TRUE(features[j].equal(expected.image.flatten().to(torch::kFloat))) << "sample " << j << " is not image " << 4 * j;
     EXPECT_EQ(labels[j].item<int64_t>(), expected.label) << j;
   }
+  const auto first = moco::eval::extract_features(featurizer, dataset, 4, 6, nullptr, moco::eval::Subset::kFirst);
+  for (int64_t j = 0; j < 6; ++j)
+    EXPECT_TRUE(first.first[j].equal(dataset.get(j).image.flatten().to(torch::kFloat))) << "first: sample " << j;
 }

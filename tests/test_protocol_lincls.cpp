@@ -424,7 +424,7 @@ TEST(KnnProtocolTest, ShippedConfigsUseTheMonitorsConstantsOrSayWhy) {
       run::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
       {monitor[0],
        monitor[1],
-       {"knn.memory_size", "10000", "project choice: 10000 train images evenly spaced, ~30 s per evaluation on 2 cores"},
+       {"knn.memory_size", "10000", "project choice: the first 10000 train images, ~30 s per evaluation on 2 cores"},
        {"knn.query_size", "0", "the whole test split"}},
       "fashion_mnist_quick.yaml");
   for (const char* name : {"debug.yaml", "imagefolder_quick.yaml"})

@@ -166,7 +166,7 @@ eval_crop_off_centre|src/data/encoded_views.cpp|std::nearbyint(static_cast<doubl
 knn_k_drifts|src/run/knn_monitor.cpp|  if (config_.knn.k <= bank_size) return config_.knn.k;|  if (config_.knn.k <= bank_size) return config_.knn.k - 1;|^KnnProtocolTest\.
 knn_temperature_drifts|src/run/knn_monitor.cpp|  options.temperature = config_.knn.temperature;|  options.temperature = 0.07;|^KnnProtocolTest\.
 knn_queries_not_normalised|src/eval/knn.cpp|        unit_rows(query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start)));|        query_features.narrow(0, start, std::min(options.query_chunk, query_features.size(0) - start));|^KnnProtocolTest\.
-knn_memory_is_the_test_split|src/run/knn_monitor.cpp|      eval::extract_shard(featurizer, *splits_.train,|      eval::extract_shard(featurizer, *splits_.test,|^KnnProtocolTest\.
+knn_memory_is_the_test_split|src/run/knn_monitor.cpp|eval::extract_shard(featurizer, *splits_.train,|eval::extract_shard(featurizer, *splits_.test,|^KnnProtocolTest\.
 v2_temperature_drifts|configs/moco_v2_r50_imagenet.yaml|  temperature: 0.2|  temperature: 0.07|^PaperConfigTest\.
 v1_milestone_drifts|configs/moco_v1_r50_imagenet.yaml|  milestones: [120, 160]|  milestones: [120, 180]|^PaperConfigTest\.
 v2_jitter_always|configs/moco_v2_r50_imagenet.yaml|  jitter_prob: 0.8|  jitter_prob: 1.0|^PaperConfigTest\.
@@ -291,7 +291,7 @@ folder_lock_holder_unnamed|src/sys/folder_lock.cpp|  return "host " + holder.sub
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
 knn_shards_not_merged|src/eval/knn.cpp|    if (world > 1) {|    if (false) {|^mpi\.np2$
-knn_cap_takes_the_first|src/eval/knn.cpp|return n == size ? j : j * size / n;|return j;|^KnnTest\.
+knn_cap_takes_the_first|src/eval/knn.cpp|? j : j * size / n;|? j : j;|^KnnTest\.
 knn_shard_padding_kept|src/eval/knn.cpp|  return {features.narrow(0, 0, rows), labels.narrow(0, 0, rows), n};|  return {features, labels, n};|^mpi\.np4$
 knn_monitor_bank_gathered|src/run/knn_monitor.cpp|  options.k = neighbours(memory.total);|  options.k = neighbours(memory.features.size(0));|^cli\.bad_input\.knn_k_above_bank$|^mpi\.np2$
 folder_lock_unwritable_fatal|src/sys/folder_lock.cpp|      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path_, std::strerror(errno));|      throw std::runtime_error(path_ + ": cannot write the lock file");|^ckpt\.fs_full_metrics$
@@ -300,6 +300,7 @@ probe_features_with_a_graph|src/model/moco.cpp|    if (pooled) *pooled = widened
 probe_not_checkpointed|src/train/run_chores.cpp|    for (auto& entry : probe->state_entries()) entries.push_back(std::move(entry));|    (void)0;|^cli\.train\.online_probe_np2$
 probe_ignores_skipped_steps|src/run/online_probe.cpp|  sgd_.step(trained);|  sgd_.step();|^cli\.train\.online_probe_np2$
 probe_switch_on_resume_allowed|src/run/config.cpp|  if (key == "eval.online_probe" |  if (key == "eval.online_probe_" |^cli\.train\.online_probe_np2$
+knn_subset_first_ignored|src/eval/knn.cpp|subset == Subset::kFirst |false |^KnnTest\.
 LIST
 )
 

@@ -98,21 +98,24 @@ double percent_correct(const torch::Tensor& predicted, const torch::Tensor& labe
 
 namespace {
 
-// Sample j of the n taken from the dataset: all of them, or n evenly spaced over it. A split stored
-// class by class (an ImageFolder) then gives a bounded bank every class, not the first few.
-int64_t spread(int64_t j, int64_t n, int64_t size) { return n == size ? j : j * size / n; }
+// Sample j of the n taken from the dataset: the j-th, or with kSpread the j-th of n evenly spaced
+// over it. A split stored class by class (an ImageFolder) then gives a bounded bank every class.
+int64_t sample(int64_t j, int64_t n, int64_t size, Subset subset) {
+  return subset == Subset::kFirst || n == size ? j : j * size / n;
+}
 
 // Samples [rank * shard, (rank + 1) * shard) of the n taken, encoded in batches, features on the
 // CPU. Rows past n repeat the last sample (all_gather needs equal shapes; the caller cuts them off),
 // so every batch has the shape it always had.
 std::pair<torch::Tensor, torch::Tensor> encode_padded_shard(const Featurizer& featurizer, const data::Dataset& dataset,
-                                                            int64_t batch_size, int64_t n, int64_t shard, int rank) {
+                                                            int64_t batch_size, int64_t n, int64_t shard, int rank,
+                                                            Subset subset) {
   std::vector<torch::Tensor> features, labels;
   std::vector<int64_t> indices;
   for (int64_t start = rank * shard; start < (rank + 1) * shard; start += batch_size) {
     indices.resize(std::min(batch_size, (rank + 1) * shard - start));
     for (size_t i = 0; i < indices.size(); ++i)
-      indices[i] = spread(std::min<int64_t>(start + i, n - 1), n, dataset.size());
+      indices[i] = sample(std::min<int64_t>(start + i, n - 1), n, dataset.size(), subset);
     auto [images, batch_labels] = dataset.get_batch(indices);
     features.push_back(featurizer(images).to(torch::kCPU));
     labels.push_back(batch_labels);
@@ -127,7 +130,7 @@ int64_t samples(const data::Dataset& dataset, int64_t limit) {
 }  // namespace
 
 FeatureShard extract_shard(const Featurizer& featurizer, const data::Dataset& dataset, int64_t batch_size,
-                           int64_t limit, dist::ProcessGroup* group) {
+                           int64_t limit, dist::ProcessGroup* group, Subset subset) {
   torch::NoGradGuard no_grad;
   const int64_t n = samples(dataset, limit);
   const int world = group ? group->world_size() : 1;
@@ -135,19 +138,20 @@ FeatureShard extract_shard(const Featurizer& featurizer, const data::Dataset& da
   const int64_t shard = (n + world - 1) / world;
   const int64_t rows = std::clamp<int64_t>(n - rank * shard, 0, shard);
   if (rows == 0) return {torch::empty({0, 0}), torch::empty({0}, torch::kLong), n};
-  auto [features, labels] = encode_padded_shard(featurizer, dataset, batch_size, n, shard, rank);
+  auto [features, labels] = encode_padded_shard(featurizer, dataset, batch_size, n, shard, rank, subset);
   return {features.narrow(0, 0, rows), labels.narrow(0, 0, rows), n};
 }
 
 std::pair<torch::Tensor, torch::Tensor> extract_features(const Featurizer& featurizer, const data::Dataset& dataset,
-                                                         int64_t batch_size, int64_t limit, dist::ProcessGroup* group) {
+                                                         int64_t batch_size, int64_t limit, dist::ProcessGroup* group,
+                                                         Subset subset) {
   torch::NoGradGuard no_grad;
   const int64_t n = samples(dataset, limit);
   const int world = group ? group->world_size() : 1;
   const int rank = group ? group->rank() : 0;
   // Equal shards (all_gather needs equal shapes); the last rank's runs past n and is cut off below.
   const int64_t shard = (n + world - 1) / world;
-  auto [all_features, all_labels] = encode_padded_shard(featurizer, dataset, batch_size, n, shard, rank);
+  auto [all_features, all_labels] = encode_padded_shard(featurizer, dataset, batch_size, n, shard, rank, subset);
   if (world > 1) {
     all_features = group->all_gather(all_features.contiguous());
     all_labels = group->all_gather(all_labels.contiguous());

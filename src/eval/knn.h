@@ -43,13 +43,17 @@ double knn_top1(const torch::Tensor& memory_features, const torch::Tensor& memor
 // Features [n, d] of a batch of uint8 images [n, C, H, W] (any device; moved to the CPU).
 using Featurizer = std::function<torch::Tensor(const torch::Tensor& images)>;
 
-// Features [N, d] (on the CPU) and labels [N] of `limit` dataset samples spread evenly over it (all
+// Which samples a limit below the dataset's size takes: evenly spaced over it, or its first ones.
+enum class Subset { kSpread, kFirst };
+
+// Features [N, d] (on the CPU) and labels [N] of `limit` dataset samples, taken as `subset` says (all
 // when limit <= 0 or above its size: N = min(limit, size)),
 // without a graph. With a group of several ranks (identical featurizers), each rank encodes one
 // shard and all receive the whole result.
 std::pair<torch::Tensor, torch::Tensor> extract_features(const Featurizer& featurizer, const data::Dataset& dataset,
                                                          int64_t batch_size, int64_t limit = 0,
-                                                         dist::ProcessGroup* group = nullptr);
+                                                         dist::ProcessGroup* group = nullptr,
+                                                         Subset subset = Subset::kSpread);
 
 // This rank's shard of what extract_features returns: its rows of the n samples (ceil(n/world)
 // rows a rank, the last ranks' fewer or none), features on the CPU and labels, and n. Not collective.
@@ -58,7 +62,7 @@ struct FeatureShard {
   int64_t total = 0;
 };
 FeatureShard extract_shard(const Featurizer& featurizer, const data::Dataset& dataset, int64_t batch_size,
-                           int64_t limit = 0, dist::ProcessGroup* group = nullptr);
+                           int64_t limit = 0, dist::ProcessGroup* group = nullptr, Subset subset = Subset::kSpread);
 
 // The normalised images, flattened: the raw-pixel baseline's features.
 Featurizer raw_pixels(const data::AugmentOptions& normalisation);

@@ -194,6 +194,9 @@ const auto resume_target = [](const std::string& v) -> std::string {
 const auto auto_true_false = [](const std::string& v) -> std::string {
   return v == "auto" || v == "true" || v == "false" ? "" : "must be auto, true or false, not '" + v + "'";
 };
+const auto spread_or_first = [](const std::string& v) -> std::string {
+  return v == "spread" || v == "first" ? "" : "must be spread or first, not '" + v + "'";
+};
 const auto ascending = [](const std::vector<double>& v) -> std::string {
   return std::is_sorted(v.begin(), v.end()) ? "" : "must be ascending";
 };
@@ -394,8 +397,12 @@ std::vector<Field> knn_lincls_fields() {
       MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)").must(positive),
       MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after").must(non_negative),
       MOCO_FIELD(knn.batch_size, "images per feature-extraction batch").must(positive),
-      MOCO_FIELD(knn.memory_size, "train images in the memory bank, evenly spaced over the split; 0: the whole train split"),
-      MOCO_FIELD(knn.query_size, "test images scored, evenly spaced over the split; 0: the whole test split"),
+      MOCO_FIELD(knn.memory_size, "train images in the memory bank (knn.subset); 0: the whole train split"),
+      MOCO_FIELD(knn.query_size, "test images scored (knn.subset); 0: the whole test split"),
+      MOCO_FIELD(knn.subset,
+                 "the images knn.memory_size and knn.query_size take: spread (evenly over the split, so a split stored "
+                 "class by class gives every class) or first (the split's first ones, for a split in random order)")
+          .must(spread_or_first),
       MOCO_FIELD(knn.raw_baseline,
                  "also score the raw normalised pixels, once per run (encoder raw_pixels): auto (images up to 64 px), "
                  "true, false")

@@ -120,6 +120,7 @@ struct Config {
     int64_t batch_size = 512;
     int64_t memory_size = 0;  // train samples in the memory bank; 0: the whole train split
     int64_t query_size = 0;   // test samples scored; 0: the whole test split
+    std::string subset = "spread";  // which samples a cap takes: spread (evenly over the split) | first
     std::string raw_baseline =
         "auto";  // also score the raw normalised pixels: auto (images up to 64 px) | true | false
   } knn;
