@@ -9,12 +9,16 @@
 #   tools/gpu_check.sh run [RESULTS_DIR]    the checks, on the build folder the build call left:
 #       1. the GPU tests with TF32 off: NCCL single-rank collectives, device dispatch (ctest);
 #       2. the trainer on cuda:0: 20 steps in fp32, then in bf16 + channels-last;
-#       3. a world of one through the NCCL group (dist.world_group_at_one): CUDA reducer hooks, the
-#          CUDA key shuffle and the dispatch group; the same with LibTorch's sync debug mode;
+#       3. a world of one through the NCCL group (dist.world_group_at_one), which runs the collectives
+#          of several ranks: the reducer's CUDA hooks and bucket all-reduces (its metrics.jsonl must
+#          show the gradient bytes reduced), the per-step BN broadcast, the key shuffle's all-to-all,
+#          the dispatch group; the same with LibTorch's sync debug mode;
 #       4. stop and resume on the device: SIGUSR1 mid-run (a checkpoint), the same command resumed
 #          to step 30, `moco_ckpt verify` of the run's checkpoints;
 #       5. the debug mode (configs/debug.yaml: invariants every step);
-#       6. bench_gpu (ResNet-50 MoCo v2, bf16, channels-last) beside bench/moco_step_pytorch.py.
+#       6. bench_gpu (ResNet-50 MoCo v2, bf16, channels-last) beside bench/moco_step_pytorch.py, and
+#          bench_gpu --mode trainer: the trainer's step (reducer, skip, BN broadcast through NCCL at
+#          world size 1) at 32 images against the model's step alone.
 #   tools/gpu_check.sh --plan               the device-tool calls in order, what each carries, every
 #       step's limit and each phase's sum (exit 1 if a sum passes the phase's 480 s)
 #   tools/gpu_check.sh --prerequisites [RESULTS_DIR]   the build phase's prerequisite lines only
@@ -72,12 +76,13 @@ run   gpu              10 nvidia-smi lists a GPU
 run   gpu_tests        60 ctest -j 8 of the GPU tests, NVIDIA_TF32_OVERRIDE=0: their GPU results meet CPU tensors
 run   train_fp32       35 20 trainer steps on cuda:0, fp32
 run   train_bf16_channels_last 35 20 trainer steps on cuda:0, bf16 + channels-last
-run   world_of_one_nccl 40 20 steps through the MPI/NCCL group at world size 1
+run   world_of_one_nccl 40 20 steps through the MPI/NCCL group at world size 1: reducer hooks and buckets, BN broadcast, all-to-all
 run   no_host_sync_in_step 40 30 steps with LibTorch's sync debug mode: no host sync inside a step
 run   stop_resume_verify 70 SIGUSR1 after step 5, resumed to step 30, moco_ckpt verify
 run   debug_mode       35 configs/debug.yaml for 8 steps, invariants every step
-run   bench_gpu        70 ResNet-50 MoCo v2 step, bf16, channels-last, batch MOCO_BENCH_BATCH
-run   bench_pytorch    70 the same step the official way (bench/moco_step_pytorch.py)
+run   bench_gpu        60 ResNet-50 MoCo v2 step, bf16, channels-last, batch MOCO_BENCH_BATCH
+run   bench_pytorch    60 the same step the official way (bench/moco_step_pytorch.py)
+run   bench_gpu_trainer 30 the trainer's step (reducer, skip, BN broadcast via NCCL at world 1), 32 images, against the model's
 TABLE
 }
 
@@ -203,7 +208,7 @@ with open(records, encoding="utf-8", errors="replace") as f:
                               "limit": int(limit), "last_lines": detail})
 if os.path.exists(facts):
     out["facts"] = load(facts)
-for name in ("bench_gpu", "bench_pytorch"):
+for name in ("bench_gpu", "bench_pytorch", "bench_gpu_trainer"):
     path = os.path.join(work, name + ".json")
     if os.path.exists(path):
         out[name] = load(path)
@@ -463,9 +468,12 @@ tiny_train() {
     grep -q "device cuda:0" "$run_dir/$name/rank0.log"
 }
 
+# The reducer's hooks ran on the device when a step reports gradient bytes reduced (0 at world size
+# 1 without the switch).
 world_of_one_nccl() {
   tiny_train nccl1 dist.world_group_at_one=true train.stop_at_step=20 &&
-    grep -q "collectives: MPI, NCCL for CUDA tensors across 1 rank" "$run_dir/nccl1/rank0.log"
+    grep -q "collectives: MPI, NCCL for CUDA tensors across 1 rank" "$run_dir/nccl1/rank0.log" &&
+    grep -Eq '"grad_bytes_per_step":[1-9]' "$run_dir/nccl1/metrics.jsonl"
 }
 
 stop_resume_verify() { # SIGUSR1 mid-run, resumed to step 30, every checkpoint verified
@@ -541,6 +549,7 @@ run_phase() {
   else
     record bench_pytorch skipped 0 "$(limit_of run bench_pytorch)" "no torchvision in python3"
   fi
+  check bench_gpu_trainer "$build/bench_gpu" --mode trainer --steps 20 --json "$work/bench_gpu_trainer.json"
 }
 
 "${phase}_phase"

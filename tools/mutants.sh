@@ -119,6 +119,11 @@ shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
 cuda_device_ignores_per_task_binding|src/run/device.cpp|if (visible == 1) return 0;|if (false) return 0;|^ChooseCudaDeviceTest\.
 world_group_at_one_ignored|src/run/device.cpp|if (world_size == 1 && !config.dist.world_group_at_one) {|if (world_size == 1) {|^cli\.train\.world_group_at_one$
+world_one_reducer_off|src/moco_v2/moco_v2.cpp|if (c.dist.world_group_at_one) reducer_.set_enabled(true);|(void)0;|^WorldOfOneTest\.|^cli\.train\.world_group_at_one$
+world_one_bn_broadcast_skipped|src/moco_v2/replicas.cpp|  if (communicates_ && broadcast_buffers_) {|  if (world_ > 1 && broadcast_buffers_) {|^WorldOfOneTest\.
+world_one_all_to_all_skipped|src/model/moco.cpp|if (world == 1 && encoder_k->options().bn_splits == 1 && !options_.shuffle_at_world_one)|if (world == 1 && encoder_k->options().bn_splits == 1)|^WorldOfOneTest\.
+world_one_keys_permuted|src/model/moco.cpp|  std::iota(identity.begin(), identity.end(), 0);|  std::iota(identity.rbegin(), identity.rend(), 0);|^cli\.train\.world_group_at_one$
+world_one_broadcast_shortcut|src/dist/reducer.cpp|  // No shortcut at world size 1: a caller that rehearses a bigger world there (dist.world_group_at_one)|  if (group.world_size() == 1) return;|^WorldOfOneTest\.
 gpu_check_results_only_at_the_end|tools/gpu_check.sh|  write_results
 }|  :
 }|^gpu_check\.self_check$

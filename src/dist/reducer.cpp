@@ -368,7 +368,8 @@ void broadcast_parameters(const std::vector<torch::Tensor>& tensors, ProcessGrou
     if (!tensors[i].defined())
       throw std::invalid_argument("broadcast_parameters: tensor " + std::to_string(i) + " is undefined");
   }
-  if (group.world_size() == 1) return;
+  // No shortcut at world size 1: a caller that rehearses a bigger world there (dist.world_group_at_one)
+  // wants the collective; the others do not call at world size 1.
   // Indices grouped by (device, dtype), in first-seen order so every rank forms the same groups.
   std::vector<std::vector<size_t>> kinds;
   for (size_t i = 0; i < tensors.size(); ++i) {

@@ -53,7 +53,8 @@ struct ReducerStats {
 // may run once per finalize() (no gradient accumulation over several backward passes).
 //
 // Disabled when world_size == 1: no buffers, no hooks, finalize() returns at once. set_enabled(true)
-// forces the full path anyway (tests, overhead benchmarks).
+// forces the full path anyway (tests, overhead benchmarks, a world of one that rehearses world N:
+// dist.world_group_at_one).
 //
 // After an exception from a hook or finalize() the step is abandoned: collectives already started
 // are not waited for, so a multi-rank job must treat it as fatal.
@@ -143,6 +144,7 @@ class GradientReducer {
 // Makes every rank's `tensors` equal to root's (model parameters and buffers at start). Tensors of
 // one (device, dtype) travel as one flat buffer, so a model costs a collective or two; the only
 // contiguous tensor of its kind travels in place, with no copy.
+// Collective at any world size, one included: callers that need nothing there do not call it.
 void broadcast_parameters(const std::vector<torch::Tensor>& tensors, ProcessGroup& group, int root = 0);
 
 }  // namespace moco::dist

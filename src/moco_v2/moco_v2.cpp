@@ -13,9 +13,12 @@ namespace moco::moco_v2 {
 namespace {
 
 model::Moco make_moco(const run::Config& config, const run::RunContext& context, int64_t in_channels) {
-  const model::MocoOptions options{config.moco.queue_size, config.moco.momentum, config.moco.temperature,
+  const model::MocoOptions options{config.moco.queue_size,
+                                   config.moco.momentum,
+                                   config.moco.temperature,
                                    /*skip_nonfinite=*/true,
-                                   /*bf16=*/config.train.precision == run::Precision::kBf16};
+                                   /*bf16=*/config.train.precision == run::Precision::kBf16,
+                                   /*shuffle_at_world_one=*/config.dist.world_group_at_one};
   auto encoder = run::backbone_options(config, in_channels);
   encoder.bn_splits = bn_splits_per_rank(config, context.group->world_size());
   model::Moco moco(encoder, options, context.group, config.train.seed);
@@ -68,7 +71,11 @@ MocoV2::MocoV2(const run::Config& c, const run::RunContext& ctx, int64_t in_chan
       reducer_(moco_->trainable_parameters(), ctx.group, static_cast<int64_t>(c.dist.bucket_mb * (1 << 20)),
                static_cast<int64_t>(c.dist.first_bucket_mb * (1 << 20)), query_parameter_names(*moco_)),
       debug_(c.debug, *moco_),
-      nan_(sys::hooks().nan_injection()) {}
+      nan_(sys::hooks().nan_injection()) {
+  // A world of one that rehearses world N keeps the buckets, their hooks and all-reduces (the
+  // reducer switches itself off at world size 1).
+  if (c.dist.world_group_at_one) reducer_.set_enabled(true);
+}
 
 // Algorithm 1 of the MoCo paper on this rank's share of the batch: the two augmented views, the
 // query encoder's forward, the key encoder's momentum update and forward (shuffled keys), the

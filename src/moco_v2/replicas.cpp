@@ -65,21 +65,24 @@ ReplicaSync::ReplicaSync(const run::Config& config, model::MocoImpl& moco, dist:
     : moco_(moco),
       group_(group),
       world_(group.world_size()),
+      communicates_(world_ > 1 || config.dist.world_group_at_one),
       broadcast_buffers_(config.dist.broadcast_buffers),
       check_every_(config.dist.queue_check_every) {}
 
 void ReplicaSync::broadcast_start() {
-  if (world_ <= 1) return;
+  if (!communicates_) return;
   dist::broadcast_parameters(
       joined_tensors(joined_tensors(moco_.encoder_q->parameters(), moco_.encoder_q->buffers()), moco_.queue_state()),
       group_);
   moco_.copy_query_to_key();
 }
 
-bool ReplicaSync::check_step(int64_t step) const { return world_ > 1 && check_every_ > 0 && step % check_every_ == 0; }
+bool ReplicaSync::check_step(int64_t step) const {
+  return communicates_ && check_every_ > 0 && step % check_every_ == 0;
+}
 
 void ReplicaSync::before_step(int64_t step) {
-  if (world_ > 1 && broadcast_buffers_) {
+  if (communicates_ && broadcast_buffers_) {
     RECORD_USER_SCOPE("update/bn_broadcast");                  // Note [Update scopes] (sys/op_count.h)
     dist::broadcast_parameters(moco_.buffer_flats(), group_);  // one collective per dtype, in place
   }
@@ -94,11 +97,11 @@ void ReplicaSync::check_after_step(int64_t step) {
 }
 
 void ReplicaSync::broadcast_bn_for_save() {
-  if (world_ > 1 && broadcast_buffers_) dist::broadcast_parameters(moco_.buffer_flats(), group_);
+  if (communicates_ && broadcast_buffers_) dist::broadcast_parameters(moco_.buffer_flats(), group_);
 }
 
 void ReplicaSync::broadcast_bn_for_eval() {
-  if (world_ > 1) dist::broadcast_parameters(moco_.buffer_flats(), group_);
+  if (communicates_) dist::broadcast_parameters(moco_.buffer_flats(), group_);
 }
 
 }  // namespace moco::moco_v2

@@ -38,6 +38,9 @@ class ReplicaSync {
   model::MocoImpl& moco_;
   dist::ProcessGroup& group_;
   const int world_;
+  // Several ranks, or a world of one that rehearses them (dist.world_group_at_one): the broadcasts
+  // and the check run through the group.
+  const bool communicates_;
   const bool broadcast_buffers_;
   const int64_t check_every_;
   torch::Tensor bn_at_start_;  // the BN buffers' bytes at a check step's start; undefined when rank-local

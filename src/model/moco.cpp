@@ -7,6 +7,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include <numeric>
 #include <stdexcept>
 
 namespace moco::model {
@@ -99,13 +100,25 @@ void MocoImpl::momentum_update(const torch::Tensor& apply) {
   k_params_.bump_versions();
 }
 
+// The permutation of the global key batch for this step. One rank with one BatchNorm group needs
+// none; shuffled anyway (MocoOptions::shuffle_at_world_one) its rows stay in place: one group sees
+// the same statistics in any order, and only the same order keeps every bit of the unshuffled run.
+std::vector<int64_t> MocoImpl::key_permutation(int64_t global_rows) const {
+  if (group_->world_size() > 1 || encoder_k->options().bn_splits > 1)
+    return shared_permutation(global_rows, seed_, steps_);
+  std::vector<int64_t> identity(global_rows);
+  std::iota(identity.begin(), identity.end(), 0);
+  return identity;
+}
+
 torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
   const int world = group_->world_size();
-  if (world == 1 && encoder_k->options().bn_splits == 1) return encode(encoder_k, im_k);
+  if (world == 1 && encoder_k->options().bn_splits == 1 && !options_.shuffle_at_world_one)
+    return encode(encoder_k, im_k);
   // Shuffle-BN: the key batch is permuted across ranks (or, on one device, across BN groups) so that
   // a key's BN statistics come from other samples than its query's: otherwise the statistics tell
   // the model which key is the positive.
-  const BatchShuffle plan(shared_permutation(im_k.size(0) * world, seed_, steps_), group_->rank(), world);
+  const BatchShuffle plan(key_permutation(im_k.size(0) * world), group_->rank(), world);
   const auto k = plan.unshuffle(encode(encoder_k, plan.shuffle(im_k, *group_)), *group_);
   const int64_t row_bytes =
       (im_k.numel() / im_k.size(0)) * im_k.element_size() + (k.numel() / k.size(0)) * k.element_size();

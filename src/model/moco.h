@@ -20,6 +20,9 @@ struct MocoOptions {
   // The encoders' forward (and so their backward) under bfloat16 autocast; their outputs are cast
   // back to fp32 before anything else (normalisation, loss, queue) sees them.
   bool bf16 = false;
+  // A world of one that rehearses world N (dist.world_group_at_one): the key batch goes through the
+  // group's all-to-all even with one BatchNorm group, which otherwise needs no shuffle.
+  bool shuffle_at_world_one = false;
 };
 
 struct MocoOutput {
@@ -79,6 +82,7 @@ class MocoImpl : public torch::nn::Module {
  private:
   MocoOptions options_;
   torch::Tensor key_forward(const torch::Tensor& im_k);
+  std::vector<int64_t> key_permutation(int64_t global_rows) const;
   // encoder(images) under autocast when MocoOptions::bf16, returned in fp32; with `pooled`, also the
   // backbone's pooled features there, detached.
   torch::Tensor encode(ResNet& encoder, const torch::Tensor& images, torch::Tensor* pooled = nullptr) const;

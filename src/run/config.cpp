@@ -377,8 +377,11 @@ std::vector<Field> ckpt_dist_debug_fields() {
           .must(positive),
       MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
       MOCO_FIELD(dist.world_group_at_one,
-                 "a world of one still takes the MPI group (NCCL for CUDA tensors), so its gradient buckets, key "
-                 "shuffle and collectives run as with several ranks (a device check); false: a local group"),
+                 "a world of one still takes the MPI group (NCCL for CUDA tensors) and runs the collectives of several "
+                 "ranks in training: the gradient buckets' all-reduces from their hooks, the per-step BatchNorm "
+                 "broadcast, the key "
+                 "shuffle's all-to-all, the replica check (a device check; the same bits as without); false: a local "
+                 "group, and none of them"),
       MOCO_FIELD(debug.anomaly_detection,
                  "autograd anomaly detection: an op that makes NaN or Inf in backward is named (slow)"),
       MOCO_FIELD(debug.check_invariants,

@@ -106,7 +106,7 @@ struct Config {
     bool check_collectives = true;    // verify shapes/dtypes agree across ranks before each collective
     double timeout_s = 300;           // a collective not done by then is an error, not a hang
     bool log_all_ranks = false;       // every rank logs to the console, not only rank 0
-    bool world_group_at_one = false;  // a world of one still communicates through MPI (NCCL on CUDA)
+    bool world_group_at_one = false;  // a world of one runs world N's collectives through MPI (NCCL on CUDA)
   } dist;
   struct Debug {
     bool anomaly_detection = false;  // autograd anomaly mode: a NaN/Inf in backward names its op

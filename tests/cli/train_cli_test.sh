@@ -95,20 +95,31 @@ print("epoch:", [once[s] for s in sorted(once)], "\nstep:", [every[s] for s in s
 PY
   ;;
 world_group_at_one)
-  # dist.world_group_at_one: a world of one through the MPI group (NCCL on CUDA) trains exactly as
-  # with no communication, and says which group it took.
-  for group in false true; do
-    "$dist" "${base[@]}" train.epochs=1 dist.world_group_at_one=$group train.output_dir="$work/$group" >"$work/$group.console" 2>&1 ||
-      { cat "$work/$group.console"; exit 1; }
-  done
-  grep -q "collectives: none (a world of one" "$work/false/rank0.log"
-  grep -q "collectives: MPI across 1 rank(s)" "$work/true/rank0.log" || { cat "$work/true/rank0.log"; exit 1; }
-  "$py" - "$work/false/metrics.jsonl" "$work/true/metrics.jsonl" <<'PY'
+  # dist.world_group_at_one: a world of one through the MPI group (NCCL on CUDA) runs the collectives
+  # of several ranks (the reducer's buckets and hooks, the BatchNorm broadcast, the key shuffle's
+  # all-to-all: counted by WorldOfOneTest.*) and trains exactly as with no communication: the same
+  # losses and final checkpoint, bit for bit. With one BatchNorm group (the shuffle kept only by the
+  # switch) and with two (shuffled anyway).
+  for splits in 1 2; do
+    for group in false true; do
+      run=$work/splits$splits-$group
+      "$dist" "${base[@]}" train.epochs=1 moco.bn_splits=$splits dist.world_group_at_one=$group train.output_dir="$run" >"$run.console" 2>&1 ||
+        { cat "$run.console"; exit 1; }
+    done
+    grep -q "collectives: none (a world of one" "$work/splits$splits-false/rank0.log"
+    grep -q "collectives: MPI across 1 rank(s)" "$work/splits$splits-true/rank0.log" || { cat "$work/splits$splits-true/rank0.log"; exit 1; }
+    "$py" - "$work/splits$splits-false/metrics.jsonl" "$work/splits$splits-true/metrics.jsonl" "$splits" <<'PY'
 import json, sys
-local, world = ([r["loss"] for r in map(json.loads, open(p)) if r["event"] == "train"] for p in sys.argv[1:3])
-assert local and local == world, f"losses differ: local group {local}, MPI group {world}"
-print(f"{len(local)} losses bitwise equal with the local and the MPI group")
+local, world = ([r for r in map(json.loads, open(p)) if r["event"] == "train"] for p in sys.argv[1:3])
+assert local and [r["loss"] for r in local] == [r["loss"] for r in world], f"losses differ: local group {local}, MPI group {world}"
+# The reducer's bytes: all of the gradients through the group with the switch, nothing without.
+assert all(r["grad_bytes_per_step"] == 0 for r in local), [r["grad_bytes_per_step"] for r in local]
+assert all(r["grad_bytes_per_step"] > 0 for r in world), [r["grad_bytes_per_step"] for r in world]
+print(f"moco.bn_splits={sys.argv[3]}: {len(local)} losses bitwise equal with the local and the MPI group, "
+      f"{world[-1]['grad_bytes_per_step']} gradient bytes a step reduced through the latter")
 PY
+    "$build/moco_ckpt" diff "$work/splits$splits-false" "$work/splits$splits-true" --ignore '^progress/train_seconds$'
+  done
   ;;
 bn_buffers_np2)
   # Two ranks, the replica check every step: the BN buffers each rank starts a step with are rank
