@@ -22,9 +22,10 @@
 #   MOCO_MPIRUN_ARGS="--mca btl_tcp_if_include 10.0.0.0/24 --mca oob_tcp_if_include 10.0.0.0/24"
 # A lost host: once the ranks on this host have ended and mpirun is still running after
 # MOCO_MPIRUN_GRACE_S seconds (default 20), mpirun is waiting for a daemon it cannot reach; it is
-# killed (SIGKILL: it is stuck in its abort) and the script exits 1. With --hostfile the daemons on
-# the other hosts run under launch/mpirun/orted_watchdog.sh (the same path on every host), which ends
-# a daemon left behind the same way: its ranks ended, GRACE seconds passed, mpirun never came.
+# killed (SIGKILL: it is stuck in its abort) with what is left in its session (the ssh to the lost
+# host), and the script exits 1. With --hostfile the daemons on the other hosts run under
+# launch/mpirun/orted_watchdog.sh (the same path on every host), which ends a daemon left behind
+# the same way: its ranks ended, GRACE seconds passed, mpirun never came.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ranks= hostfile=
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
       ranks=$((10#$2)); shift 2 ;;
     --hostfile) [ $# -ge 2 ] || { echo "moco.sh: --hostfile: expects a file" >&2; exit 2; }
       hostfile=$2; shift 2 ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -124,9 +125,11 @@ while kill -0 "$mpirun_pid" 2>/dev/null; do
     gone=$((gone + 1))
     if [ "$gone" -gt "$grace" ]; then
       echo "[moco.sh] the ranks on this host ended ${grace} s ago and mpirun still waits (for a host it cannot reach?): killing it" >&2
-      # KILL: mpirun is already aborting (a second signal makes Open MPI 4.1's mpirun crash).
+      # KILL: mpirun is already aborting (a second signal makes Open MPI 4.1's mpirun crash). Then
+      # what is left in its session: the ssh to the host it lost would wait as long as mpirun.
       kill -KILL "$mpirun_pid" 2>/dev/null || true
       wait "$mpirun_pid" 2>/dev/null || true
+      [ ${#own_session[@]} -eq 0 ] || pkill -KILL -s "$mpirun_pid" 2>/dev/null || true
       exit 1
     fi
   fi

@@ -152,8 +152,9 @@ link_down)
     || fail "rank 0 does not name the step, the collective, ranks 2,3 and mocohost2: $(grep -h 'did not complete' "$run/rank0.log")"
   grep -Eq "rank [23]: $cut 0,1 did not answer a roll call \(dead or stuck\), on host mocohost1" "$run/rank2.log" \
     "$run/rank3.log" || fail "no rank on host 2 names the step, the collective, ranks 0,1 and mocohost1"
-  # Host 2's daemon, cut off from mpirun, must notice by itself (TCP keepalive) and end.
-  # (orted_watchdog.sh, MOCO_MPIRUN_GRACE_S=5 after its ranks ended).
+  # Host 2's daemon, cut off from mpirun, must notice by itself and end (orted_watchdog.sh,
+  # MOCO_MPIRUN_GRACE_S=5 after its ranks ended); its agent on the launcher's host, which stays while
+  # the link is down as ssh would, goes with mpirun's session (moco.sh).
   for _ in $(seq 60); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.5; done
   check_nothing_left "the link went down"
   echo "nothing left on either host $(( $(date +%s) - start ))s after the link went down"
