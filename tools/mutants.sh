@@ -290,6 +290,7 @@ folder_lock_verdict_ignored|src/run/run_output.cpp|  if (holder.empty()) return;
 folder_lock_holder_unnamed|src/sys/folder_lock.cpp|  return "host " + holder.substr(0, space) + " pid " + holder.substr(space + 1);|  return holder;|^tools\.pack_locked$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
+lost_host_daemon_end_unseen|launch/mpirun/moco.sh|    elif [[ $children != *" $p "* ]]; then agent_ended=1; fi|    elif false; then agent_ended=1; fi|^multinode\.link_down_head_node$
 lost_host_ssh_left|launch/mpirun/moco.sh|pkill -KILL -s "$mpirun_pid"|true -KILL -s "$mpirun_pid"|^multinode\.link_down$
 knn_shards_not_merged|src/eval/knn.cpp|    if (world > 1) {|    if (false) {|^mpi\.np2$
 knn_cap_takes_the_first|src/eval/knn.cpp|return n == size ? j : j * size / n;|return j;|^KnnTest\.
