@@ -355,7 +355,7 @@ for record in "${list[@]}"; do
   [[ $name =~ $only ]] || continue
   total=$((total + 1))
   status=$(/usr/bin/python3 - "$src" "$record" <<'PY'
-import sys
+import shutil, sys
 src, record = sys.argv[1], sys.argv[2].strip("\n")
 name, path, old, new, *tests = record.split("|")
 full = f"{src}/{path}"
@@ -363,6 +363,7 @@ text = open(full).read()
 if text.count(old) != 1:
     print(f"NOAPPLY\t{path}\t{text.count(old)}"); sys.exit()
 open(full + ".orig", "w").write(text)
+shutil.copymode(full, full + ".orig")  # the original goes back with its mode (a script stays executable)
 open(full, "w").write(text.replace(old, new))
 print(f"APPLIED\t{path}\t" + "|".join(tests))
 PY
