@@ -295,6 +295,8 @@ folder_lock_verdict_ignored|src/run/run_output.cpp|  if (holder.empty()) return;
 folder_lock_holder_unnamed|src/sys/folder_lock.cpp|  return "host " + holder.substr(0, space) + " pid " + holder.substr(space + 1);|  return holder;|^tools\.pack_locked$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
+lost_host_daemon_end_unseen|launch/mpirun/moco.sh|    elif [[ $children != *" $p "* ]]; then agent_ended=1; fi|    elif false; then agent_ended=1; fi|^multinode\.link_down_head_node$
+lost_host_ssh_left|launch/mpirun/moco.sh|pkill -KILL -s "$mpirun_pid"|true -KILL -s "$mpirun_pid"|^multinode\.link_down$
 knn_shards_not_merged|src/eval/knn.cpp|    if (world > 1) {|    if (false) {|^mpi\.np2$
 knn_cap_takes_the_first|src/eval/knn.cpp|? j : j * size / n;|? j : j;|^KnnTest\.
 knn_shard_padding_kept|src/eval/knn.cpp|  return {features.narrow(0, 0, rows), labels.narrow(0, 0, rows), n};|  return {features, labels, n};|^mpi\.np4$
@@ -364,7 +366,7 @@ for record in "${list[@]}"; do
   [[ $name =~ $only ]] || continue
   total=$((total + 1))
   status=$(/usr/bin/python3 - "$src" "$record" <<'PY'
-import sys
+import shutil, sys
 src, record = sys.argv[1], sys.argv[2].strip("\n")
 name, path, old, new, *tests = record.split("|")
 full = f"{src}/{path}"
@@ -372,6 +374,7 @@ text = open(full).read()
 if text.count(old) != 1:
     print(f"NOAPPLY\t{path}\t{text.count(old)}"); sys.exit()
 open(full + ".orig", "w").write(text)
+shutil.copymode(full, full + ".orig")  # the original goes back with its mode (a script stays executable)
 open(full, "w").write(text.replace(old, new))
 print(f"APPLIED\t{path}\t" + "|".join(tests))
 PY

@@ -20,11 +20,13 @@
 #
 # MOCO_MPIRUN_ARGS: more mpirun options, split at spaces, e.g. across hosts
 #   MOCO_MPIRUN_ARGS="--mca btl_tcp_if_include 10.0.0.0/24 --mca oob_tcp_if_include 10.0.0.0/24"
-# A lost host: once the ranks on this host have ended and mpirun is still running after
-# MOCO_MPIRUN_GRACE_S seconds (default 20), mpirun is waiting for a daemon it cannot reach; it is
-# killed (SIGKILL: it is stuck in its abort) and the script exits 1. With --hostfile the daemons on
-# the other hosts run under launch/mpirun/orted_watchdog.sh (the same path on every host), which ends
-# a daemon left behind the same way: its ranks ended, GRACE seconds passed, mpirun never came.
+# A lost host: once the ranks on this host have ended (or, on a host that runs none, a daemon on
+# another host has: its launch agent, ssh, ended) and mpirun is still running MOCO_MPIRUN_GRACE_S
+# seconds later (default 20), mpirun is waiting for a daemon it cannot reach; it is killed (SIGKILL:
+# it is stuck in its abort) with what is left in its session (the ssh to the lost host), and the
+# script exits 1. With --hostfile the daemons on the other hosts run under
+# launch/mpirun/orted_watchdog.sh (the same path on every host), which ends a daemon left behind
+# the same way: its ranks ended, GRACE seconds passed, mpirun never came.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ranks= hostfile=
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
       ranks=$((10#$2)); shift 2 ;;
     --hostfile) [ $# -ge 2 ] || { echo "moco.sh: --hostfile: expects a file" >&2; exit 2; }
       hostfile=$2; shift 2 ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -116,17 +118,36 @@ own_session=()
 command -v setsid >/dev/null && own_session=(setsid)
 "${own_session[@]}" "${mpi[@]}" "$binary" --config "$config" train.resume=auto "${extra[@]}" "$@" &
 mpirun_pid=$!
+# The job is ending once a process mpirun started on this host has ended: all the ranks here, or the
+# launch agent (ssh) of a daemon on another host (daemons end only when the job does). The second
+# is what a launcher that runs no ranks (a head or login node) sees of a failing job.
+agents=" " agent_ended=0
+note_agents() {  # records mpirun's children that are not ranks; agent_ended=1 once one of them is gone
+  local children ranks p
+  children=" $(pgrep -P "$mpirun_pid" 2>/dev/null | xargs || true) "
+  ranks=" $(local_rank_pids | xargs || true) "
+  for p in $agents; do
+    if [[ $ranks == *" $p "* ]]; then agents=${agents/ $p / }  # a rank seen before it ran the binary
+    elif [[ $children != *" $p "* ]]; then agent_ended=1; fi
+  done
+  for p in $children; do [[ $ranks == *" $p "* || $agents == *" $p "* ]] || agents+="$p "; done
+}
 seen=0 gone=0
 while kill -0 "$mpirun_pid" 2>/dev/null; do
+  note_agents
   if [ "$(local_ranks)" -gt 0 ]; then
     seen=1 gone=0
-  elif [ "$seen" -eq 1 ]; then
+  elif [ "$seen" -eq 1 ] || [ "$agent_ended" -eq 1 ]; then
     gone=$((gone + 1))
     if [ "$gone" -gt "$grace" ]; then
-      echo "[moco.sh] the ranks on this host ended ${grace} s ago and mpirun still waits (for a host it cannot reach?): killing it" >&2
-      # KILL: mpirun is already aborting (a second signal makes Open MPI 4.1's mpirun crash).
+      what="the ranks on this host ended"
+      [ "$seen" -eq 1 ] || what="a daemon on another host ended"
+      echo "[moco.sh] $what ${grace} s ago and mpirun still waits (for a host it cannot reach?): killing it" >&2
+      # KILL: mpirun is already aborting (a second signal makes Open MPI 4.1's mpirun crash). Then
+      # what is left in its session: the ssh to the host it lost would wait as long as mpirun.
       kill -KILL "$mpirun_pid" 2>/dev/null || true
       wait "$mpirun_pid" 2>/dev/null || true
+      [ ${#own_session[@]} -eq 0 ] || pkill -KILL -s "$mpirun_pid" 2>/dev/null || true
       exit 1
     fi
   fi

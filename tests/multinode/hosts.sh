@@ -24,8 +24,9 @@
 # DIR (default $MOCO_HOSTS_DIR, else /tmp/moco_hosts) keeps the state: the namespace names, one
 # holder process per host that owns its UTS namespace (DIR/holderI.pid), and DIR/agent, a launch
 # agent for Open MPI (--mca plm_rsh_agent DIR/agent): `agent HOST CMD...` runs CMD on that host the
-# way ssh would (the words joined, run by sh). The namespace names derive from DIR, so two tests with
-# two DIRs do not meet. MOCO_HOSTS_SUBNET=10.77.0 picks another /24.
+# way ssh would (the words joined, run by sh, in a session of its own; the agent stays while the
+# host's link is down, as an ssh client would). The namespace names derive from DIR, so two tests
+# with two DIRs do not meet. MOCO_HOSTS_SUBNET=10.77.0 picks another /24.
 set -euo pipefail
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 die() { echo "hosts.sh: $*" >&2; exit 1; }
@@ -86,7 +87,13 @@ i=\${host#mocohost}
 case \$i in '' | *[!0-9]*) i=\$(echo "\$host" | sed -n 's/^$subnet\.\([0-9]*\)\$/\1/p') ;; esac
 [ -n "\$i" ] || { echo "agent: unknown host \$host" >&2; exit 255; }
 [ -f "$dir/holder\$i.pid" ] || { echo "agent: no host \$i" >&2; exit 255; }
-exec nsenter -t "\$(cat "$dir/holder\$i.pid")" --uts --net -- sh -c "\$*"
+# As under ssh: CMD runs in a session of its own on the host (a signal to the launcher's session does
+# not reach it); the agent waits for it (setsid -w); and its end reaches the launcher only over the
+# link: while host i's link is down, the agent stays, as an ssh client without ServerAliveInterval.
+exec nsenter -t "\$(cat "$dir/holder\$i.pid")" --uts --net -- sh -c '
+  setsid -w sh -c "\$1"; rc=\$?
+  until ip -o link show eth0 | grep -q "[<,]UP[,>]"; do sleep 1; done
+  exit \$rc' agent "\$*"
 EOF
   chmod +x "$dir/agent"
   echo "hosts.sh: $count hosts up (mocohost1..$count = $subnet.1..$count), state in $dir"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# launch/mpirun/moco.sh --hostfile across 2 test hosts (tests/multinode/hosts.sh), 2 ranks each:
+# launch/mpirun/moco.sh --hostfile across 2 test hosts (tests/multinode/hosts.sh), 2 ranks each
+# (link_down_head_node: a third host launches):
 #   multinode_test.sh CASE BUILD_DIR WORK_DIR
 #   mpirun_2hosts  4 ranks, two hostnames, local ranks 0/1 on each, MPI bytes between the hosts over
 #                  TCP (host 2's interface counters), the losses equal bitwise those of 4 ranks on one
@@ -20,6 +21,8 @@
 #                  the timeout and a few seconds naming the step, the collective, ranks 2,3 and their host; moco.sh
 #                  ends within a bound with a non-zero code; no process is left on either host; the last
 #                  checkpoint verifies; with the link back the same command resumes and finishes
+#   link_down_head_node  the same, launched from a third host that runs no ranks (a head or login
+#                  node, not in the hostfile): moco.sh sees a daemon end, not ranks, and ends mpirun
 # Exits 77 (ctest's skip) where network namespaces cannot be made (not root, no iproute2).
 set -euo pipefail
 case_name=$1 build=$(cd "$2" && pwd) work=$3
@@ -46,22 +49,27 @@ limit=${MOCO_MULTINODE_LIMIT_S:-200}
 deadline=$!
 extra_cleanup=:  # what a case started outside the hosts (slurm_2nodes: munged), undone before the hosts go
 trap 'kill $deadline 2>/dev/null; $extra_cleanup; "$hosts" down "$MOCO_HOSTS_DIR" >&2 || { echo "FAIL ($case_name): the hosts were not cleaned up" >&2; exit 1; }' EXIT
-"$hosts" up 2 "$MOCO_HOSTS_DIR"
+# link_down_head_node launches from a third host that runs no ranks (a head or login node).
+nhosts=2
+[ "$case_name" != link_down_head_node ] || nhosts=3
+"$hosts" up "$nhosts" "$MOCO_HOSTS_DIR"
 net=10.77.0.0/24
 printf 'mocohost1 slots=2\nmocohost2 slots=2\n' >"$work/hostfile"
 # The daemons start through the agent; every byte between ranks and daemons goes over the test bridge.
 export MOCO_MPIRUN_ARGS="--mca plm_rsh_agent $MOCO_HOSTS_DIR/agent --mca oob_tcp_if_include $net
   --mca btl self,vader,tcp --mca btl_tcp_if_include $net"
 on() { local i=$1; shift; "$hosts" exec "$i" "$@"; }
-launch() { on 1 "$src/launch/mpirun/moco.sh" "$@"; }
+launcher=1  # the host moco.sh runs on
+launch() { on "$launcher" "$src/launch/mpirun/moco.sh" "$@"; }
 args=("$src/tests/data/tiny_synthetic.yaml" train.threads=1 moco.bn_splits=4 train.epochs=1 ckpt.every_minutes=0
       ckpt.async=false knn.memory_size=128 knn.query_size=64)
 # Nothing but the holder may be left inside a host once a run has ended.
 left_on() { "$hosts" pids "$1" | grep -vx "$(cat "$MOCO_HOSTS_DIR/holder$1.pid")" | xargs -r ps -o pid=,args= -p || true; }
+left_anywhere() { local i; for i in $(seq "$nhosts"); do left_on "$i"; done; }
 check_nothing_left() {  # WHEN: within 5 s (a daemon's last moments after mpirun returned)
   local i
-  for _ in $(seq 25); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.2; done
-  for i in 1 2; do [ -z "$(left_on "$i")" ] || fail "left on host $i after $1: $(left_on "$i")"; done
+  for _ in $(seq 25); do [ -z "$(left_anywhere)" ] && break; sleep 0.2; done
+  for i in $(seq "$nhosts"); do [ -z "$(left_on "$i")" ] || fail "left on host $i after $1: $(left_on "$i")"; done
 }
 ranks_on() { "$hosts" pids "$1" | xargs -r ps -o pid=,comm= -p | awk '$2 == "moco_dist" {print $1}'; }
 wait_step() {  # STEP RUN_DIR JOB_PID: until metrics.jsonl has STEP (120 s at most)
@@ -119,7 +127,8 @@ mpirun_2hosts)
   [ "$(losses "$two/metrics.jsonl" | wc -w)" -eq 16 ] || fail "steps not logged once each: $(losses "$two/metrics.jsonl")"
   check_nothing_left "the resumed run"
   ;;
-link_down)
+link_down | link_down_head_node)
+  [ "$case_name" = link_down ] || launcher=3
   run=$work/run
   cmd=(--hostfile "$work/hostfile" "${args[@]}" train.output_dir="$run" train.epochs=4 ckpt.every_steps=5 dist.timeout_s=10)
   MOCO_MPIRUN_GRACE_S=5 launch "${cmd[@]}" >"$work/console" 2>&1 &
@@ -127,16 +136,18 @@ link_down)
   wait_step 12 "$run" "$job"
   grep -q '"step":12' "$run/metrics.jsonl" || fail "no step 12 within 120 s"
   [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ "$(ranks_on 2 | wc -l)" -eq 2 ] || fail "not 2 ranks on each host"
+  [ "$launcher" -le 2 ] || [ -z "$(ranks_on "$launcher")" ] || fail "ranks on the launcher's host $launcher"
   start=$(date +%s)
   "$hosts" link 2 down
   ranks1=-1 ranks2=-1
-  for _ in $(seq 600); do
+  for _ in $(seq 90); do  # 45 s: well past the bound below
     now=$(( $(date +%s) - start ))
     [ "$ranks1" -ge 0 ] || [ -n "$(ranks_on 1)" ] || ranks1=$now
     [ "$ranks2" -ge 0 ] || [ -n "$(ranks_on 2)" ] || ranks2=$now
     kill -0 "$job" 2>/dev/null || break
     sleep 0.5
   done
+  ! kill -0 "$job" 2>/dev/null || fail "moco.sh still runs $(( $(date +%s) - start ))s after the link went down"
   rc=0
   wait "$job" || rc=$?
   took=$(( $(date +%s) - start ))
@@ -145,6 +156,11 @@ link_down)
   [ "$ranks1" -ge 0 ] && [ "$ranks1" -le 18 ] || fail "host 1's ranks took ${ranks1}s with dist.timeout_s=10"
   [ "$ranks2" -ge 0 ] && [ "$ranks2" -le 18 ] || fail "host 2's ranks took ${ranks2}s with dist.timeout_s=10"
   [ "$took" -le 35 ] || fail "moco.sh took ${took}s"
+  # What moco.sh saw of the job ending: its own ranks, or (on a host that runs none) a daemon's agent.
+  seen="the ranks on this host ended"
+  [ "$launcher" -le 2 ] || seen="a daemon on another host ended"
+  grep "^\[moco.sh\] .* s ago and mpirun still waits" "$work/console" || fail "moco.sh did not end mpirun"
+  grep -q "^\[moco.sh\] $seen" "$work/console" || fail "moco.sh does not say '$seen'"
   # The ranks name the step, the collective and the ranks across the cut: rank 0, and on host 2 the
   # first to time out (its abort may end the other before it logs).
   cut="step [0-9]+: [a-z_]+ #[0-9]+ did not complete within 10 s.*; ranks"
@@ -152,11 +168,12 @@ link_down)
     || fail "rank 0 does not name the step, the collective, ranks 2,3 and mocohost2: $(grep -h 'did not complete' "$run/rank0.log")"
   grep -Eq "rank [23]: $cut 0,1 did not answer a roll call \(dead or stuck\), on host mocohost1" "$run/rank2.log" \
     "$run/rank3.log" || fail "no rank on host 2 names the step, the collective, ranks 0,1 and mocohost1"
-  # Host 2's daemon, cut off from mpirun, must notice by itself (TCP keepalive) and end.
-  # (orted_watchdog.sh, MOCO_MPIRUN_GRACE_S=5 after its ranks ended).
-  for _ in $(seq 60); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.5; done
+  # Host 2's daemon, cut off from mpirun, must notice by itself and end (orted_watchdog.sh,
+  # MOCO_MPIRUN_GRACE_S=5 after its ranks ended); its agent on the launcher's host, which stays while
+  # the link is down as ssh would, goes with mpirun's session (moco.sh).
+  for _ in $(seq 60); do [ -z "$(left_anywhere)" ] && break; sleep 0.5; done
   check_nothing_left "the link went down"
-  echo "nothing left on either host $(( $(date +%s) - start ))s after the link went down"
+  echo "nothing left on any host $(( $(date +%s) - start ))s after the link went down"
   "$build/moco_ckpt" verify "$run" >"$work/verify" 2>&1 || fail "the last checkpoint does not verify: $(cat "$work/verify")"
   last=$(( 10#$(sed 's/^step_//' "$run/checkpoints/latest") ))
   "$hosts" link 2 up
@@ -237,7 +254,7 @@ link_down_in_checkpoint)
   grep -E "rank 0: .*did not complete within 10 s" "$run/rank0.log" | tail -n 1
   grep -Eq "rank 0: .*did not complete within 10 s.*ranks 2,3 did not answer a roll call \(dead or stuck\), on host mocohost2" \
     "$run/rank0.log" || fail "rank 0 does not name ranks 2,3 and mocohost2"
-  for _ in $(seq 60); do [ -z "$(left_on 1)$(left_on 2)" ] && break; sleep 0.5; done
+  for _ in $(seq 60); do [ -z "$(left_anywhere)" ] && break; sleep 0.5; done
   check_nothing_left "the link went down in a checkpoint"
   # Not committed: the step folder is left as .tmp, `latest` still names step 5, which verifies.
   [ -d "$run/checkpoints/step_00000010.tmp" ] || fail "no step_00000010.tmp: $(ls "$run/checkpoints")"
