@@ -291,6 +291,12 @@ folder_lock_verdict_ignored|src/run/run_output.cpp|  if (holder.empty()) return;
 folder_lock_holder_unnamed|src/sys/folder_lock.cpp|  return "host " + holder.substr(0, space) + " pid " + holder.substr(space + 1);|  return holder;|^tools\.pack_locked$
 folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
 folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
+override_twice_allowed|src/run/config.cpp|given.emplace(key, item); !fresh)|given.emplace(key, item); false)|^ConfigTest\.|^cli\.bad_input\.override_twice$
+moco_sh_resume_beside_the_users|launch/mpirun/moco.sh|given train.resume "$@"|false|^cli\.bad_input\.override_twice$
+negative_milestone_allowed|src/run/config.cpp|    if (epoch < 0) return fmt::format(|    if (epoch < -1e300) return fmt::format(|^ConfigTest\.|^cli\.bad_input\.negative_milestones$
+pretrained_empty_folder_exit_1|src/lincls/backbone.cpp|  if (!dir) throw ConfigError(|  if (!dir) throw std::runtime_error(|^cli\.bad_input\.pretrained_without_checkpoint$
+split_below_one_batch_exit_1|src/train/training_run.cpp|    throw run::ConfigError(fmt::format("key 'optim.batch_size' ({}): {}"|    throw std::runtime_error(fmt::format("key 'optim.batch_size' ({}): {}"|^cli\.bad_input\.split_below_one_batch$
+batch_buffers_unchecked|src/run/config.cpp|  check_batch_fits(c, world_size, where, job);|  (void)0;|^cli\.bad_input\.batch_buffers_too_big$
 LIST
 )
 

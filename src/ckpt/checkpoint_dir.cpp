@@ -98,7 +98,7 @@ std::vector<std::string> apply_retention(const std::string& root, const Retentio
 }  // namespace moco::ckpt
 
 namespace moco::ckpt {
-std::string resolve_checkpoint_dir(const std::string& path) {
+std::optional<std::string> find_checkpoint_dir(const std::string& path) {
   if (fs::exists(fs::path(path) / kManifestFile)) return path;
   for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
     if (const auto latest = latest_step(root.string());
@@ -106,7 +106,16 @@ std::string resolve_checkpoint_dir(const std::string& path) {
       return step_dir(root.string(), *latest);
     if (const auto steps = committed_steps(root.string()); !steps.empty()) return step_dir(root.string(), steps.back());
   }
-  throw CheckpointError(path + ": no checkpoint here (neither a checkpoint folder with a " + kManifestFile +
-                        ", nor a checkpoints folder or run output_dir holding one)");
+  return std::nullopt;
+}
+
+std::string no_checkpoint_message(const std::string& path) {
+  return path + ": no checkpoint here (neither a checkpoint folder with a " + kManifestFile +
+         ", nor a checkpoints folder or run output_dir holding one)";
+}
+
+std::string resolve_checkpoint_dir(const std::string& path) {
+  if (auto dir = find_checkpoint_dir(path)) return *dir;
+  throw CheckpointError(no_checkpoint_message(path));
 }
 }  // namespace moco::ckpt

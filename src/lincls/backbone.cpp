@@ -76,7 +76,10 @@ Source read_source(const std::string& path) {
         "model.pretrained: '{}' is neither a checkpoint folder, a run's output folder, a `moco_ckpt export` "
         "file, 'random' nor 'raw_pixels'",
         path));
-  ckpt::CheckpointReader reader(ckpt::resolve_checkpoint_dir(path));
+  // A folder without any checkpoint is the command line's mistake (exit 2), a damaged one is not.
+  const auto dir = ckpt::find_checkpoint_dir(path);
+  if (!dir) throw ConfigError("model.pretrained: " + ckpt::no_checkpoint_message(path));
+  ckpt::CheckpointReader reader(*dir);
   const auto& manifest = reader.manifest();
   for (const auto& record : manifest.tensors) {
     if (!starts_with(record.name, "encoder_q/")) continue;

@@ -116,7 +116,7 @@ other_world)
   # tells the two apart.
   losses "$work/on1/metrics.jsonl" >"$work/on1.txt"
   same_losses "$work/a.txt" "$work/on1.txt" 1e-3 || fail "on1: losses differ"
-  expect_fails_with 2 "needs the same global batch" launch 2 "$work/on2" optim.batch_size=64 moco.bn_splits=2
+  expect_fails_with 2 "needs the same global batch" launch 2 "$work/on2" optim.batch_size=64
   ;;
 kill_in_shard | kill_before_manifest)
   # A rank killed while it writes its shard of step 4, or rank 0 killed between the shards and the
