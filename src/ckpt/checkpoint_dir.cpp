@@ -114,6 +114,22 @@ std::string no_checkpoint_message(const std::string& path) {
          ", nor a checkpoints folder or run output_dir holding one)";
 }
 
+void check_committed(const std::string& dir, int64_t manifest_step) {
+  fs::path folder = fs::path(dir).lexically_normal();
+  if (folder.filename().empty()) folder = folder.parent_path();  // "step_00000004/"
+  const std::string name = folder.filename().string();
+  std::smatch m;
+  if (!std::regex_match(name, m, step_pattern())) return;  // not named by a run: nothing to compare
+  if (m[2].matched)
+    throw CheckpointError(dir +
+                          ": an uncommitted save (a run renames step_<n>.tmp to step_<n> once every shard and the "
+                          "manifest are whole): not read as a checkpoint");
+  if (const int64_t folder_step = std::stoll(m[1].str()); folder_step != manifest_step)
+    throw CheckpointError(fmt::format(
+        "{}: its manifest says step {}, its folder's name step {}: moved or copied by hand, not read as either", dir,
+        manifest_step, folder_step));
+}
+
 std::string resolve_checkpoint_dir(const std::string& path) {
   if (auto dir = find_checkpoint_dir(path)) return *dir;
   throw CheckpointError(no_checkpoint_message(path));

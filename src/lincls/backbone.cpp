@@ -55,7 +55,9 @@ ckpt::H5TensorReader open_export(const std::string& path) {
     return ckpt::H5TensorReader(path);
   } catch (const std::exception& e) {
     throw ConfigError(
-        fmt::format("model.pretrained: {} is a file but not a `moco_ckpt export` (HDF5): {}", path, e.what()));
+        fmt::format("model.pretrained: {} is a file but not a `moco_ckpt export` in HDF5 (--format h5, the default; "
+                    "the torch and detectron2 formats are for PyTorch): {}",
+                    path, e.what()));
   }
 }
 

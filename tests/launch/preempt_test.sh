@@ -122,7 +122,15 @@ dry_run)
   [ ! -e "$run" ] || fail "the dry run wrote $run"
   "$build/moco_dist" --config "${args[@]}" train.stop_at_step=2 >/dev/null 2>&1
   "$build/moco_dist" --config "${args[@]}" --dry-run >"$work/console" 2>&1 || fail "exit $?"
-  grep -q "resume: from $run/checkpoints/step_00000002 (train.resume=auto)" "$work/console" || fail "no resume source"
+  grep -q "resume: from $run/checkpoints/step_00000002 (train.resume=auto; every tensor verified)" "$work/console" || fail "no resume source"
+  # A newer checkpoint whose shard is cut: the run would skip it, and the dry run says so.
+  "$build/moco_dist" --config "${args[@]}" train.stop_at_step=4 >/dev/null 2>&1
+  shard=$run/checkpoints/step_00000004/shard-0-of-1.h5
+  truncate -s $(($(stat -c %s "$shard") / 2)) "$shard"
+  "$build/moco_dist" --config "${args[@]}" --dry-run >"$work/console" 2>&1 || fail "exit $?"
+  grep -q "resume: would skip .*$run/checkpoints/step_00000004" "$work/console" || fail "the cut step 4 is not named"
+  grep -q "resume: from $run/checkpoints/step_00000002 (train.resume=auto" "$work/console" ||
+    fail "the dry run does not name step 2, which the run would resume from: $(grep resume: "$work/console")"
   rc=0
   "$build/moco_dist" --config "${args[@]}" --dry-run data.dataset=mnist data.root="$work/nowhere" >"$work/console" 2>&1 || rc=$?
   [ "$rc" -ne 0 ] && grep -q "$work/nowhere" "$work/console" || fail "a missing data root passed the dry run"

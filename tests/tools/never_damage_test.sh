@@ -175,6 +175,24 @@ export_interrupted)
     absent "$work/int.h5"
   done
   ;;
+export_races_retention)
+  # The checkpoint deleted while the export reads it, as a running run's retention deletes its older
+  # checkpoints (held by the test hook once the manifest is read, before any shard): the error says so.
+  pretrain
+  MOCO_CKPT_FAULT=pause_before_export_read "$ckpt" export "$step" "$work/out.h5" >"$work/race.console" 2>&1 &
+  pid=$!
+  for _ in $(seq 150); do grep -qs "MOCO_CKPT_FAULT: pausing" "$work/race.console" && break; sleep 0.1; done
+  grep -q "MOCO_CKPT_FAULT: pausing $step" "$work/race.console" || fail "no pause before the export reads"
+  rm -r "$step"
+  rc=0
+  wait "$pid" || rc=$?
+  cat "$work/race.console"
+  [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+  grep -qF "$step was deleted while it was read (a running run's retention, ckpt.keep_last" "$work/race.console" ||
+    fail "the deletion is not named as the cause"
+  absent "$work/out.h5"
+  ! ls "$work" | grep -q "out.h5.tmp" || fail "a temporary file was left"
+  ;;
 diff_bad_flags)
   pretrain
   expect 2 "--ignore '([' is not a regular expression" -- "$ckpt" diff "$work/run" "$work/run" --ignore '(['
