@@ -297,6 +297,7 @@ negative_milestone_allowed|src/run/config.cpp|    if (epoch < 0) return fmt::for
 pretrained_empty_folder_exit_1|src/lincls/backbone.cpp|  if (!dir) throw ConfigError(|  if (!dir) throw std::runtime_error(|^cli\.bad_input\.pretrained_without_checkpoint$
 split_below_one_batch_exit_1|src/train/training_run.cpp|    throw run::ConfigError(fmt::format("key 'optim.batch_size' ({}): {}"|    throw std::runtime_error(fmt::format("key 'optim.batch_size' ({}): {}"|^cli\.bad_input\.split_below_one_batch$
 batch_buffers_unchecked|src/run/config.cpp|  check_batch_fits(c, world_size, where, job);|  (void)0;|^cli\.bad_input\.batch_buffers_too_big$
+val_classes_unnamed|src/run/setup.cpp|  return text.empty() ? "none" : text;|  return "?";|^cli\.bad_input\.imagefolder_bad_folders$
 uncommitted_save_read|src/ckpt/checkpoint_dir.cpp|  if (m[2].matched)
     throw CheckpointError(dir +|  if (false)
     throw CheckpointError(dir +|^ckpt\.tool_refusals$
@@ -308,6 +309,9 @@ export_suffix_ignored|src/app/moco_ckpt_main.cpp|    throw Refusal(fmt::format("
 dry_run_resume_unverified|src/run/checkpointing.cpp|      reader.verify_all();
       return dir;|      return dir;|^launch\.dry_run$
 export_deletion_unsaid|src/ckpt/export.cpp|  if (std::filesystem::exists(checkpoint_dir, ec)) return {};|  return {};|^tools\.export_races_retention$
+pack_signal_in_commit_delivered|src/data/image_pack.cpp|    if (std::uncaught_exceptions() == 0) take_the_ones_that_came();|    (void)0;|^tools\.pack_signal_in_commit$
+png_grey16_high_byte|src/data/image_decode.cpp|    samples[i] = static_cast<uint8_t>(std::min(value, 255u));|    samples[i] = static_cast<uint8_t>(value >> 8);|^data\.augment_parity_torchvision$
+signal_after_last_step_unsaid|src/train/run_chores.cpp|  if (const int sig = preempt::preemption_signal(); sig != 0)|  if (const int sig = preempt::preemption_signal(); false)|^launch\.signal_after_last_step$
 pretrained_formats_unsaid|src/lincls/backbone.cpp|in HDF5 (--format h5, the default; "|(";"|^ckpt\.tool_refusals$
 LIST
 )

@@ -134,7 +134,8 @@ imagefolder_bad_folders)
     "$dist" "${if_run[@]}" data.root="$work/if" data.val_dir=empty_split
   no_work_done
   mkdir -p "$work/if/val/class_09" && cp "$work/if/val/class_00/"* "$work/if/val/class_09/"
-  expect 2 "key 'data.val_dir': $work/if/val holds 3 class folders, not the 2 of $work/if/train" -- \
+  expect 2 "key 'data.val_dir': $work/if/val holds 3 class folders, not the 2 of $work/if/train" \
+    "only in val: class_09; only in train: none" -- \
     "$dist" "${if_run[@]}" data.root="$work/if"
   no_work_done
   # RGB images: 2 values of mean/std fit neither 1 nor 3 channels (decided before any file is read)

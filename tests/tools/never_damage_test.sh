@@ -199,6 +199,29 @@ diff_bad_flags)
   expect 2 "--atol: must be >= 0" -- "$ckpt" diff "$work/run" "$work/run" --atol -1
   expect 0 "0 differ" -- "$ckpt" diff "$work/run" "$work/run" --ignore '^progress/'
   ;;
+pack_signal_in_commit)
+  # SIGTERM, SIGINT or SIGHUP while the shards are renamed (held there by the test hook): the pack
+  # is whole once the renames are done, so it finishes, says so and exits 0.
+  image_folder
+  for sig in TERM INT HUP; do
+    rm -rf "$work/out" "$work/pack.console"
+    set -m
+    MOCO_CKPT_FAULT=pause_in_pack_commit "$pack" "$work/if" "$work/out" --shards 2 >"$work/pack.console" 2>&1 &
+    pid=$!
+    set +m
+    for _ in $(seq 150); do grep -qs "MOCO_CKPT_FAULT: pausing" "$work/pack.console" && break; sleep 0.1; done
+    grep -q "MOCO_CKPT_FAULT: pausing $work/out" "$work/pack.console" || fail "no pause in the commit"
+    kill -"$sig" "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    cat "$work/pack.console"
+    [ "$rc" -eq 0 ] || fail "exit $rc after SIG$sig during the commit, not 0"
+    grep -q "moco_pack: SIG$sig came while the shards were renamed: the pack is whole, so it finishes" \
+      "$work/pack.console" || fail "SIG$sig is not said"
+    grep -q "^packed in" "$work/pack.console" || fail "no summary"
+    [ -s "$work/out/train.complete" ] && [ -s "$work/out/val.complete" ] || fail "the pack is not whole"
+  done
+  ;;
 pack_inside_src)
   image_folder
   snapshot "$work/if" >"$work/before"
