@@ -312,7 +312,7 @@ export_deletion_unsaid|src/ckpt/export.cpp|  if (std::filesystem::exists(checkpo
 pack_signal_in_commit_delivered|src/data/image_pack.cpp|    if (std::uncaught_exceptions() == 0) take_the_ones_that_came();|    (void)0;|^tools\.pack_signal_in_commit$
 png_grey16_high_byte|src/data/image_decode.cpp|    samples[i] = static_cast<uint8_t>(std::min(value, 255u));|    samples[i] = static_cast<uint8_t>(value >> 8);|^data\.augment_parity_torchvision$
 signal_after_last_step_unsaid|src/train/run_chores.cpp|  if (const int sig = preempt::preemption_signal(); sig != 0)|  if (const int sig = preempt::preemption_signal(); false)|^launch\.signal_after_last_step$
-pretrained_formats_unsaid|src/lincls/backbone.cpp|in HDF5 (--format h5, the default; "|(";"|^ckpt\.tool_refusals$
+pretrained_formats_unsaid|src/lincls/backbone.cpp|in HDF5 (--format h5, the default; "|in HDF5 "|^ckpt\.tool_refusals$
 LIST
 )
 
