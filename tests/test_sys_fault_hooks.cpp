@@ -89,6 +89,10 @@ TEST(FaultHooksTest, PausesAtTheCommitNameTheirStep) {
 TEST(FaultHooksTest, PauseInExportIsNamed) {
   ScopedEnv set("MOCO_CKPT_FAULT", "pause_in_export");
   EXPECT_EQ(FaultHooks().checkpoint_fault(0).kind, CheckpointFaultKind::kPauseInExport);
+  ScopedEnv before_read("MOCO_CKPT_FAULT", "pause_before_export_read");
+  EXPECT_EQ(FaultHooks().checkpoint_fault(0).kind, CheckpointFaultKind::kPauseBeforeExportRead);
+  ScopedEnv pack("MOCO_CKPT_FAULT", "pause_in_pack_commit");
+  EXPECT_EQ(FaultHooks().checkpoint_fault(0).kind, CheckpointFaultKind::kPauseInPackCommit);
 }
 
 TEST(FaultHooksTest, MalformedCheckpointFaultIsRefused) {
@@ -98,7 +102,7 @@ TEST(FaultHooksTest, MalformedCheckpointFaultIsRefused) {
         moco::test::error_of([] { FaultHooks().checkpoint_fault(2); }),
         std::string("MOCO_CKPT_FAULT='") + bad +
             "': expected kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest"
-            "|pause_in_export[:RANK][@STEP]");
+            "|pause_in_export|pause_before_export_read|pause_in_pack_commit[:RANK][@STEP]");
   }
 }
 

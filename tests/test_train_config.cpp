@@ -110,8 +110,8 @@ TEST(ConfigTest, EnumKeysReadAndPrintTheirNames) {
             bad +
                 " (with overrides): key 'model.arch' must be one of resnet_tiny, resnet18, resnet34, resnet50, "
                 "not 'resnet99'");
-  EXPECT_EQ(load_config(bad, {"model.arch=resnet18"}).model.arch, moco::run::Arch::kResnet18);  // the last wins
-  EXPECT_TRUE(contains(config_error_of(bad, {"model.arch=resnet18", "model.arch=resnet7"}), "not 'resnet7'"));
+  EXPECT_EQ(load_config(bad, {"model.arch=resnet18"}).model.arch, moco::run::Arch::kResnet18);  // the override wins
+  EXPECT_TRUE(contains(config_error_of(bad, {"model.arch=resnet7"}), "not 'resnet7'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("optim:\n  schedule: linear\n")),
                        "key 'optim.schedule' must be step or cosine, not 'linear'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("train:\n  precision: fp16\n")),
@@ -263,6 +263,21 @@ TEST(ConfigTest, ARepeatedKeyIsAnErrorNamingTheKeyAndLines) {
   EXPECT_TRUE(contains(config_error_of(sections), "key 'model' is given twice (lines 1 and 3)"))
       << config_error_of(sections);
   EXPECT_TRUE(contains(config_error_of(write_temp("model: {dim: 64, dim: 32}\n")), "key 'model.dim' is given twice"));
+  // On the command line too: the last one used to win without a word.
+  const auto twice = config_error_of(write_temp("{}\n"), {"model.dim=64", "train.seed=1", "model.dim=32"});
+  EXPECT_TRUE(contains(twice,
+                       "command-line override 'model.dim=32': key 'model.dim' is given twice on the command "
+                       "line (also 'model.dim=64')"))
+      << twice;
+}
+
+TEST(ConfigTest, NegativeMilestonesAreRefused) {
+  const auto path = write_temp("{}\n");
+  for (const std::string key : {"optim.milestones", "lincls.milestones"}) {
+    const auto error = config_error_of(path, {key + "=[-1, 5]"});
+    EXPECT_TRUE(contains(error, "key '" + key + "' holds -1: milestones are epochs, at least 0")) << error;
+  }
+  EXPECT_NO_THROW(load_config(path, {"optim.milestones=[0, 5]"}));
 }
 
 TEST(ConfigTest, MeanAndStdMatchTheDatasetsChannels) {

@@ -101,7 +101,7 @@ stop_signals_all_read_as_sigterm|src/preempt/preemption.cpp|    if (sum >= code)
 second_signal_only_recorded|src/preempt/preemption.cpp|if (!recorded.compare_exchange_strong(none, sig) && sig != SIGUSR1) {|if (!recorded.compare_exchange_strong(none, sig) && false) {|^launch\.second_signal$
 moco_sh_sigterm_to_mpirun|launch/mpirun/moco.sh|trap 'stop_ranks TERM' TERM|trap 'kill -TERM "$mpirun_pid"' TERM|^launch\.mpirun_sigterm$
 moco_sh_second_signal_as_first|launch/mpirun/moco.sh|  if [ -n "$stop_signal" ]; then|  if false; then|^launch\.mpirun_second_signal$
-ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"        ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"        ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
+ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
 lincls_stem_stride_unchecked|src/lincls/backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
 reducer_layout_unchecked|src/dist/reducer.cpp|  if (group_->world_size() > 1) agree_on_layout();|  (void)0;|^mpi\.np2$
@@ -204,7 +204,7 @@ refusal_log_kept|src/app/moco_dist_main.cpp|    if (log_undo) log_undo->undo();|
 export_module_unchecked|src/app/moco_ckpt_main.cpp|  check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
 refusal_log_appended|src/run/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
 log_write_failure_unchecked|src/train/run_chores.cpp|  run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|  (void)0;|^ckpt\.fs_full_log$
-export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}", out_path, out_path, e.what()));|throw CheckpointError(e.what());|^ckpt\.fs_export_full$
+export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}{}", out_path, out_path, e.what(),|throw CheckpointError(fmt::format("{}{}", e.what(),|^ckpt\.fs_export_full$
 pack_write_failure_tmps_kept|src/data/image_pack.cpp|    remove_tmps(tasks);
     throw;|    throw;|^ckpt\.fs_pack_full$
 log_error_handler_spdlogs|src/run/run_logging.cpp|  logger->set_error_handler(|  if (false) logger->set_error_handler(|^ckpt\.fs_full_log$
@@ -214,7 +214,7 @@ ckpt_latest_tmp_kept|src/sys/durable_file.cpp|    std::filesystem::remove(tmp, i
 lincls_log_failure_unchecked|src/lincls/lincls.cpp|    run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as moco_dist's does|    (void)0;|^ckpt\.fs_lincls_full_log$
 export_format_torch_writes_h5|src/ckpt/export.cpp|  if (format == ExportFormat::torch) {|  if (false) {|^CkptExport\.|^tools\.export_existing$
 export_unknown_format_exits_1|src/app/moco_ckpt_main.cpp|  if (!format) throw Refusal(|  if (!format) throw std::runtime_error(|^tools\.export_existing$
-export_detectron2_pkl_accepted|src/app/moco_ckpt_main.cpp|*format == moco::ckpt::ExportFormat::detectron2 && out.size() >= 4|false && out.size() >= 4|^tools\.export_existing$
+export_detectron2_pkl_accepted|src/app/moco_ckpt_main.cpp|*format == moco::ckpt::ExportFormat::detectron2 && ends_with(out, ".pkl")|false && ends_with(out, ".pkl")|^tools\.export_existing$
 export_detectron2_head_dropped|src/app/moco_ckpt_main.cpp|format == moco::ckpt::ExportFormat::detectron2;|false;|^tools\.export_existing$
 detectron2_stem_prefix_everywhere|src/ckpt/torch_export.cpp|  if (k.find("layer") == std::string::npos) k = "stem." + k;|  k = "stem." + k;|^CkptExport\.
 detectron2_bn3_kept|src/ckpt/torch_export.cpp|for (int t = 1; t <= 3; ++t) k = replace_all|for (int t = 1; t <= 2; ++t) k = replace_all|^CkptExport\.
@@ -308,6 +308,28 @@ probe_not_checkpointed|src/train/run_chores.cpp|    for (auto& entry : probe->st
 probe_ignores_skipped_steps|src/run/online_probe.cpp|  sgd_.step(trained);|  sgd_.step();|^cli\.train\.online_probe_np2$
 probe_switch_on_resume_allowed|src/run/config.cpp|  if (key == "eval.online_probe" |  if (key == "eval.online_probe_" |^cli\.train\.online_probe_np2$
 knn_subset_first_ignored|src/eval/knn.cpp|subset == Subset::kFirst |false |^KnnTest\.
+override_twice_allowed|src/run/config.cpp|given.emplace(key, item); !fresh)|given.emplace(key, item); false)|^ConfigTest\.|^cli\.bad_input\.override_twice$
+moco_sh_resume_beside_the_users|launch/mpirun/moco.sh|given train.resume "$@"|false|^cli\.bad_input\.override_twice$
+negative_milestone_allowed|src/run/config.cpp|    if (epoch < 0) return fmt::format(|    if (epoch < -1e300) return fmt::format(|^ConfigTest\.|^cli\.bad_input\.negative_milestones$
+pretrained_empty_folder_exit_1|src/lincls/backbone.cpp|  if (!dir) throw ConfigError(|  if (!dir) throw std::runtime_error(|^cli\.bad_input\.pretrained_without_checkpoint$
+split_below_one_batch_exit_1|src/train/training_run.cpp|    throw run::ConfigError(fmt::format("key 'optim.batch_size' ({}): {}"|    throw std::runtime_error(fmt::format("key 'optim.batch_size' ({}): {}"|^cli\.bad_input\.split_below_one_batch$
+batch_buffers_unchecked|src/run/config.cpp|  check_batch_fits(c, world_size, where, job);|  (void)0;|^cli\.bad_input\.batch_buffers_too_big$
+val_classes_unnamed|src/run/setup.cpp|  return text.empty() ? "none" : text;|  return "?";|^cli\.bad_input\.imagefolder_bad_folders$
+uncommitted_save_read|src/ckpt/checkpoint_dir.cpp|  if (m[2].matched)
+    throw CheckpointError(dir +|  if (false)
+    throw CheckpointError(dir +|^ckpt\.tool_refusals$
+manifest_step_unchecked|src/ckpt/checkpoint_dir.cpp|folder_step != manifest_step)|false)|^ckpt\.tool_refusals$
+inspect_shards_unopened|src/app/moco_ckpt_main.cpp|  check_shards_open(reader);|  (void)0;|^ckpt\.tool_refusals$
+diff_of_nothing_ok|src/app/moco_ckpt_main.cpp|differing == 0 && compared > 0 ? 0 : 1|differing == 0 ? 0 : 1|^ckpt\.tool_refusals$
+diff_architectures_unsaid|src/app/moco_ckpt_main.cpp|  if (!arch_a.empty() && !arch_b.empty() && arch_a != arch_b)|  if (false)|^ckpt\.tool_refusals$
+export_suffix_ignored|src/app/moco_ckpt_main.cpp|    throw Refusal(fmt::format("export: OUT {} names another format|    if (false) throw Refusal(fmt::format("export: OUT {} names another format|^ckpt\.tool_refusals$
+dry_run_resume_unverified|src/run/checkpointing.cpp|      reader.verify_all();
+      return dir;|      return dir;|^launch\.dry_run$
+export_deletion_unsaid|src/ckpt/export.cpp|  if (std::filesystem::exists(checkpoint_dir, ec)) return {};|  return {};|^tools\.export_races_retention$
+pack_signal_in_commit_delivered|src/data/image_pack.cpp|    if (std::uncaught_exceptions() == 0) take_the_ones_that_came();|    (void)0;|^tools\.pack_signal_in_commit$
+png_grey16_high_byte|src/data/image_decode.cpp|    samples[i] = static_cast<uint8_t>(std::min(value, 255u));|    samples[i] = static_cast<uint8_t>(value >> 8);|^data\.augment_parity_torchvision$
+signal_after_last_step_unsaid|src/train/run_chores.cpp|  if (const int sig = preempt::preemption_signal(); sig != 0)|  if (const int sig = preempt::preemption_signal(); false)|^launch\.signal_after_last_step$
+pretrained_formats_unsaid|src/lincls/backbone.cpp|in HDF5 (--format h5, the default; "|in HDF5 "|^ckpt\.tool_refusals$
 LIST
 )
 

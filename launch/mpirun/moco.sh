@@ -7,8 +7,8 @@
 # ranks; each then gets OMP_NUM_THREADS=cores/RANKS and train.threads to match, unless set).
 # Several nodes: --hostfile FILE, lines "host slots=G" (G = GPUs of that host); RANKS defaults to
 # the sum of the slots. The binary is $MOCO_DIST, else moco_dist on PATH, else build/moco_dist
-# beside this repository's launch/. Runs with train.resume=auto (after the config, so an explicit
-# train.resume=... still wins).
+# beside this repository's launch/. Runs with train.resume=auto unless the command line gives
+# train.resume=... (moco_dist refuses a key given twice).
 #
 # Stopping with a checkpoint: `kill -USR1 <moco.sh pid>` (passed to mpirun, which forwards it to every rank; they
 # finish their step, commit a checkpoint and exit 0); the same command resumes. SIGTERM, SIGINT or
@@ -47,6 +47,9 @@ done
 [ $# -ge 1 ] || { echo "usage: launch/mpirun/moco.sh [-n RANKS] [--hostfile FILE] CONFIG [key=value ...]" >&2; exit 2; }
 config=$1
 shift
+# given KEY ARGS...: whether the overrides set KEY (moco_dist refuses a key given twice, so the
+# script's own defaults step aside).
+given() { local key=$1 arg; shift; for arg in "$@"; do [[ $arg == "$key="* ]] && return 0; done; return 1; }
 
 binary=${MOCO_DIST:-$(command -v moco_dist || echo "$here/build/moco_dist")}
 [ -x "$binary" ] || { echo "moco.sh: no moco_dist binary ($binary): set MOCO_DIST or build it" >&2; exit 2; }
@@ -55,6 +58,7 @@ grace=${MOCO_MPIRUN_GRACE_S:-20}
 mpi=(mpirun --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 extra=()
+given train.resume "$@" || extra+=(train.resume=auto)
 if [ -n "$hostfile" ]; then
   [ -n "$ranks" ] || ranks=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^slots=/) {sub("slots=", "", $i); n += $i}} END {print n + 0}' "$hostfile")
   # Every daemon under orted_watchdog.sh: a host cut off from mpirun does not keep its daemon.
@@ -69,7 +73,7 @@ else
     # CPU ranks share the cores; more ranks than cores need --oversubscribe.
     threads=$(( cores / ranks > 0 ? cores / ranks : 1 ))
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$threads}
-    extra+=(train.threads="$OMP_NUM_THREADS")
+    given train.threads "$@" || extra+=(train.threads="$OMP_NUM_THREADS")
     [ "$ranks" -le "$cores" ] || mpi+=(--oversubscribe)
   fi
 fi
@@ -80,7 +84,7 @@ while IFS= read -r var; do mpi+=(-x "$var"); done < <(compgen -e | grep '^NCCL_'
 # shellcheck disable=SC2206  # split at spaces on purpose
 [ -z "${MOCO_MPIRUN_ARGS:-}" ] || mpi+=($MOCO_MPIRUN_ARGS)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-echo "[moco.sh] ${mpi[*]} $binary --config $config train.resume=auto ${extra[*]} $*"
+echo "[moco.sh] ${mpi[*]} $binary --config $config ${extra[*]} $*"
 
 # mpirun runs as a child: SIGUSR1 to this script reaches it (it forwards it to the ranks), and the
 # script can end it when it waits for a host it lost. It runs in a session of its own (setsid): a
@@ -116,7 +120,7 @@ trap 'stop_ranks INT' INT
 trap 'stop_ranks HUP' HUP
 own_session=()
 command -v setsid >/dev/null && own_session=(setsid)
-"${own_session[@]}" "${mpi[@]}" "$binary" --config "$config" train.resume=auto "${extra[@]}" "$@" &
+"${own_session[@]}" "${mpi[@]}" "$binary" --config "$config" "${extra[@]}" "$@" &
 mpirun_pid=$!
 # The job is ending once a process mpirun started on this host has ended: all the ranks here, or the
 # launch agent (ssh) of a daemon on another host (daemons end only when the job does). The second

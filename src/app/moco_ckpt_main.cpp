@@ -2,7 +2,9 @@
 #include "app/parse_command_line.h"
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/export.h"
+#include "ckpt/h5_tensor_file.h"
 #include "ckpt/manifest.h"
+#include "run/config.h"
 #include "sys/host_memory.h"
 #include "sys/openblas_kernels.h"
 #include "sys/paths.h"
@@ -33,8 +35,23 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return shape.empty() ? "scalar" : fmt::format("{}", fmt::join(shape, "x"));
 }
 
+// Every shard the manifest names opens as HDF5: a missing, empty or cut file fails inspect, which
+// would otherwise print the manifest's word for a checkpoint that cannot be read.
+void check_shards_open(const CheckpointReader& reader) {
+  std::set<int> shards;
+  for (const auto& t : reader.manifest().tensors) shards.insert(t.shard);
+  for (int shard : shards) {
+    const auto file = std::filesystem::path(reader.dir()) / reader.manifest().shard_file(shard);
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(file, ec) && std::filesystem::file_size(file, ec) == 0)
+      throw CheckpointError(file.string() + ": the shard file is empty (0 bytes)");
+    moco::ckpt::H5TensorReader opened(file.string());
+  }
+}
+
 int inspect(const std::string& path) {
   CheckpointReader reader(moco::ckpt::resolve_checkpoint_dir(path));
+  check_shards_open(reader);
   const auto& m = reader.manifest();
   std::cout << fmt::format(
       "checkpoint   {}\nstep         {}\nepoch        {:.4f}\nworld size   {}\nglobal batch {}\n"
@@ -100,14 +117,25 @@ void check_export_module(const std::string& dir, const std::string& module) {
                               fmt::join(modules, ", ")));
 }
 
-// --format names one of ckpt::ExportFormat. detectron2 reads a file named *.pkl with pickle.load,
-// which cannot read torch.load's zip format: such a name is refused.
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// --format names one of ckpt::ExportFormat, and OUT's suffix may not promise another: an .h5 that
+// holds a torch.load file (or a .pth that holds HDF5) fails whoever opens it by its name.
+// detectron2 reads a file named *.pkl with pickle.load, which cannot read torch.load's zip format.
 moco::ckpt::ExportFormat check_export_format(const std::string& name, const std::string& out) {
   const auto format = moco::ckpt::export_format_named(name);
   if (!format) throw Refusal(fmt::format("export: --format '{}': not one of h5, torch, detectron2", name));
-  if (*format == moco::ckpt::ExportFormat::detectron2 && out.size() >= 4 && out.compare(out.size() - 4, 4, ".pkl") == 0)
+  if (*format == moco::ckpt::ExportFormat::detectron2 && ends_with(out, ".pkl"))
     throw Refusal(fmt::format(
         "export: OUT {}: detectron2 reads a .pkl file with pickle.load, not torch.load: name it .pth", out));
+  const bool hdf5_name = ends_with(out, ".h5") || ends_with(out, ".hdf5");
+  const bool torch_name = ends_with(out, ".pth") || ends_with(out, ".pt") || ends_with(out, ".pkl");
+  if ((*format == moco::ckpt::ExportFormat::h5 && torch_name) || (*format != moco::ckpt::ExportFormat::h5 && hdf5_name))
+    throw Refusal(fmt::format("export: OUT {} names another format than --format {}: name it {} or give --format {}",
+                              out, name, *format == moco::ckpt::ExportFormat::h5 ? ".h5" : ".pth",
+                              hdf5_name ? "h5" : "torch"));
   return *format;
 }
 
@@ -139,12 +167,27 @@ std::vector<std::regex> ignore_patterns(const std::vector<std::string>& ignore) 
   return patterns;
 }
 
+// The model.* keys of a checkpoint's saved config ("model.arch=resnet18 ..."), or empty if it cannot
+// be read: two checkpoints that differ here differ in every tensor's shape, for one reason.
+std::string architecture_of(const CheckpointReader& reader) {
+  try {
+    const auto c = moco::run::load_config_text(reader.manifest().config_yaml, reader.dir());
+    return fmt::format("model.arch={} model.width={} model.small_stem={} model.dim={} model.mlp={}", c.model.arch,
+                       c.model.width, c.model.small_stem, c.model.dim, c.model.mlp);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 // Bitwise comparison by name (rank-local tensors by name and shard); exit 1 on any difference.
 // With atol > 0, tensors whose elements all lie within atol of each other count as equal (and the
 // largest such difference is reported).
 int diff(const std::string& path_a, const std::string& path_b, const std::vector<std::string>& ignore, double atol) {
   const auto patterns = ignore_patterns(ignore);
   CheckpointReader a(moco::ckpt::resolve_checkpoint_dir(path_a)), b(moco::ckpt::resolve_checkpoint_dir(path_b));
+  const auto arch_a = architecture_of(a), arch_b = architecture_of(b);
+  if (!arch_a.empty() && !arch_b.empty() && arch_a != arch_b)
+    std::cout << fmt::format("the architectures differ: {} has {}, {} has {}\n", a.dir(), arch_a, b.dir(), arch_b);
   auto ignored = [&](const std::string& name) {
     for (const auto& p : patterns)
       if (std::regex_search(name, p)) return true;
@@ -198,7 +241,9 @@ int diff(const std::string& path_a, const std::string& path_b, const std::vector
                                                   largest_tolerated, largest_name)
                                     : "",
                            ignore.empty() ? "" : fmt::format(" (ignored: {})", fmt::join(ignore, ", ")));
-  return differing == 0 ? 0 : 1;
+  // No tensor compared is no evidence of sameness (every one ignored, or no name in common).
+  if (compared == 0) std::cout << "nothing was compared: the checkpoints are not shown to be equal\n";
+  return differing == 0 && compared > 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -250,9 +295,10 @@ int main(int argc, char** argv) {
           },
           "X>=0"));
   app.footer(
-      "Exit codes: 0 ok, 1 a checkpoint is missing, corrupt or differs, 2 bad command line (a bad --ignore or\n"
-      "--format, an export OUT that is empty, inside the checkpoint or the run it reads, a folder, an existing file\n"
-      "without --force, or not a regular file; nothing written). An interrupted export (SIGINT, SIGTERM, SIGHUP)\n"
+      "Exit codes: 0 ok, 1 a checkpoint is missing, corrupt, uncommitted (step_<n>.tmp) or differs, or diff compared\n"
+      "nothing, 2 bad command line (a bad --ignore or --format, an OUT whose suffix names another format, an export\n"
+      "OUT that is empty, inside the checkpoint or the run it reads, a folder, an existing file without --force, or\n"
+      "not a regular file; nothing written). An interrupted export (SIGINT, SIGTERM, SIGHUP)\n"
       "removes its temporary file OUT.tmp-<pid>; one a killed export left is removed by the next export to OUT.");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
   try {

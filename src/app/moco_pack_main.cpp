@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
   Args a;
   add_options(app, a);
   app.footer(
-      "Exit codes: 0 done, 1 failed while packing (a file that cannot be read or written; no shard is left), 2 bad\n"
+      "Exit codes: 0 done (also when SIGTERM, SIGINT or SIGHUP came while the shards were renamed: the pack is whole\n"
+      "then, and it says so), 1 failed while packing (a file that cannot be read or written; no shard is left), 2 bad\n"
       "command line (a --split that is not a plain name, or given twice), SRC not an ImageFolder, OUT inside SRC,\n"
       "OUT holding shards of a split already (without --overwrite), or OUT in use by another pack (OUT/moco.lock).\n"
       "Temporary shards an interrupted pack left in OUT are removed by the next pack, which says so.");

@@ -98,7 +98,7 @@ std::vector<std::string> apply_retention(const std::string& root, const Retentio
 }  // namespace moco::ckpt
 
 namespace moco::ckpt {
-std::string resolve_checkpoint_dir(const std::string& path) {
+std::optional<std::string> find_checkpoint_dir(const std::string& path) {
   if (fs::exists(fs::path(path) / kManifestFile)) return path;
   for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
     if (const auto latest = latest_step(root.string());
@@ -106,7 +106,32 @@ std::string resolve_checkpoint_dir(const std::string& path) {
       return step_dir(root.string(), *latest);
     if (const auto steps = committed_steps(root.string()); !steps.empty()) return step_dir(root.string(), steps.back());
   }
-  throw CheckpointError(path + ": no checkpoint here (neither a checkpoint folder with a " + kManifestFile +
-                        ", nor a checkpoints folder or run output_dir holding one)");
+  return std::nullopt;
+}
+
+std::string no_checkpoint_message(const std::string& path) {
+  return path + ": no checkpoint here (neither a checkpoint folder with a " + kManifestFile +
+         ", nor a checkpoints folder or run output_dir holding one)";
+}
+
+void check_committed(const std::string& dir, int64_t manifest_step) {
+  fs::path folder = fs::path(dir).lexically_normal();
+  if (folder.filename().empty()) folder = folder.parent_path();  // "step_00000004/"
+  const std::string name = folder.filename().string();
+  std::smatch m;
+  if (!std::regex_match(name, m, step_pattern())) return;  // not named by a run: nothing to compare
+  if (m[2].matched)
+    throw CheckpointError(dir +
+                          ": an uncommitted save (a run renames step_<n>.tmp to step_<n> once every shard and the "
+                          "manifest are whole): not read as a checkpoint");
+  if (const int64_t folder_step = std::stoll(m[1].str()); folder_step != manifest_step)
+    throw CheckpointError(fmt::format(
+        "{}: its manifest says step {}, its folder's name step {}: moved or copied by hand, not read as either", dir,
+        manifest_step, folder_step));
+}
+
+std::string resolve_checkpoint_dir(const std::string& path) {
+  if (auto dir = find_checkpoint_dir(path)) return *dir;
+  throw CheckpointError(no_checkpoint_message(path));
 }
 }  // namespace moco::ckpt

@@ -37,4 +37,12 @@ namespace moco::ckpt {
 // A checkpoint folder from what a user names: the folder itself, a checkpoints root (its `latest`,
 // else its newest committed step), or a run's output_dir (its checkpoints/). Throws CheckpointError.
 std::string resolve_checkpoint_dir(const std::string& path);
+// The same, or nullopt where path holds no checkpoint at all (a caller for whom that is the
+// command line's fault, not a damaged checkpoint); no_checkpoint_message says so, naming path.
+std::optional<std::string> find_checkpoint_dir(const std::string& path);
+std::string no_checkpoint_message(const std::string& path);
+// A folder named as a run names its checkpoints must be a committed one of the step its manifest
+// says: step_<n>.tmp (a save never committed) or step_<n> holding another step's manifest throws
+// CheckpointError naming the folder. A folder named otherwise is not judged.
+void check_committed(const std::string& dir, int64_t manifest_step);
 }  // namespace moco::ckpt

@@ -33,11 +33,10 @@ NamedTensors selected_tensors(CheckpointReader& reader, const std::string& modul
 }
 
 void write_h5(const NamedTensors& tensors, const std::string& source, const std::string& config_yaml,
-              const std::string& tmp) {
+              const std::string& tmp, sys::CheckpointFaultKind fault) {
   H5TensorWriter out(tmp);
   // MOCO_CKPT_FAULT=pause_in_export: the temporary file is begun; a test interrupts the export here.
-  if (sys::hooks().checkpoint_fault(0).kind == sys::CheckpointFaultKind::kPauseInExport)
-    sys::hooks().pause_for_checkpoint_fault(tmp);
+  if (fault == sys::CheckpointFaultKind::kPauseInExport) sys::hooks().pause_for_checkpoint_fault(tmp);
   out.write_string_attribute("source", source);
   // The training config travels along: some of the architecture (a stem's stride) shows in no
   // tensor's shape, and whoever loads the export checks it against their own.
@@ -47,7 +46,8 @@ void write_h5(const NamedTensors& tensors, const std::string& source, const std:
 }
 
 ExportSummary write_export(CheckpointReader& reader, const std::string& checkpoint_dir, const std::string& module,
-                           const std::vector<std::string>& drop_prefixes, const std::string& tmp, ExportFormat format) {
+                           const std::vector<std::string>& drop_prefixes, const std::string& tmp, ExportFormat format,
+                           sys::CheckpointFaultKind fault) {
   ExportSummary summary;
   summary.step = reader.manifest().step;
   const auto tensors = selected_tensors(reader, module, drop_prefixes, summary);
@@ -59,9 +59,20 @@ ExportSummary write_export(CheckpointReader& reader, const std::string& checkpoi
     write_detectron2_weights(tmp, tensors);
   } else {
     write_h5(tensors, fmt::format("{} (step {}), module {}", checkpoint_dir, summary.step, module),
-             reader.manifest().config_yaml, tmp);
+             reader.manifest().config_yaml, tmp, fault);
   }
   return summary;
+}
+
+// A checkpoint gone by the time its export failed was most likely deleted by its run: retention
+// removes the older checkpoints of a running run, also one being read.
+std::string deleted_meanwhile(const std::string& checkpoint_dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(checkpoint_dir, ec)) return {};
+  return fmt::format(
+      "; {} was deleted while it was read (a running run's retention, ckpt.keep_last, deletes its older "
+      "checkpoints): export one the run keeps, or the newest",
+      checkpoint_dir);
 }
 
 }  // namespace
@@ -77,6 +88,10 @@ ExportSummary export_module(const std::string& checkpoint_dir, const std::string
                             const std::vector<std::string>& drop_prefixes, const std::string& out_path,
                             ExportFormat format) {
   CheckpointReader reader(checkpoint_dir);
+  const auto fault = sys::hooks().checkpoint_fault(0).kind;  // asked once: it counts the calls
+  // MOCO_CKPT_FAULT=pause_before_export_read: a test deletes the checkpoint here, as retention would.
+  if (fault == sys::CheckpointFaultKind::kPauseBeforeExportRead)
+    sys::hooks().pause_for_checkpoint_fault(checkpoint_dir);
   // Written beside the target and renamed over it: OUT is the old file or the whole new one, never
   // half of one. The temporary name is this process's; any failure removes it, and so do SIGINT,
   // SIGTERM and SIGHUP (a kill -9's is removed by the next export to OUT: remove_stale_temporaries).
@@ -84,7 +99,7 @@ ExportSummary export_module(const std::string& checkpoint_dir, const std::string
   const sys::RemovedOnSignal interrupted(tmp);
   ExportSummary summary;
   try {
-    summary = write_export(reader, checkpoint_dir, module, drop_prefixes, tmp, format);
+    summary = write_export(reader, checkpoint_dir, module, drop_prefixes, tmp, format, fault);
     std::filesystem::rename(tmp, out_path);
   } catch (...) {
     std::error_code ec;
@@ -93,7 +108,8 @@ ExportSummary export_module(const std::string& checkpoint_dir, const std::string
       throw;
     } catch (const std::exception& e) {
       // Named by OUT, not only by the temporary name the failing call saw (a full disk: its flush).
-      throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}", out_path, out_path, e.what()));
+      throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}{}", out_path, out_path, e.what(),
+                                        deleted_meanwhile(checkpoint_dir)));
     }
   }
   return summary;

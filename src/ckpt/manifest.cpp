@@ -1,5 +1,7 @@
 #include "ckpt/manifest.h"
 
+#include "ckpt/checkpoint_dir.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <ATen/Parallel.h>
@@ -157,7 +159,9 @@ uint32_t tensor_crc32(const torch::Tensor& tensor) {
 }
 
 CheckpointReader::CheckpointReader(std::string checkpoint_dir)
-    : dir_(std::move(checkpoint_dir)), manifest_(read_manifest(dir_)) {}
+    : dir_(std::move(checkpoint_dir)), manifest_(read_manifest(dir_)) {
+  check_committed(dir_, manifest_.step);
+}
 
 torch::Tensor CheckpointReader::read(const TensorRecord& record) {
   auto& shard = shards_[record.shard];

@@ -3,6 +3,7 @@
 #include <png.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstring>
 #include <memory>
@@ -107,6 +108,14 @@ void png_fail(png_structp png, png_const_charp message) {
 
 void png_warn(png_structp, png_const_charp) {}
 
+// n big-endian 16-bit samples at `samples` become n bytes there, each min(value, 255).
+void clip_grey16_in_place(uint8_t* samples, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned value = (unsigned{samples[2 * i]} << 8) | samples[2 * i + 1];
+    samples[i] = static_cast<uint8_t>(std::min(value, 255u));
+  }
+}
+
 Decoded decode_png(const uint8_t* bytes, size_t size) {
   PngReader r;
   r.data = bytes;
@@ -127,6 +136,20 @@ Decoded decode_png(const uint8_t* bytes, size_t size) {
   height = png_get_image_height(r.png, r.info);
   if (int64_t{width} * int64_t{height} > kMaxPixels)
     png_error(r.png, "more pixels than a photograph can hold (a damaged header)");
+  // PIL reads 16-bit greyscale as 32-bit integers (mode I), and convert("RGB") clips them at 255;
+  // every other 16-bit PNG it cuts to its high byte, as png_set_strip_16 does below.
+  if (png_get_color_type(r.png, r.info) == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(r.png, r.info) == 16) {
+    png_set_interlace_handling(r.png);
+    png_read_update_info(r.png, r.info);
+    if (png_get_rowbytes(r.png, r.info) != static_cast<size_t>(width) * 2) png_error(r.png, "unexpected row layout");
+    hwc.resize(static_cast<size_t>(width) * height * 2);
+    rows.resize(height);
+    for (png_uint_32 y = 0; y < height; ++y) rows[y] = hwc.data() + static_cast<size_t>(y) * width * 2;
+    png_read_image(r.png, rows.data());
+    png_read_end(r.png, nullptr);
+    clip_grey16_in_place(hwc.data(), static_cast<size_t>(width) * height);
+    return {planar_rgb(hwc.data(), height, width, 1), 1.0};
+  }
   // As PIL's convert("RGB"): palette expanded, 16 bits cut to 8, grey replicated, alpha dropped.
   png_set_expand(r.png);
   png_set_strip_16(r.png);

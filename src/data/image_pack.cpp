@@ -3,6 +3,7 @@
 #include "h5/attributes.h"
 #include "data/image_shards.h"
 #include "sys/durable_file.h"
+#include "sys/fault_hooks.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -273,21 +274,34 @@ void remove_leftovers(const std::vector<SplitToPack>& splits, const std::string&
 }
 
 // SIGTERM, SIGINT and SIGHUP held back while the shards get their final names: a signal lands
-// after the whole set is in place, never between two renames.
+// after the whole set is in place, never between two renames. One that came meanwhile asked to
+// stop a pack that is now whole: it is taken (not delivered, which would kill the process and
+// read as a failed pack) and said, and the pack finishes. After a failed commit it is delivered.
 class SignalsHeld {
  public:
   SignalsHeld() {
-    sigset_t held;
-    sigemptyset(&held);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&held, sig);
-    pthread_sigmask(SIG_BLOCK, &held, &before_);
+    sigemptyset(&held_);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&held_, sig);
+    pthread_sigmask(SIG_BLOCK, &held_, &before_);
   }
-  ~SignalsHeld() { pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+  ~SignalsHeld() {
+    if (std::uncaught_exceptions() == 0) take_the_ones_that_came();
+    pthread_sigmask(SIG_SETMASK, &before_, nullptr);
+  }
+  void take_the_ones_that_came() {
+    const timespec now{0, 0};
+    for (int sig; (sig = sigtimedwait(&held_, nullptr, &now)) > 0;)
+      std::cerr << "moco_pack: "
+                << (sig == SIGTERM  ? "SIGTERM"
+                    : sig == SIGINT ? "SIGINT"
+                                    : "SIGHUP")
+                << " came while the shards were renamed: the pack is whole, so it finishes\n";
+  }
   SignalsHeld(const SignalsHeld&) = delete;
   SignalsHeld& operator=(const SignalsHeld&) = delete;
 
  private:
-  sigset_t before_;
+  sigset_t held_, before_;
 };
 
 // out_dir/<split>.complete, whole or absent.
@@ -304,6 +318,9 @@ void write_pack_marker(const std::string& out_dir, const std::string& split, int
 void commit_shards(const std::vector<SplitToPack>& splits, const std::string& out_dir, const std::vector<Task>& tasks,
                    const std::vector<std::string>& old_shards) {
   const SignalsHeld held;
+  // MOCO_CKPT_FAULT=pause_in_pack_commit: every shard written, the signals held; a test signals here.
+  if (sys::hooks().checkpoint_fault(0).kind == sys::CheckpointFaultKind::kPauseInPackCommit)
+    sys::hooks().pause_for_checkpoint_fault(out_dir);
   for (const auto& split : splits) {
     const auto marker = fs::path(out_dir) / pack_marker_name(split.name);
     std::error_code ec;

@@ -55,7 +55,9 @@ ckpt::H5TensorReader open_export(const std::string& path) {
     return ckpt::H5TensorReader(path);
   } catch (const std::exception& e) {
     throw ConfigError(
-        fmt::format("model.pretrained: {} is a file but not a `moco_ckpt export` (HDF5): {}", path, e.what()));
+        fmt::format("model.pretrained: {} is a file but not a `moco_ckpt export` in HDF5 (--format h5, the default; "
+                    "the torch and detectron2 formats are for PyTorch): {}",
+                    path, e.what()));
   }
 }
 
@@ -76,7 +78,10 @@ Source read_source(const std::string& path) {
         "model.pretrained: '{}' is neither a checkpoint folder, a run's output folder, a `moco_ckpt export` "
         "file, 'random' nor 'raw_pixels'",
         path));
-  ckpt::CheckpointReader reader(ckpt::resolve_checkpoint_dir(path));
+  // A folder without any checkpoint is the command line's mistake (exit 2), a damaged one is not.
+  const auto dir = ckpt::find_checkpoint_dir(path);
+  if (!dir) throw ConfigError("model.pretrained: " + ckpt::no_checkpoint_message(path));
+  ckpt::CheckpointReader reader(*dir);
   const auto& manifest = reader.manifest();
   for (const auto& record : manifest.tensors) {
     if (!starts_with(record.name, "encoder_q/")) continue;

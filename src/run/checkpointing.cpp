@@ -108,6 +108,21 @@ std::optional<std::string> Checkpointing::resume(const std::vector<ckpt::StateEn
   return std::nullopt;
 }
 
+std::optional<std::string> Checkpointing::would_resume_from(std::vector<std::string>& skipped) const {
+  for (const auto& dir : candidates_) {
+    try {
+      ckpt::CheckpointReader reader(dir);
+      check_config(reader.manifest(), dir, false);
+      reader.verify_all();
+      return dir;
+    } catch (const ckpt::CheckpointError& e) {
+      if (config_.train.resume != "auto") throw;
+      skipped.push_back(e.what());
+    }
+  }
+  return std::nullopt;
+}
+
 bool Checkpointing::due(int64_t step, double train_seconds) const {
   if (config_.ckpt.every_steps > 0 && step % config_.ckpt.every_steps == 0) return true;
   return config_.ckpt.every_minutes > 0 && train_seconds - last_saved_seconds_ >= config_.ckpt.every_minutes * 60;

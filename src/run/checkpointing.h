@@ -37,6 +37,10 @@ class Checkpointing {
   // train.resume=auto a corrupt or incomplete one is skipped with a warning saying why and the one
   // before it is tried. nullopt: nothing to resume, start fresh. Collective.
   std::optional<std::string> resume(const std::vector<ckpt::StateEntry>& state);
+  // The dry run's answer: the candidate resume() would restore from, found as it finds one (the
+  // saved config checked, every tensor read against its checksums, nothing loaded); each candidate
+  // it would skip is added to `skipped` with why. nullopt: a fresh start.
+  std::optional<std::string> would_resume_from(std::vector<std::string>& skipped) const;
 
   // Whether the step just finished should be checkpointed (ckpt.every_steps, ckpt.every_minutes of
   // training time); the same answer on every rank, since all share rank 0's clock.

@@ -197,7 +197,10 @@ const auto auto_true_false = [](const std::string& v) -> std::string {
 const auto spread_or_first = [](const std::string& v) -> std::string {
   return v == "spread" || v == "first" ? "" : "must be spread or first, not '" + v + "'";
 };
-const auto ascending = [](const std::vector<double>& v) -> std::string {
+// Epochs of a step schedule: a negative one would multiply the lr before training starts.
+const auto milestone_epochs = [](const std::vector<double>& v) -> std::string {
+  for (double epoch : v)
+    if (epoch < 0) return fmt::format("holds {}: milestones are epochs, at least 0", epoch);
   return std::is_sorted(v.begin(), v.end()) ? "" : "must be ascending";
 };
 Rule<double> lies_in(double lo, double hi, bool lo_open, bool hi_open) {
@@ -305,7 +308,8 @@ std::vector<Field> optim_train_fields() {
       MOCO_FIELD(optim.momentum, "SGD momentum").must(in_closed_open(0, 1)),
       MOCO_FIELD(optim.weight_decay, "SGD weight decay").must(non_negative),
       MOCO_FIELD(optim.schedule, "step (x gamma at each milestone) or cosine"),
-      MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma").must(ascending),
+      MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma")
+          .must(milestone_epochs),
       MOCO_FIELD(optim.gamma, "factor of the step schedule").must(positive),
       MOCO_FIELD(optim.lr_update,
                  "epoch: the lr is set at each epoch's start from the integer epoch (main_moco.py; under "
@@ -427,7 +431,7 @@ std::vector<Field> knn_lincls_fields() {
       MOCO_FIELD(lincls.momentum, "moco_lincls: SGD momentum").must(in_closed_open(0, 1)),
       MOCO_FIELD(lincls.weight_decay, "moco_lincls: SGD weight decay").must(non_negative),
       MOCO_FIELD(lincls.milestones, "moco_lincls: epochs at which the lr is multiplied by lincls.gamma")
-          .must(ascending),
+          .must(milestone_epochs),
       MOCO_FIELD(lincls.gamma, "moco_lincls: factor of the step schedule").must(positive),
       MOCO_FIELD(lincls.crop_scale_min,
                  "moco_lincls: smallest crop area of the training view's random resized crop (then a flip)")
@@ -591,13 +595,35 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
           fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share",
                       global_batch(c, job), world_size));
   if (job == Job::kMoco) check_queue_fits(c, where);
+  check_batch_fits(c, world_size, where, job);
+}
+
+namespace {
+double physical_memory_bytes() {
+  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+}  // namespace
+
+// A rank's batch of augmented views (two for MoCo, one for the linear protocol; float32) must fit
+// in memory, or the first step fails (or the machine swaps) long after the folder was made.
+void check_batch_fits(const Config& c, int world_size, const std::string& where, Job job) {
+  const int64_t views = job == Job::kMoco ? 2 : 1, side = c.data.augment.out_size;
+  const double images = static_cast<double>(global_batch(c, job) / world_size) * static_cast<double>(views);
+  const double bytes =
+      4.0 * images * static_cast<double>(dataset_channels(c)) * static_cast<double>(side) * static_cast<double>(side);
+  const double memory = physical_memory_bytes();
+  require(memory <= 0 || bytes <= memory, where, "data.image_size",
+          fmt::format("({}) with {} {} on {} rank(s) makes a batch of {} views of {}x{}x{} float32 per rank, {:.0f} "
+                      "bytes: more than this machine's {:.0f} bytes of memory",
+                      side, global_batch_key(job), global_batch(c, job), world_size, images, dataset_channels(c), side,
+                      side, bytes, memory));
 }
 
 // Every rank holds the whole queue (model.dim x moco.queue_size float32): one larger than this
 // machine's memory is the config's fault, said before any work.
 void check_queue_fits(const Config& c, const std::string& where) {
   const double bytes = 4.0 * static_cast<double>(c.model.dim) * static_cast<double>(c.moco.queue_size);
-  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  const double memory = physical_memory_bytes();
   require(memory <= 0 || bytes <= memory, where, "moco.queue_size",
           fmt::format("({}) makes a queue of {} x {} float32, {:.0f} bytes: more than this machine's {:.0f} bytes of "
                       "memory",
@@ -709,6 +735,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (!root.IsDefined() || root.IsNull())
     throw ConfigError(path + ": the config file is empty (write '{}' to run on every default)");
   Reading reading = apply_root(root, path);
+  std::map<std::string, std::string> given;  // key -> the override that set it
   for (const auto& item : overrides) {
     const auto eq = item.find('=');
     const std::string where = "command-line override '" + item + "'";
@@ -716,6 +743,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     const std::string key = item.substr(0, eq);
     const Field* field = find_field(key);
     if (!field) throw ConfigError(unknown_key_message(where, key));
+    // As in a file: of two values, which one was meant is not for the program to guess.
+    if (const auto [before, fresh] = given.emplace(key, item); !fresh)
+      throw ConfigError(where + ": key '" + key + "' is given twice on the command line (also '" + before->second +
+                        "')");
     YAML::Node value;
     try {
       value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");

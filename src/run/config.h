@@ -164,13 +164,19 @@ bool is_encoded_dataset(const Config& config);
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // What only the launched job knows: the job's global batch must split evenly over world_size ranks;
-// a MoCo job's queue must fit in the machine's memory (check_queue_fits).
+// a MoCo job's queue and a rank's batch of views must fit in the machine's memory (check_queue_fits,
+// check_batch_fits).
 // Throws ConfigError naming `where` (the config file) and the key.
 void validate_for_world(const Config& config, int world_size, const std::string& where, Job job = Job::kMoco);
 
 // model.dim x moco.queue_size float32 within this machine's physical memory (validate_for_world
 // checks it for a MoCo job). Throws ConfigError naming moco.queue_size.
 void check_queue_fits(const Config& config, const std::string& where);
+
+// A rank's share of the global batch, as float32 views of data.image_size (two views for MoCo, one
+// for the linear protocol), within this machine's physical memory. Throws ConfigError naming
+// data.image_size and the batch.
+void check_batch_fits(const Config& config, int world_size, const std::string& where, Job job = Job::kMoco);
 
 // The same from YAML text (a checkpoint's saved config); `where` names its origin in errors. A key
 // added since the config was saved, whose default differs from what the run computed then

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace moco::run {
 namespace {
@@ -44,6 +45,23 @@ std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const 
 
 }  // namespace
 
+namespace {
+
+// The classes of `a` that `b` lacks, at most a few of them by name: "cat, dog" or "cat, dog and 7 more".
+std::string classes_missing(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  const std::set<std::string> in_b(b.begin(), b.end());
+  std::vector<std::string> missing;
+  for (const auto& name : a)
+    if (!in_b.count(name)) missing.push_back(name);
+  constexpr size_t kShown = 5;
+  std::string text;
+  for (size_t i = 0; i < std::min(missing.size(), kShown); ++i) text += (i ? ", " : "") + missing[i];
+  if (missing.size() > kShown) text += " and " + std::to_string(missing.size() - kShown) + " more";
+  return text.empty() ? "none" : text;
+}
+
+}  // namespace
+
 void check_data(const Config& c, const std::string& where, bool write_file_list) {
   if (!is_encoded_dataset(c)) return;
   const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where, write_file_list);
@@ -52,7 +70,9 @@ void check_data(const Config& c, const std::string& where, bool write_file_list)
     throw ConfigError(
         where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) +
         (c.data.dataset == Dataset::kImageFolder ? " class folders" : " classes") + ", not the " +
-        std::to_string(train->classes().size()) + " of " + train->root() + " (the kNN monitor needs the same classes)");
+        std::to_string(train->classes().size()) + " of " + train->root() +
+        " (the kNN monitor needs the same classes); only in val: " + classes_missing(val->classes(), train->classes()) +
+        "; only in train: " + classes_missing(train->classes(), val->classes()));
 }
 
 Splits load_splits(const Config& c) {

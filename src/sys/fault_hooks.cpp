@@ -31,20 +31,23 @@ CheckpointFault FaultHooks::checkpoint_fault(int64_t step) {
   std::smatch m;
   const std::string spec = env;
   static const std::regex pattern(
-      R"((kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest|pause_in_export)(?::(\d+))?(?:@(\d+))?)");
+      R"((kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest|pause_in_export|pause_before_export_read|pause_in_pack_commit)(?::(\d+))?(?:@(\d+))?)");
   if (!std::regex_match(spec, m, pattern))
     throw std::invalid_argument("MOCO_CKPT_FAULT='" + spec +
                                 "': expected kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|"
-                                "pause_before_latest|pause_in_export[:RANK][@STEP]");
+                                "pause_before_latest|pause_in_export|pause_before_export_read|pause_in_pack_commit["
+                                ":RANK][@STEP]");
   const bool hit = m[3].matched ? std::stoll(m[3].str()) == step : first_save;
   if (!hit) return {};
   const std::string name = m[1].str();
-  const auto kind = name == "kill_in_shard"           ? CheckpointFaultKind::kKillInShard
-                    : name == "pause_in_shard"        ? CheckpointFaultKind::kPauseInShard
-                    : name == "pause_before_manifest" ? CheckpointFaultKind::kPauseBeforeManifest
-                    : name == "pause_before_latest"   ? CheckpointFaultKind::kPauseBeforeLatest
-                    : name == "pause_in_export"       ? CheckpointFaultKind::kPauseInExport
-                                                      : CheckpointFaultKind::kKillBeforeManifest;
+  const auto kind = name == "kill_in_shard"              ? CheckpointFaultKind::kKillInShard
+                    : name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard
+                    : name == "pause_before_manifest"    ? CheckpointFaultKind::kPauseBeforeManifest
+                    : name == "pause_before_latest"      ? CheckpointFaultKind::kPauseBeforeLatest
+                    : name == "pause_in_export"          ? CheckpointFaultKind::kPauseInExport
+                    : name == "pause_before_export_read" ? CheckpointFaultKind::kPauseBeforeExportRead
+                    : name == "pause_in_pack_commit"     ? CheckpointFaultKind::kPauseInPackCommit
+                                                         : CheckpointFaultKind::kKillBeforeManifest;
   return {kind, m[2].matched ? std::stoi(m[2].str()) : 0};
 }
 

@@ -17,13 +17,16 @@ struct NanInjection {
 };
 
 // MOCO_CKPT_FAULT=kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest
-// |pause_in_export[:RANK][@STEP]: `kill_in_shard` SIGKILLs RANK half-way through its shard; `kill_before_manifest`
-// SIGKILLs rank 0 once every shard is written; `pause_in_shard` holds RANK half-way through its shard for
-// kPauseInShardSeconds (a test can break something while a checkpoint is being written);
+// |pause_in_export|pause_before_export_read|pause_in_pack_commit[:RANK][@STEP]: `kill_in_shard` SIGKILLs RANK half-way
+// through its shard; `kill_before_manifest` SIGKILLs rank 0 once every shard is written; `pause_in_shard` holds RANK
+// half-way through its shard for kPauseInShardSeconds (a test can break something while a checkpoint is being written);
 // `pause_before_manifest` holds rank 0 as long once every shard is written, before the manifest, and
 // `pause_before_latest` once the checkpoint's folder has its final name, before `latest` is replaced
 // (a test can fill the disk exactly there); `pause_in_export` holds `moco_ckpt export` as long once its
-// temporary file is begun (a test can interrupt it there).
+// temporary file is begun (a test can interrupt it there), `pause_before_export_read` once it has read
+// the manifest, before any shard (a test can delete the checkpoint as a run's retention would), and
+// `pause_in_pack_commit` holds `moco_pack` once every shard is written and the signals are held,
+// before the renames (a test can signal it there).
 enum class CheckpointFaultKind {
   kNone,
   kKillInShard,
@@ -31,7 +34,9 @@ enum class CheckpointFaultKind {
   kPauseInShard,
   kPauseBeforeManifest,
   kPauseBeforeLatest,
-  kPauseInExport
+  kPauseInExport,
+  kPauseBeforeExportRead,
+  kPauseInPackCommit
 };
 inline constexpr int kPauseInShardSeconds = 5;
 struct CheckpointFault {

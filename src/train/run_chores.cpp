@@ -200,6 +200,13 @@ TrainResult RunChores::finish() {
   result_.knn_trained = knn_.evaluate(run_.method->encoder(), "trained", step_,
                                       static_cast<double>(step_) / static_cast<double>(run_.shape.steps_per_epoch));
   log_knn_report(result_);
+  // A signal after the ranks' last agreement (during the final checkpoint or kNN) stops nothing: the
+  // run had finished. Said, so that it is not taken for lost.
+  if (const int sig = preempt::preemption_signal(); sig != 0)
+    spdlog::warn(
+        "{} came after the last step (during the final checkpoint or kNN evaluation): the run had finished, "
+        "{} is committed, so it ends as it would have",
+        preempt::signal_name(sig), result_.checkpoint);
   return result_;
 }
 

@@ -39,9 +39,12 @@ void log_plan(const run::Config& c, const RunShape& shape, const PlanFacts& fact
                c.ckpt.every_minutes > 0 ? fmt::format("{}", c.ckpt.every_minutes) : "-",
                c.ckpt.async ? "in the background" : "synchronous", c.ckpt.keep_last,
                c.ckpt.keep_every_steps > 0 ? fmt::format(" and every {} steps", c.ckpt.keep_every_steps) : "");
-  spdlog::info("  resume: {}", checkpointing.will_try_resume() ? "from " + checkpointing.first_candidate() +
-                                                                     " (train.resume=" + c.train.resume + ")"
-                                                               : "none, a fresh start");
+  std::vector<std::string> skipped;
+  const auto from = checkpointing.will_try_resume() ? checkpointing.would_resume_from(skipped) : std::nullopt;
+  for (const auto& why : skipped) spdlog::warn("  resume: would skip {}", why);
+  spdlog::info("  resume: {}", from ? "from " + *from + " (train.resume=" + c.train.resume + "; every tensor verified)"
+                               : skipped.empty() ? std::string("none, a fresh start")
+                                                 : "none: no checkpoint loads, a fresh start");
 }
 
 metrics::StepRecord step_record(const run::Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,

@@ -45,9 +45,11 @@ RunShape run_shape(const run::Config& c, const data::TwoViewLoader& loader, cons
   RunShape shape;
   shape.steps_per_epoch = loader.batches_per_epoch();
   shape.world = world;
-  if (shape.steps_per_epoch < 1)
-    throw std::invalid_argument(fmt::format("the train split has {} images, fewer than one global batch of {}",
-                                            train.size(), c.optim.batch_size));
+  // The config's fault, found once the data is read (before the output folder holds anything).
+  if (shape.steps_per_epoch < 1) {
+    const auto why = fmt::format("the train split has {} images, fewer than one global batch", train.size());
+    throw run::ConfigError(fmt::format("key 'optim.batch_size' ({}): {}", c.optim.batch_size, why));
+  }
   shape.total_steps = static_cast<int64_t>(std::ceil(c.train.epochs * static_cast<double>(shape.steps_per_epoch)));
   return shape;
 }
@@ -67,11 +69,11 @@ TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
       world(group.world_size()),
       threads(prepare_process(c, world, ctx.local_size)),
       checkpointing(c, group),
-      metrics(run::open_run_output(c, rank, /*append=*/checkpointing.will_try_resume(), ctx.dry_run)),
       splits(run::load_splits(c)),
       method(make_method(c, ctx, splits.train->channels())),
       loader(splits.train, run::augment_options(c), train_loader_options(c, ctx)),
-      shape(run_shape(c, loader, *splits.train, world)) {}
+      shape(run_shape(c, loader, *splits.train, world)),
+      metrics(run::open_run_output(c, rank, /*append=*/checkpointing.will_try_resume(), ctx.dry_run)) {}
 
 void TrainingRun::log_plan() {
   const auto facts = method->facts();

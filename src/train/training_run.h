@@ -29,12 +29,12 @@ struct TrainingRun {
   const run::RunContext& context;
   dist::ProcessGroup& group;
   const int rank, world, threads;
-  run::Checkpointing checkpointing;            // what to resume from, checked before any data is loaded
-  std::optional<metrics::MetricsLog> metrics;  // rank 0's
+  run::Checkpointing checkpointing;  // what to resume from, checked before any data is loaded
   const run::Splits splits;
   std::unique_ptr<run::Method> method;
   data::TwoViewLoader loader;
-  RunShape shape;
+  RunShape shape;                              // a split smaller than one batch: refused here
+  std::optional<metrics::MetricsLog> metrics;  // rank 0's; opened once the config and the data passed
 };
 
 }  // namespace moco::train

@@ -116,7 +116,7 @@ other_world)
   # tells the two apart.
   losses "$work/on1/metrics.jsonl" >"$work/on1.txt"
   same_losses "$work/a.txt" "$work/on1.txt" 1e-3 || fail "on1: losses differ"
-  expect_fails_with 2 "needs the same global batch" launch 2 "$work/on2" optim.batch_size=64 moco.bn_splits=2
+  expect_fails_with 2 "needs the same global batch" launch 2 "$work/on2" optim.batch_size=64
   ;;
 kill_in_shard | kill_before_manifest)
   # A rank killed while it writes its shard of step 4, or rank 0 killed between the shards and the
@@ -215,6 +215,43 @@ EOF
   run 1 "$work/other_seed" train.stop_at_step=2 train.seed=1
   expect_fails_with 1 "encoder_q/conv1.weight: differs" "$ckpt" diff "$work/run" "$work/other_seed"
   expect_fails_with 2 "" "$ckpt" frobnicate
+  ;;
+tool_refusals)
+  # What is not a committed checkpoint of the step it claims is read by no tool, and a tool that
+  # showed nothing does not say ok.
+  run 1 "$work/run" train.stop_at_step=2 ckpt.async=false
+  ck=$work/run/checkpoints
+  lincls=(--config "$src/tests/data/tiny_lincls.yaml" lincls.epochs=1)
+  cp -r "$ck/step_00000002" "$ck/step_00000003.tmp"   # a save that never committed
+  cp -r "$ck/step_00000002" "$work/step_00000005"     # a folder renamed by hand
+  for dir in "$ck/step_00000003.tmp" "$work/step_00000005"; do
+    case $dir in *.tmp) why="an uncommitted save" ;; *) why="its manifest says step 2, its folder's name step 5" ;; esac
+    expect_fails_with 1 "$dir: $why" "$ckpt" verify "$dir"
+    expect_fails_with 1 "$dir: $why" "$ckpt" export "$dir" "$work/out.h5"
+    [ ! -e "$work/out.h5" ] || fail "an export of $dir was written"
+    expect_fails_with 1 "$dir: $why" "$build/moco_lincls" "${lincls[@]}" model.pretrained="$dir" train.output_dir="$work/lin"
+    [ ! -e "$work/lin" ] || fail "moco_lincls made its folder for $dir"
+  done
+  rm -r "$ck/step_00000003.tmp"
+  # A zero-byte shard: inspect fails naming it (it read the manifest alone).
+  cp -r "$ck/step_00000002" "$work/step_00000002"
+  : >"$work/step_00000002/shard-0-of-1.h5"
+  expect_fails_with 1 "$work/step_00000002/shard-0-of-1.h5: the shard file is empty (0 bytes)" "$ckpt" inspect "$work/step_00000002"
+  # diff: nothing compared is no success; another architecture is named as the reason.
+  expect_fails_with 1 "nothing was compared" "$ckpt" diff "$work/run" "$work/run" --ignore .
+  run 1 "$work/wide" train.stop_at_step=2 ckpt.async=false model.width=0.5
+  expect_fails_with 1 "the architectures differ: $ck/step_00000002 has model.arch=resnet_tiny model.width=0.25" \
+    "$ckpt" diff "$work/run" "$work/wide"
+  grep -qF "has model.arch=resnet_tiny model.width=0.5" "$work/last.out" || fail "the other architecture is not named"
+  # --format and OUT's suffix must agree; nothing is written.
+  expect_fails_with 2 "export: OUT $work/b.h5 names another format than --format torch: name it .pth or give --format h5" \
+    "$ckpt" export "$work/run" "$work/b.h5" --format torch
+  expect_fails_with 2 "export: OUT $work/b.pth names another format than --format h5" "$ckpt" export "$work/run" "$work/b.pth"
+  ! ls "$work" | grep -q "^b\." || fail "a refused export wrote $(ls "$work" | grep "^b\.")"
+  # --eval-only reads the HDF5 export and says so of a torch one.
+  "$ckpt" export "$work/run" "$work/b.pth" --format torch >/dev/null || fail "the torch export failed"
+  expect_fails_with 2 "is a file but not a \`moco_ckpt export\` in HDF5 (--format h5" \
+    "$dist" "${base[@]}" --eval-only model.pretrained="$work/b.pth" train.output_dir="$work/run"
   ;;
 *) fail "unknown case" ;;
 esac

@@ -134,7 +134,8 @@ imagefolder_bad_folders)
     "$dist" "${if_run[@]}" data.root="$work/if" data.val_dir=empty_split
   no_work_done
   mkdir -p "$work/if/val/class_09" && cp "$work/if/val/class_00/"* "$work/if/val/class_09/"
-  expect 2 "key 'data.val_dir': $work/if/val holds 3 class folders, not the 2 of $work/if/train" -- \
+  expect 2 "key 'data.val_dir': $work/if/val holds 3 class folders, not the 2 of $work/if/train" \
+    "only in val: class_09; only in train: none" -- \
     "$dist" "${if_run[@]}" data.root="$work/if"
   no_work_done
   # RGB images: 2 values of mean/std fit neither 1 nor 3 channels (decided before any file is read)
@@ -197,6 +198,50 @@ knn_k_above_bank)
     "$dist" --config "$tiny" train.threads=1 knn.memory_size=64 knn.k=100 train.output_dir="$out"
   [ "$(grep -c 'is more than the 64 images' "$work/last.out")" -eq 1 ] || fail "the warning is not said once"
   grep -q "64 memory, .* k=64," "$work/last.out" || fail "the kNN line does not name the k used" ;;
+override_twice)
+  # As in a file: which of two values was meant is not guessed (the last one used to win silently).
+  expect 2 "command-line override 'optim.base_lr=0.2': key 'optim.base_lr' is given twice on the command line (also 'optim.base_lr=0.1')" -- \
+    "$dist" --config "$tiny" optim.base_lr=0.1 train.output_dir="$out" optim.base_lr=0.2
+  no_work_done
+  expect 2 "key 'lincls.epochs' is given twice on the command line" -- \
+    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" lincls.epochs=1 lincls.epochs=2 train.output_dir="$out"
+  no_work_done
+  # The launcher's own train.resume=auto and train.threads give way to the user's.
+  expect 0 "train.resume=never" -- env MOCO_DIST="$dist" "$src/launch/mpirun/moco.sh" -n 1 "$tiny" train.resume=never \
+    train.threads=1 train.stop_at_step=1 knn.k=5 train.output_dir="$out"
+  grep -q "train.resume=auto" "$work/last.out" && fail "moco.sh added train.resume=auto beside the user's" || true ;;
+negative_milestones)
+  for key in optim.milestones lincls.milestones; do
+    expect 2 "key '$key' holds -5: milestones are epochs, at least 0" -- \
+      "$dist" --config "$tiny" optim.schedule=step "$key=[-5, 3]" train.output_dir="$out"
+    no_work_done
+  done ;;
+pretrained_without_checkpoint)
+  # A folder that holds no checkpoint is the command line's mistake, like a path that does not exist.
+  mkdir "$work/empty"
+  expect 2 "model.pretrained: $work/empty: no checkpoint here" -- \
+    "$dist" --config "$tiny" --eval-only model.pretrained="$work/empty" train.output_dir="$out"
+  expect 2 "model.pretrained: $work/empty: no checkpoint here" -- "$dist" --config "$tiny" --eval-only train.output_dir="$work/empty"
+  [ -z "$(ls -A "$work/empty")" ] || fail "--eval-only wrote into $work/empty: $(ls -A "$work/empty")"
+  expect 2 "model.pretrained: $work/empty: no checkpoint here" -- \
+    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$work/empty" train.output_dir="$out"
+  no_work_done ;;
+split_below_one_batch)
+  # 20 images cannot make one batch of 32: refused before any step, by --dry-run as by the run.
+  for dry in --dry-run ""; do
+    expect 2 "key 'optim.batch_size' (32): the train split has 20 images, fewer than one global batch" -- \
+      "$dist" --config "$tiny" $dry data.synthetic_train_size=20 train.threads=1 train.output_dir="$out"
+    no_work_done
+  done ;;
+batch_buffers_too_big)
+  # A rank's views (2 x 32 x 3 x 10^5 x 10^5 float32) are more than any memory: said before any work.
+  expect 2 "key 'data.image_size' (100000) with optim.batch_size 32 on 1 rank(s) makes a batch of 64 views" -- \
+    "$dist" --config "$tiny" data.image_size=100000 train.output_dir="$out"
+  no_work_done
+  expect 2 "key 'data.image_size' (100000) with lincls.batch_size 32 on 1 rank(s) makes a batch of 32 views" -- \
+    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.image_size=100000 \
+    train.output_dir="$out"
+  no_work_done ;;
 *) fail "unknown case" ;;
 esac
 echo "PASS ($case_name)"

@@ -185,9 +185,9 @@ hdf5_pack_np2)
   rc=0; "$pack" "$work/none" "$work/packed2" >"$work/none.console" 2>&1 || rc=$?
   [ $rc -eq 2 ] && grep -q "$work/none/train: no such folder" "$work/none.console" && [ ! -e "$work/packed2" ] ||
     { cat "$work/none.console"; echo "exit $rc" >&2; exit 1; }
-  run=(--config "$src/configs/imagefolder_quick.yaml" data.dataset=hdf5 data.root="$work/packed" train.threads=1 train.epochs=1
-       ckpt.every_minutes=0 data.workers=1 train.output_dir="$work/np2")
-  mpirun -np 2 --oversubscribe "$dist" "${run[@]}" >"$work/np2.console" 2>&1 || { cat "$work/np2.console"; exit 1; }
+  run=(--config "$src/configs/imagefolder_quick.yaml" train.threads=1 train.epochs=1 ckpt.every_minutes=0 data.workers=1)
+  mpirun -np 2 --oversubscribe "$dist" "${run[@]}" data.dataset=hdf5 data.root="$work/packed" train.output_dir="$work/np2" \
+    >"$work/np2.console" 2>&1 || { cat "$work/np2.console"; exit 1; }
   # The same run from the folder: the same samples in the same order give the same losses.
   mpirun -np 2 --oversubscribe "$dist" "${run[@]}" data.dataset=imagefolder data.root="$work/data" train.output_dir="$work/folder_np2" \
     >"$work/folder_np2.console" 2>&1 || { cat "$work/folder_np2.console"; exit 1; }

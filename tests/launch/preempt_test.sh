@@ -113,6 +113,22 @@ second_signal)
   ! grep -q "preempted by" "$work/console" || fail "it stopped gracefully after a second signal"
   echo "two SIGTERMs: exit $rc at once"
   ;;
+signal_after_last_step)
+  # SIGTERM while the final checkpoint is written (held 5 s by MOCO_CKPT_FAULT; no save before it):
+  # the run had finished, so it evaluates and exits 0, and says what became of the signal.
+  MOCO_CKPT_FAULT=pause_in_shard "$build/moco_dist" --config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 \
+    train.output_dir="$run" ckpt.every_minutes=0 knn.k=5 >"$work/console" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" && break; sleep 0.1; done
+  grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" || fail "no pause in the final checkpoint"
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "exit $rc, not 0"
+  grep -q "kNN top-1: .*trained" "$work/console" || fail "no final kNN"
+  grep -q "SIGTERM came after the last step (during the final checkpoint or kNN evaluation): the run had finished, $run/checkpoints/step_00000004 is committed" \
+    "$work/console" || fail "the signal is not said"
+  ;;
 dry_run)
   "$build/moco_dist" --config "${args[@]}" --dry-run >"$work/console" 2>&1 || fail "exit $?"
   grep -q "^  output_dir: $run$" "$work/console" || fail "no effective config"
@@ -122,7 +138,15 @@ dry_run)
   [ ! -e "$run" ] || fail "the dry run wrote $run"
   "$build/moco_dist" --config "${args[@]}" train.stop_at_step=2 >/dev/null 2>&1
   "$build/moco_dist" --config "${args[@]}" --dry-run >"$work/console" 2>&1 || fail "exit $?"
-  grep -q "resume: from $run/checkpoints/step_00000002 (train.resume=auto)" "$work/console" || fail "no resume source"
+  grep -q "resume: from $run/checkpoints/step_00000002 (train.resume=auto; every tensor verified)" "$work/console" || fail "no resume source"
+  # A newer checkpoint whose shard is cut: the run would skip it, and the dry run says so.
+  "$build/moco_dist" --config "${args[@]}" train.stop_at_step=4 >/dev/null 2>&1
+  shard=$run/checkpoints/step_00000004/shard-0-of-1.h5
+  truncate -s $(($(stat -c %s "$shard") / 2)) "$shard"
+  "$build/moco_dist" --config "${args[@]}" --dry-run >"$work/console" 2>&1 || fail "exit $?"
+  grep -q "resume: would skip .*$run/checkpoints/step_00000004" "$work/console" || fail "the cut step 4 is not named"
+  grep -q "resume: from $run/checkpoints/step_00000002 (train.resume=auto" "$work/console" ||
+    fail "the dry run does not name step 2, which the run would resume from: $(grep resume: "$work/console")"
   rc=0
   "$build/moco_dist" --config "${args[@]}" --dry-run data.dataset=mnist data.root="$work/nowhere" >"$work/console" 2>&1 || rc=$?
   [ "$rc" -ne 0 ] && grep -q "$work/nowhere" "$work/console" || fail "a missing data root passed the dry run"

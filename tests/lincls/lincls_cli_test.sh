@@ -17,7 +17,8 @@ run() {  # run LOG COMMAND...: the command's output to LOG, shown if it fails
 }
 # The pre-training run whose checkpoint the cases evaluate (4 steps).
 run "$work/pre.console" "$dist" --config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 train.output_dir="$work/pre" ckpt.every_minutes=0
-base=(--config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$work/pre")
+config=(--config "$src/tests/data/tiny_lincls.yaml")  # a key given twice is refused: model.pretrained once
+base=("${config[@]}" model.pretrained="$work/pre")
 
 # field FILE EVENT KEY [ENCODER]: the value of KEY in the last row of EVENT (with that encoder).
 field() {
@@ -79,10 +80,11 @@ partial_batch)
   # 10 each); 501 on 2 ranks: padded to 502 (251 a rank), 16 steps. Cached features on 1 and 2 ranks
   # give the same classifier; stopped just before the last partial batch (step 15) and resumed, the
   # augmented mode ends bitwise as the uninterrupted run.
-  part=("${base[@]}" data.synthetic_train_size=500 lincls.epochs=2 ckpt.async=false)
+  unsized=("${base[@]}" lincls.epochs=2 ckpt.async=false)
+  part=("${unsized[@]}" data.synthetic_train_size=500)
   run "$work/np1.console" "$lincls" "${part[@]}" train.output_dir="$work/np1"
   run "$work/np2.console" mpirun -np 2 --oversubscribe "$lincls" "${part[@]}" train.output_dir="$work/np2"
-  run "$work/odd.console" mpirun -np 2 --oversubscribe "$lincls" "${part[@]}" data.synthetic_train_size=501 train.output_dir="$work/odd"
+  run "$work/odd.console" mpirun -np 2 --oversubscribe "$lincls" "${unsized[@]}" data.synthetic_train_size=501 train.output_dir="$work/odd"
   for r in np1 np2 odd; do
     steps=$("$py" -c 'import json, sys; print([r["step"] for r in map(json.loads, open(sys.argv[1])) if r["event"] == "lincls"])' "$work/$r/metrics.jsonl")
     [ "$steps" = "[16, 32]" ] || fail "$r: steps at the epochs' ends $steps, expected [16, 32]"
@@ -119,7 +121,7 @@ other_arch)
   run "$work/export.console" "$ckpt" export "$work/pre" "$work/pre.h5"
   for pretrained in "$work/pre" "$work/pre.h5"; do
     set +e
-    out=$("$lincls" "${base[@]}" model.pretrained="$pretrained" model.stem_stride=2 train.output_dir="$work/run" 2>&1); rc=$?
+    out=$("$lincls" "${config[@]}" model.pretrained="$pretrained" model.stem_stride=2 train.output_dir="$work/run" 2>&1); rc=$?
     set -e
     echo "$out"
     [ $rc = 2 ] || fail "$pretrained: exit $rc with another stem stride, expected 2"
@@ -129,8 +131,8 @@ other_arch)
 baselines)
   # The raw pixels and the random init under the same protocol: the synthetic classes are linearly
   # separable in pixel space, so the raw-pixel probe must reach high accuracy.
-  run "$work/raw.console" "$lincls" "${base[@]}" model.pretrained=raw_pixels train.output_dir="$work/raw"
-  run "$work/rnd.console" "$lincls" "${base[@]}" model.pretrained=random train.output_dir="$work/rnd"
+  run "$work/raw.console" "$lincls" "${config[@]}" model.pretrained=raw_pixels train.output_dir="$work/raw"
+  run "$work/rnd.console" "$lincls" "${config[@]}" model.pretrained=random train.output_dir="$work/rnd"
   [ "$(field "$work/raw/metrics.jsonl" lincls_result encoder)" = raw_pixels ] || fail "raw: wrong encoder"
   [ "$(field "$work/rnd/metrics.jsonl" lincls_result encoder)" = random_init ] || fail "random: wrong encoder"
   grep -q "sanity check passed" "$work/rnd.console" || fail "random: no sanity check"

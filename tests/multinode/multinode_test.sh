@@ -61,8 +61,9 @@ export MOCO_MPIRUN_ARGS="--mca plm_rsh_agent $MOCO_HOSTS_DIR/agent --mca oob_tcp
 on() { local i=$1; shift; "$hosts" exec "$i" "$@"; }
 launcher=1  # the host moco.sh runs on
 launch() { on "$launcher" "$src/launch/mpirun/moco.sh" "$@"; }
-args=("$src/tests/data/tiny_synthetic.yaml" train.threads=1 moco.bn_splits=4 train.epochs=1 ckpt.every_minutes=0
+args=("$src/tests/data/tiny_synthetic.yaml" train.threads=1 moco.bn_splits=4 ckpt.every_minutes=0
       ckpt.async=false knn.memory_size=128 knn.query_size=64)
+short=("${args[@]}" train.epochs=1)  # a key given twice is refused: the longer runs give their own
 # Nothing but the holder may be left inside a host once a run has ended.
 left_on() { "$hosts" pids "$1" | grep -vx "$(cat "$MOCO_HOSTS_DIR/holder$1.pid")" | xargs -r ps -o pid=,args= -p || true; }
 left_anywhere() { local i; for i in $(seq "$nhosts"); do left_on "$i"; done; }
@@ -91,7 +92,7 @@ case $case_name in
 mpirun_2hosts)
   two=$work/two one=$work/one
   before=$(rx_bytes)
-  NCCL_SOCKET_IFNAME=eth0 NCCL_IB_HCA=mlx5_0 launch --hostfile "$work/hostfile" "${args[@]}" train.output_dir="$two" \
+  NCCL_SOCKET_IFNAME=eth0 NCCL_IB_HCA=mlx5_0 launch --hostfile "$work/hostfile" "${short[@]}" train.output_dir="$two" \
     train.stop_at_step=8 >"$work/console" 2>&1 || fail "the 2-host run failed"
   moved=$(( $(rx_bytes) - before ))
   grep "^\[moco.sh\]" "$work/console" | grep -q -- "-x NCCL_IB_HCA -x NCCL_SOCKET_IFNAME" \
@@ -114,14 +115,14 @@ mpirun_2hosts)
   [ "$(find "$two" -name 'metrics.jsonl*' | wc -l)" -eq 1 ] || fail "more than one metrics.jsonl"
   [ "$(find "$two" -path '*tb*' -type f | wc -l)" -le 1 ] || fail "more than one TensorBoard file"
   # The same config on 4 ranks of one host: the same losses, bit for bit.
-  MOCO_MPIRUN_ARGS= "$src/launch/mpirun/moco.sh" -n 4 "${args[@]}" train.output_dir="$one" train.stop_at_step=8 \
+  MOCO_MPIRUN_ARGS= "$src/launch/mpirun/moco.sh" -n 4 "${short[@]}" train.output_dir="$one" train.stop_at_step=8 \
     >"$work/console" 2>&1 || fail "the 1-host run failed"
   [ "$(losses "$two/metrics.jsonl" | wc -w)" -eq 8 ] || fail "not 8 train rows: $(losses "$two/metrics.jsonl")"
   [ "$(losses "$two/metrics.jsonl")" = "$(losses "$one/metrics.jsonl")" ] \
     || fail "the losses differ: 2 hosts $(losses "$two/metrics.jsonl"), 1 host $(losses "$one/metrics.jsonl")"
   echo "losses of steps 1..8 equal on 2 hosts and on 1 host: $(losses "$two/metrics.jsonl")"
   # The 2-host checkpoint resumes on one host with 2 ranks and finishes.
-  MOCO_MPIRUN_ARGS= launch -n 2 "${args[@]}" train.output_dir="$two" >"$work/console" 2>&1 || fail "the resumed run failed"
+  MOCO_MPIRUN_ARGS= launch -n 2 "${short[@]}" train.output_dir="$two" >"$work/console" 2>&1 || fail "the resumed run failed"
   grep -q "kNN top-1: .*random init" "$work/console" || fail "the resumed run did not finish"
   grep -q '"event":"resume".*"step":8\|"step":8.*"event":"resume"' "$two/metrics.jsonl" || fail "no resume row at step 8"
   [ "$(losses "$two/metrics.jsonl" | wc -w)" -eq 16 ] || fail "steps not logged once each: $(losses "$two/metrics.jsonl")"
@@ -213,11 +214,11 @@ bad_link)
   # The same 8 steps on a clean link, then with host 2's link at 100 Mbit/s losing 1% of its packets
   # each way: TCP resends what was lost, so the losses are the same, bit for bit.
   clean=$work/clean bad=$work/bad
-  launch --hostfile "$work/hostfile" "${args[@]}" train.output_dir="$clean" train.stop_at_step=8 >"$work/console" 2>&1 \
+  launch --hostfile "$work/hostfile" "${short[@]}" train.output_dir="$clean" train.stop_at_step=8 >"$work/console" 2>&1 \
     || fail "the run on a clean link failed"
   "$hosts" shape 2 100mbit 1
   start=$(date +%s)
-  launch --hostfile "$work/hostfile" "${args[@]}" train.output_dir="$bad" train.stop_at_step=8 >"$work/console" 2>&1 \
+  launch --hostfile "$work/hostfile" "${short[@]}" train.output_dir="$bad" train.stop_at_step=8 >"$work/console" 2>&1 \
     || fail "the run on the bad link failed"
   took=$(( $(date +%s) - start ))
   dropped=$("$hosts" drops 2)

@@ -83,6 +83,13 @@ def decoder_cases(name, pixels):
         buffer = io.BytesIO()
         im.save(buffer, format="JPEG", **options)
         yield f"{name}_{label}.jpg", buffer.getvalue()
+    # 16-bit greyscale PNGs: PIL reads them as mode I and convert("RGB") clips at 255 (not the high
+    # byte): grey x 2 (half the values above 255) and grey x 257 (the full 16-bit range).
+    grey = np.asarray(odd.convert("L")).astype(np.uint16)
+    for label, values in (("grey16_x2", grey * 2), ("grey16_full", grey * 257)):
+        buffer = io.BytesIO()
+        Image.fromarray(values).save(buffer, format="PNG")
+        yield f"{name}_{label}.png", buffer.getvalue()
 
 
 def generated():

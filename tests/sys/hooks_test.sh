@@ -43,7 +43,7 @@ malformed_hooks)
   rc=0
   MOCO_CKPT_FAULT=kill_somewhere run train.output_dir="$work/ckpt" || rc=$?
   [ "$rc" = 1 ] || fail "exit $rc with MOCO_CKPT_FAULT=kill_somewhere"
-  has "$work/console" "MOCO_CKPT_FAULT='kill_somewhere': expected kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest|pause_in_export[:RANK][@STEP]"
+  has "$work/console" "MOCO_CKPT_FAULT='kill_somewhere': expected kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest|pause_in_export|pause_before_export_read|pause_in_pack_commit[:RANK][@STEP]"
   ! grep -q "MOCO_CKPT_FAULT: SIGKILL" "$work/console" || fail "a malformed fault fired"
   ;;
 *) fail "unknown case" ;;

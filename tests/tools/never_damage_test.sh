@@ -175,11 +175,52 @@ export_interrupted)
     absent "$work/int.h5"
   done
   ;;
+export_races_retention)
+  # The checkpoint deleted while the export reads it, as a running run's retention deletes its older
+  # checkpoints (held by the test hook once the manifest is read, before any shard): the error says so.
+  pretrain
+  MOCO_CKPT_FAULT=pause_before_export_read "$ckpt" export "$step" "$work/out.h5" >"$work/race.console" 2>&1 &
+  pid=$!
+  for _ in $(seq 150); do grep -qs "MOCO_CKPT_FAULT: pausing" "$work/race.console" && break; sleep 0.1; done
+  grep -q "MOCO_CKPT_FAULT: pausing $step" "$work/race.console" || fail "no pause before the export reads"
+  rm -r "$step"
+  rc=0
+  wait "$pid" || rc=$?
+  cat "$work/race.console"
+  [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+  grep -qF "$step was deleted while it was read (a running run's retention, ckpt.keep_last" "$work/race.console" ||
+    fail "the deletion is not named as the cause"
+  absent "$work/out.h5"
+  ! ls "$work" | grep -q "out.h5.tmp" || fail "a temporary file was left"
+  ;;
 diff_bad_flags)
   pretrain
   expect 2 "--ignore '([' is not a regular expression" -- "$ckpt" diff "$work/run" "$work/run" --ignore '(['
   expect 2 "--atol: must be >= 0" -- "$ckpt" diff "$work/run" "$work/run" --atol -1
   expect 0 "0 differ" -- "$ckpt" diff "$work/run" "$work/run" --ignore '^progress/'
+  ;;
+pack_signal_in_commit)
+  # SIGTERM, SIGINT or SIGHUP while the shards are renamed (held there by the test hook): the pack
+  # is whole once the renames are done, so it finishes, says so and exits 0.
+  image_folder
+  for sig in TERM INT HUP; do
+    rm -rf "$work/out" "$work/pack.console"
+    set -m
+    MOCO_CKPT_FAULT=pause_in_pack_commit "$pack" "$work/if" "$work/out" --shards 2 >"$work/pack.console" 2>&1 &
+    pid=$!
+    set +m
+    for _ in $(seq 150); do grep -qs "MOCO_CKPT_FAULT: pausing" "$work/pack.console" && break; sleep 0.1; done
+    grep -q "MOCO_CKPT_FAULT: pausing $work/out" "$work/pack.console" || fail "no pause in the commit"
+    kill -"$sig" "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    cat "$work/pack.console"
+    [ "$rc" -eq 0 ] || fail "exit $rc after SIG$sig during the commit, not 0"
+    grep -q "moco_pack: SIG$sig came while the shards were renamed: the pack is whole, so it finishes" \
+      "$work/pack.console" || fail "SIG$sig is not said"
+    grep -q "^packed in" "$work/pack.console" || fail "no summary"
+    [ -s "$work/out/train.complete" ] && [ -s "$work/out/val.complete" ] || fail "the pack is not whole"
+  done
   ;;
 pack_inside_src)
   image_folder
