@@ -223,7 +223,7 @@ online_probe_np2)
     done
   done
   # Switched on when resuming a run without it: refused before any work, naming the key.
-  rc=0 && "$dist" "${probe[@]}" eval.online_probe=true train.epochs=4 train.output_dir="$work/off" >"$work/switched.console" 2>&1 || rc=$?
+  rc=0 && "$dist" "${probe[@]}" eval.online_probe=true train.output_dir="$work/off" >"$work/switched.console" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] && grep -q "eval.online_probe: false in the checkpoint, true now" "$work/switched.console" ||
     { cat "$work/switched.console"; echo "eval.online_probe switched on at resume: exit $rc, not refused naming it" >&2; exit 1; }
   "$build/moco_ckpt" diff "$work/off" "$work/on" --ignore '^probe/' --ignore '^progress/train_seconds$' >"$work/diff_off_on" ||
