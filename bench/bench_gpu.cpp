@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
     auto out = moco->forward(im_q, im_k);
     sgd.zero_grad();
     out.loss.backward();
+    moco->end_step(out);
     sgd.step();
   };
   for (int i = 0; i < warmup; ++i) step();
