@@ -297,6 +297,7 @@ skip_flat_gradients_unchecked|src/run/sgd.cpp|  if (gradients_bound()) return mo
 nonfinite_misses_infinity|src/model/nonfinite.cpp|  return ends.sub(ends).isnan().any();|  return ends.isnan().any();|^NonfiniteTest\.
 nan_hook_ignores_what|src/sys/fault_hooks.h|return step == at_step && rank == at_rank && what == target;|return step == at_step && rank == at_rank;|^FaultHooksTest\.
 skip_causes_dropped|src/train/step_records.cpp|        report.skip_causes.push_back(static_cast<int32_t>(row[3 + r]));|        report.skip_causes.push_back(0);|^StepRecordsTest\.|^faults\.nan_skip_loss$
+ckpt_nonfinite_not_refused|src/ckpt/checkpoint.cpp|  auto refusal = nonfinite_state_error(state, step);|  std::string refusal;|^CkptCollective\.ANonFinite
 LIST
 )
 
