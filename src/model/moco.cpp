@@ -16,21 +16,18 @@ namespace moco::model {
 namespace {
 
 // The buffers of both encoders by (dtype, device), in first-seen order, the query encoder's first.
-template <typename Kind>
-std::vector<Kind> buffer_kinds(const std::vector<torch::Tensor>& q, const std::vector<torch::Tensor>& k) {
+std::vector<FlatTensors> buffer_kinds(const std::vector<torch::Tensor>& q, const std::vector<torch::Tensor>& k) {
   std::vector<std::vector<torch::Tensor>> groups;
-  std::vector<size_t> q_counts;
   for (size_t i = 0; i < q.size() + k.size(); ++i) {
     const auto& t = i < q.size() ? q[i] : k[i - q.size()];
     size_t g = 0;
     while (g < groups.size() && (groups[g][0].scalar_type() != t.scalar_type() || groups[g][0].device() != t.device()))
       ++g;
-    if (g == groups.size()) groups.emplace_back(), q_counts.push_back(0);
+    if (g == groups.size()) groups.emplace_back();
     groups[g].push_back(t);
-    if (i < q.size()) ++q_counts[g];
   }
-  std::vector<Kind> kinds;
-  for (size_t g = 0; g < groups.size(); ++g) kinds.push_back({FlatTensors(groups[g]), q_counts[g]});
+  std::vector<FlatTensors> kinds;
+  for (auto& group : groups) kinds.emplace_back(std::move(group));
   return kinds;
 }
 
@@ -55,7 +52,7 @@ MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std
   queue_ptr_ = register_buffer("queue_ptr", torch::zeros({1}, torch::kLong));
   q_params_ = FlatTensors(encoder_q->parameters());
   k_params_ = FlatTensors(encoder_k->parameters());
-  bn_ = buffer_kinds<BufferKind>(encoder_q->buffers(), encoder_k->buffers());
+  bn_ = buffer_kinds(encoder_q->buffers(), encoder_k->buffers());
 }
 
 void MocoImpl::copy_query_to_key() {
@@ -108,14 +105,14 @@ torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
 
 std::vector<torch::Tensor> MocoImpl::buffer_flats() {
   std::vector<torch::Tensor> flats;
-  for (auto& kind : bn_) flats.push_back(kind.tensors.flat());
+  for (auto& kind : bn_) flats.push_back(kind.flat());
   return flats;
 }
 
 MocoImpl::OpenStep MocoImpl::snapshot_state() {
   RECORD_USER_SCOPE("update/skip_snapshot");
   OpenStep saved;
-  for (auto& kind : bn_) saved.buffers_before.push_back(kind.tensors.flat().clone());
+  for (auto& kind : bn_) saved.buffers_before.push_back(kind.flat().clone());
   saved.key_params_before = k_params_.flat().clone();
   return saved;
 }
@@ -140,7 +137,7 @@ void MocoImpl::restore_state_unless(const torch::Tensor& keep_new, const OpenSte
   RECORD_USER_SCOPE("update/skip_restore");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < bn_.size(); ++i) {
-    auto values = bn_[i].tensors.flat();
+    auto values = bn_[i].flat();
     torch::where_out(values, keep_new, values, saved.buffers_before[i]);
   }
   auto k = k_params_.flat();

@@ -111,13 +111,9 @@ class MocoImpl : public torch::nn::Module {
   torch::Tensor queue_ptr_;  // int64 [1]; a tensor so that state_dict and checkpoints carry it
 
   // Note [Flat buffers]: the encoders' parameters in two buffers of one layout; their BatchNorm
-  // buffers in one per dtype, the query encoder's `q_count` tensors first, then the key encoder's.
-  struct BufferKind {
-    FlatTensors tensors;
-    size_t q_count = 0;
-  };
+  // buffers in one per dtype, the query encoder's tensors first, then the key encoder's.
   FlatTensors q_params_, k_params_;
-  std::vector<BufferKind> bn_;
+  std::vector<FlatTensors> bn_;
 
   // What forward keeps for end_step: the keys to enqueue and, with skip_nonfinite, the state that a
   // skipped step puts back.
