@@ -125,7 +125,7 @@ torch::Tensor MocoImpl::local_nonfinite_causes(const MocoOutput& out, const torc
   bad.push_back(gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(bad[0]));
   // Bit i for bad[i]: kNonfiniteQueries, kNonfiniteKeys, kNonfiniteLoss, kNonfiniteGradients.
   const auto bits = torch::arange(static_cast<int64_t>(bad.size()), out.loss.options().dtype(torch::kInt32));
-  return torch::stack(bad).to(torch::kInt32).bitwise_left_shift(bits).sum(0, /*keepdim=*/false, torch::kInt32);
+  return torch::stack(bad).to(torch::kInt32).bitwise_left_shift(bits).sum(torch::kInt32);
 }
 
 // Puts back the key encoder's parameters and both encoders' BatchNorm buffers as saved before the
