@@ -165,6 +165,7 @@ class StepRunner {
     sgd_.zero_grad();
     out.loss.backward();
     reducer_.finalize();
+    moco_->end_step(out);
     sgd_.step();
     const auto& stats = reducer_.last_stats();
     reducer_waits_.push_back(stats.launch_wait_seconds + stats.finalize_wait_seconds);

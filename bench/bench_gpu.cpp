@@ -71,6 +71,7 @@ std::function<void()> model_step(const Setup& s) {
     auto out = moco->forward(im_q, im_k);
     sgd->zero_grad();
     out.loss.backward();
+    moco->end_step(out);
     sgd->step();
   };
 }

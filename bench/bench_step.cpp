@@ -2,8 +2,9 @@
 //
 // For each network: "step" is what the trainer does per batch (two augmented views from the loader,
 // query forward+backward, momentum update, key forward, logits against the queue, enqueue, SGD; the
-// NaN/Inf skip on the device as train.* always has it: MocoOptions::skip_nonfinite, MomentumSgd
-// stepped with the step's `trained`);
+// NaN/Inf skip on the device as train.* always has it: MocoOptions::skip_nonfinite, the gradients
+// checked by MomentumSgd::nonfinite_gradients, Moco::end_step's flag, MomentumSgd stepped with the
+// step's `trained`);
 // "floor" is the same network's forward+backward plus a key forward on ready tensors, nothing else.
 // step/floor near 1 means the MoCo machinery costs nothing beyond the convolutions.
 #include "data/loader.h"
@@ -121,7 +122,9 @@ nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size
         auto out = moco->forward(batch->query.contiguous(format), batch->key.contiguous(format));
         optimizer.zero_grad();
         out.loss.backward();
-        optimizer.step(out.trained);  // undefined without the skip: the plain in-place step
+        // Without the skip: no flag, the plain in-place step (out.trained undefined).
+        moco->end_step(out, skip ? optimizer.nonfinite_gradients() : torch::Tensor());
+        optimizer.step(out.trained);
       },
       [&] {
         moco->encoder_q->forward(im_q).sum().backward();

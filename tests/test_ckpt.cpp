@@ -5,6 +5,7 @@
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/h5_tensor_file.h"
 #include "ckpt/manifest.h"
+#include "ckpt/save_phases.h"
 
 #include "test_world.h"
 #include "thrown_message.h"
@@ -18,7 +19,9 @@
 #include <functional>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <numeric>
+#include <optional>
 
 using namespace moco;
 namespace fs = std::filesystem;
@@ -488,4 +491,55 @@ TEST(CkptCollective, AsyncSaveWritesTheSnapshotTakenAtTheCall) {
   });
   EXPECT_NE(error.find("rank 0: "), std::string::npos) << error;
   EXPECT_NE(error.find("cannot create"), std::string::npos) << error;
+}
+
+// A checkpoint never holds a non-finite tensor: the save is refused on every rank before anything is
+// written, naming the step and the tensors (sorted, four at most), synchronous or background, and
+// the checkpoint committed before stays `latest`, whole.
+TEST(CkptCollective, ANonFiniteTensorIsRefusedNamingItAndTheCheckpointBeforeStays) {
+  auto group = test_world_group();
+  const auto root = scratch_dir("nonfinite");
+  auto state = sample_state(17);
+  const auto committed = ckpt::save_checkpoint(root, state, {1, 0.1, 64, ""}, *group);
+  const auto expected = zeros_like(state);
+  for (size_t i = 0; i < state.size(); ++i) expected[i].tensor.copy_(state[i].tensor);
+
+  state[2].tensor[3][7] = std::numeric_limits<float>::infinity();  // moco/queue
+  const auto one = error_of([&] { ckpt::save_checkpoint(root, state, {2, 0.2, 64, ""}, *group); });
+  EXPECT_EQ(one,
+            "rank 0: checkpoint of step 2 refused: tensor 'moco/queue' holds NaN or Inf (a checkpoint never holds a "
+            "non-finite tensor); the checkpoints already committed stay as they are" +
+                std::string(group->world_size() > 1 ? " (and " + std::to_string(group->world_size() - 1) +
+                                                          " other rank(s) failed, see their logs)"
+                                                    : ""));
+  state[5].tensor[1][1] = std::nan("");  // half/bf16
+  state[0].tensor[0][0][0][0] = -std::numeric_limits<float>::infinity();  // encoder_q/conv1.weight
+  {
+    ckpt::AsyncSaver saver(*group);
+    const auto both = error_of([&] { saver.save(root, state, {3, 0.3, 64, ""}); });
+    EXPECT_NE(both.find("checkpoint of step 3 refused: tensors 'encoder_q/conv1.weight', 'half/bf16', 'moco/queue' hold "
+                        "NaN or Inf"),
+              std::string::npos)
+        << both;
+    EXPECT_FALSE(saver.in_flight());
+  }
+  EXPECT_EQ(ckpt::latest_step(root), std::optional<int64_t>(1));
+  EXPECT_EQ(ckpt::committed_steps(root), std::vector<int64_t>{1});
+  for (int64_t step : {2, 3}) EXPECT_FALSE(fs::exists(ckpt::step_dir(root, step) + ".tmp")) << step;
+  auto restored = zeros_like(state);
+  ckpt::load_checkpoint(committed, restored, *group);
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_TRUE(torch::equal(restored[i].tensor, expected[i].tensor)) << state[i].name;
+}
+
+TEST(CkptNonFinite, ManyTensorsAreCountedBeyondTheFourNamed) {
+  std::vector<ckpt::StateEntry> state;
+  for (int i = 0; i < 6; ++i) state.push_back({"t" + std::to_string(i), torch::full({3}, std::nan(""))});
+  state.push_back({"counter", torch::tensor(int64_t{3})});  // integers are always finite
+  EXPECT_EQ(ckpt::detail::nonfinite_state_error(state, 9),
+            "checkpoint of step 9 refused: tensors 't0', 't1', 't2', 't3' and 2 more hold NaN or Inf (a checkpoint "
+            "never holds a non-finite tensor); the checkpoints already committed stay as they are");
+  state.resize(6);
+  for (auto& e : state) e.tensor.fill_(1.0);
+  EXPECT_EQ(ckpt::detail::nonfinite_state_error(state, 9), "");
 }

@@ -1,7 +1,9 @@
 #include "model/batch_shuffle.h"
 #include "model/contrastive.h"
 #include "model/moco.h"
+#include "model/nonfinite.h"
 #include "run/device.h"
+#include "run/sgd.h"
 #include "thrown_message.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 using namespace moco;
@@ -115,12 +118,13 @@ TEST(MocoTest, TwoHundredPlainBackwardStepsLeaveNoGraphBehind) {
   for (int step = 0; step < 200; ++step) {
     std::optional<WeakNode> loss_node, query_node;  // set once the step has its graph
     {
-      const auto out = moco->forward(torch::randn({32, 1, 16, 16}), torch::randn({32, 1, 16, 16}));
+      auto out = moco->forward(torch::randn({32, 1, 16, 16}), torch::randn({32, 1, 16, 16}));
       loss_node.emplace(out.loss.grad_fn());
       query_node.emplace(out.q.grad_fn());
       ASSERT_FALSE(loss_node->expired());
       optimizer.zero_grad();
       ASSERT_NO_THROW(out.loss.backward());
+      moco->end_step(out);
       optimizer.step();
       ASSERT_TRUE(std::isfinite(out.loss.item<double>()));
     }
@@ -143,7 +147,8 @@ TEST(MocoTest, QueueHoldsTheLastKeysInOrderAcrossTheWrap) {
   for (int step = 0; step < 5; ++step) {
     const auto im_q = torch::randn({batch, 1, 8, 8});
     const auto im_k = torch::randn({batch, 1, 8, 8});
-    const auto out = moco->forward(im_q, im_k);
+    auto out = moco->forward(im_q, im_k);
+    moco->end_step(out);
     torch::Tensor recomputed_k, recomputed_q;
     {
       torch::NoGradGuard no_grad;  // train-mode BN uses the batch: the same output again
@@ -180,7 +185,8 @@ TEST(MocoTest, ShuffledKeysComeBackToTheirSamples) {
   for (int64_t step = 0; step < 3; ++step) {
     const auto im_q = torch::randn({n, 1, 8, 8});
     const auto im_k = torch::randn({n, 1, 8, 8});
-    const auto out = moco->forward(im_q, im_k);
+    auto out = moco->forward(im_q, im_k);
+    moco->end_step(out);
     const auto perm = model::shared_permutation(n, seed, step);
     auto shuffled = torch::empty_like(im_k);
     for (int64_t i = 0; i < n; ++i) shuffled[i].copy_(im_k[perm[i]]);  // row i holds sample perm[i]
@@ -224,6 +230,7 @@ TEST(MocoTest, KeyEncoderGetsNoGradientAndMovesOnlyByMomentum) {
     }
     optimizer.zero_grad();
     out.loss.backward();
+    moco->end_step(out);
     optimizer.step();
     for (const auto& k : moco->encoder_k->parameters()) {
       EXPECT_FALSE(k.requires_grad());
@@ -284,7 +291,8 @@ TEST(MocoTest, QueriesAndKeysAreUnitOutputsOfTheEncodersAndLogitsFollowByHand) {
   auto moco = make_moco(8);
   const auto queue_before = moco->queue().clone();
   const auto im_q = torch::randn({4, 1, 8, 8}), im_k = torch::randn({4, 1, 8, 8});
-  const auto out = moco->forward(im_q, im_k);
+  auto out = moco->forward(im_q, im_k);
+  moco->end_step(out);
   torch::Tensor raw_q, raw_k;
   {
     torch::NoGradGuard no_grad;  // train-mode BN uses the batch: the same output again
@@ -307,7 +315,8 @@ TEST(MocoTest, LogitsUseTheQueueAsItWasBeforeTheEnqueue) {
   torch::manual_seed(0);
   auto moco = make_moco(32);
   const auto queue_before = moco->queue().clone();
-  const auto out = moco->forward(torch::randn({4, 1, 8, 8}), torch::randn({4, 1, 8, 8}));
+  auto out = moco->forward(torch::randn({4, 1, 8, 8}), torch::randn({4, 1, 8, 8}));
+  moco->end_step(out);
   torch::NoGradGuard no_grad;
   const auto logits = model::contrastive_logits(out.q, out.k, queue_before, 0.2);
   EXPECT_NEAR(out.loss.item<double>(), model::contrastive_loss(logits).item<double>(), 1e-6);
@@ -422,47 +431,154 @@ TEST(ContrastiveTest, EnqueueKeepsQueueAndPointerWhereNotApplied) {
   EXPECT_EQ(plain_ptr.item<int64_t>(), 2);
 }
 
-// Note [Skipping a step on the device]: a NaN in the queries flags the rank and the step changes
-// nothing (key encoder, both encoders' BatchNorm buffers, queue, pointer); a finite step takes the
-// same bits as a model that does not check.
-TEST(MocoTest, AStepWithNonFiniteQueriesIsSkippedOnTheDeviceAndAFiniteOneIsUnchanged) {
-  auto make = [](bool skip) {
-    model::MocoOptions options;
-    options.queue_size = 20;
-    options.momentum = 0.9;
-    options.skip_nonfinite = skip;
-    model::Moco m(tiny_encoder(), options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/1);
-    m->train();
-    return m;
-  };
-  auto checking = make(true), plain = make(false);
-  torch::manual_seed(4);
-  for (int step = 0; step < 2; ++step) {
-    const auto im_q = torch::randn({6, 1, 8, 8}), im_k = torch::randn({6, 1, 8, 8});
-    const auto out = checking->forward(im_q, im_k);
-    plain->forward(im_q, im_k);
-    // BatchNorm saved its running statistics for backward: restoring them must not bump their version.
-    out.loss.backward();
+// Note [Skipping a step on the device]. A training step as MocoV2::step makes it: forward, backward,
+// the gradients checked before anything is kept, end_step, the SGD step with `trained`.
+namespace {
+
+enum class Poison { kNone, kQueries, kKeys, kLoss, kGradients };
+
+model::MocoOutput train_step(model::Moco& moco, run::MomentumSgd& sgd, Poison poison = Poison::kNone) {
+  auto im_q = torch::randn({6, 1, 8, 8}), im_k = torch::randn({6, 1, 8, 8});
+  if (poison == Poison::kQueries) im_q[2][0][3][3] = std::nan("");
+  if (poison == Poison::kKeys) im_k[1][0][2][2] = std::numeric_limits<float>::infinity();
+  auto out = moco->forward(im_q, im_k);
+  if (poison == Poison::kLoss) out.loss = out.loss + std::nan("");
+  if (poison == Poison::kGradients)  // one Inf in the gradient that reaches one query
+    out.q.register_hook([](const torch::Tensor& g) {
+      auto poisoned = g.clone();
+      poisoned[0][0] = std::numeric_limits<float>::infinity();
+      return poisoned;
+    });
+  sgd.zero_grad();
+  out.loss.backward();
+  moco->end_step(out, sgd.nonfinite_gradients());
+  sgd.step(out.trained);
+  return out;
+}
+
+struct Trained {
+  model::Moco moco;
+  run::MomentumSgd sgd;
+};
+
+Trained make_trained(bool skip) {
+  model::MocoOptions options;
+  options.queue_size = 20;
+  options.momentum = 0.9;
+  options.skip_nonfinite = skip;
+  model::Moco m(tiny_encoder(), options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/1);
+  m->train();
+  run::MomentumSgd sgd(m->trainable_parameters(), 0.9, 1e-4);
+  sgd.set_lr(0.1);
+  return {m, std::move(sgd)};
+}
+
+// Every parameter and buffer (both encoders, their BatchNorm statistics, the queue and its pointer)
+// and the optimizer's momentum buffers.
+std::vector<torch::Tensor> state_of(Trained& t) {
+  std::vector<torch::Tensor> all;
+  for (const auto& x : t.moco->parameters()) all.push_back(x.detach().clone());
+  for (const auto& x : t.moco->buffers()) all.push_back(x.detach().clone());
+  for (const auto& x : t.sgd.momentum_buffers()) all.push_back(x.detach().clone());
+  return all;
+}
+
+// How many tensors differ (torch::equal: bit for bit, and a NaN differs from itself).
+int differing(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  int n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += !torch::equal(a[i], b[i]);
+  return n + static_cast<int>(a.size() != b.size());
+}
+
+bool all_finite(const std::vector<torch::Tensor>& state) {
+  for (const auto& t : state)
+    if (t.is_floating_point() && !t.isfinite().all().item<bool>()) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(MocoTest, AFiniteStepWithTheSkipIsBitForBitTheStepWithout) {
+  auto checking = make_trained(true), plain = make_trained(false);
+  for (int step = 0; step < 3; ++step) {
+    torch::manual_seed(4 + step);
+    const auto out = train_step(checking.moco, checking.sgd);
+    torch::manual_seed(4 + step);
+    train_step(plain.moco, plain.sgd);
     ASSERT_TRUE(out.trained.item<bool>());
     EXPECT_EQ(out.nonfinite_by_rank.sum().item<int64_t>(), 0);
   }
-  const auto state_of = [](model::MocoImpl& m) {
-    std::vector<torch::Tensor> all;
-    for (const auto& t : m.parameters()) all.push_back(t.detach().clone());
-    for (const auto& t : m.buffers()) all.push_back(t.detach().clone());
-    return all;
+  EXPECT_EQ(differing(state_of(checking), state_of(plain)), 0);
+}
+
+// Each way a step can go non-finite flags the rank with its cause and changes nothing, bit for bit
+// (key encoder, both encoders' BatchNorm statistics, queue and pointer, weights, momentum buffers);
+// the steps after it train, finite. Two finite steps first: momentum buffers that are not zero, and
+// gradients bound to their flat buffer (MomentumSgd::nonfinite_gradients reads it).
+TEST(MocoTest, AStepWithNonFiniteQueriesKeysLossOrGradientsChangesNothing) {
+  struct Case {
+    Poison poison;
+    const char* name;
+    int32_t must, must_not;  // NonfiniteCause bits that must and must not be set
   };
-  const auto same = [](const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!torch::equal(a[i], b[i])) return false;
-    return a.size() == b.size();
+  const Case cases[] = {
+      {Poison::kQueries, "queries", model::kNonfiniteQueries, 0},
+      {Poison::kKeys, "keys", model::kNonfiniteKeys, model::kNonfiniteQueries},
+      {Poison::kLoss, "loss", model::kNonfiniteLoss,
+       model::kNonfiniteQueries | model::kNonfiniteKeys | model::kNonfiniteGradients},
+      {Poison::kGradients, "gradients", model::kNonfiniteGradients,
+       model::kNonfiniteQueries | model::kNonfiniteKeys | model::kNonfiniteLoss},
   };
-  EXPECT_TRUE(same(state_of(*checking), state_of(*plain)));
-  const auto before = state_of(*checking);
-  auto im_q = torch::randn({6, 1, 8, 8});
-  im_q[2][0][3][3] = std::nan("");
-  const auto out = checking->forward(im_q, torch::randn({6, 1, 8, 8}));
-  EXPECT_FALSE(out.trained.item<bool>());
-  EXPECT_EQ(out.nonfinite_by_rank[0].item<int>(), 1);
-  EXPECT_TRUE(same(state_of(*checking), before)) << "a skipped step changed the state";
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto t = make_trained(true);
+    torch::manual_seed(4);
+    for (int step = 0; step < 2; ++step) ASSERT_TRUE(train_step(t.moco, t.sgd).trained.item<bool>());
+    const auto before = state_of(t);
+    const auto out = train_step(t.moco, t.sgd, c.poison);
+    EXPECT_FALSE(out.trained.item<bool>());
+    const auto causes = out.nonfinite_by_rank[0].item<int32_t>();
+    EXPECT_EQ(causes & c.must, c.must) << model::nonfinite_causes_text(causes);
+    EXPECT_EQ(causes & c.must_not, 0) << model::nonfinite_causes_text(causes);
+    EXPECT_EQ(differing(state_of(t), before), 0) << "a skipped step changed the state";
+    for (int step = 0; step < 2; ++step) {
+      const auto next = train_step(t.moco, t.sgd);
+      EXPECT_TRUE(next.trained.item<bool>());
+      EXPECT_TRUE(std::isfinite(next.loss.item<double>()));
+    }
+    const auto after = state_of(t);
+    EXPECT_GT(differing(after, before), 0) << "the steps after it did not train";
+    EXPECT_TRUE(all_finite(after));
+  }
+}
+
+TEST(MocoTest, NonfiniteCausesAreNamed) {
+  EXPECT_EQ(model::nonfinite_causes_text(model::kNonfiniteQueries | model::kNonfiniteLoss | model::kNonfiniteGradients),
+            "queries, loss, gradients");
+  EXPECT_EQ(model::nonfinite_causes_text(model::kNonfiniteKeys), "keys");
+}
+
+TEST(MocoTest, ForwardTwiceWithoutEndStepIsRefused) {
+  auto moco = make_moco(20);
+  auto out = moco->forward(torch::randn({4, 1, 8, 8}), torch::randn({4, 1, 8, 8}));
+  EXPECT_THROW(moco->forward(torch::randn({4, 1, 8, 8}), torch::randn({4, 1, 8, 8})), std::logic_error);
+  moco->end_step(out);
+  EXPECT_THROW(moco->end_step(out), std::logic_error);
+}
+
+TEST(NonfiniteTest, NaNAndEitherInfinityAnywhereAreFoundAndHugeFiniteValuesAreNot) {
+  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
+    for (const int64_t at : {0, 517, 999}) {
+      auto t = torch::randn({1000});
+      t[at] = bad;
+      EXPECT_TRUE(model::holds_nonfinite(t).item<bool>()) << bad << " at " << at;
+      EXPECT_TRUE(model::holds_nonfinite(t.view({10, 100}).t()).item<bool>()) << bad << " at " << at;
+    }
+  auto huge = torch::randn({1000});
+  huge[3] = 3e38f;
+  huge[4] = -3e38f;  // max - min would overflow to Inf
+  EXPECT_FALSE(model::holds_nonfinite(huge).item<bool>());
+  EXPECT_FALSE(model::holds_nonfinite(torch::tensor(2.5)).item<bool>());
+  EXPECT_TRUE(model::holds_nonfinite(torch::tensor(std::nan(""))).item<bool>());
+  EXPECT_FALSE(model::holds_nonfinite(torch::empty({0})).item<bool>());
 }

@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 namespace {
 
 using moco::sys::CheckpointFaultKind;
@@ -35,9 +38,32 @@ TEST(FaultHooksTest, NanInjectionRankDefaultsToZero) {
   EXPECT_FALSE(n.hits(7, 1));
 }
 
+TEST(FaultHooksTest, NanInjectionTargetsQueriesByDefaultAndWhatItNames) {
+  using moco::sys::NanTarget;
+  {
+    ScopedEnv set("MOCO_INJECT_NAN", "3:1");
+    const auto n = FaultHooks().nan_injection();
+    EXPECT_TRUE(n.hits(3, 1, NanTarget::kQueries));
+    EXPECT_FALSE(n.hits(3, 1, NanTarget::kKeys));
+  }
+  const std::pair<const char*, NanTarget> cases[] = {{"5:1:queries", NanTarget::kQueries},
+                                                     {"5:1:keys", NanTarget::kKeys},
+                                                     {"5:1:loss", NanTarget::kLoss},
+                                                     {"5:1:grads", NanTarget::kGradients}};
+  for (const auto& [value, target] : cases) {
+    ScopedEnv set("MOCO_INJECT_NAN", value);
+    const auto n = FaultHooks().nan_injection();
+    for (const auto& [other_value, other] : cases) EXPECT_EQ(n.hits(5, 1, other), other == target) << value;
+    EXPECT_FALSE(n.hits(5, 0, target)) << value;
+  }
+}
+
 TEST(FaultHooksTest, MalformedNanInjectionIsRefused) {
-  ScopedEnv set("MOCO_INJECT_NAN", "soon");
-  EXPECT_EQ(moco::test::error_of([] { FaultHooks().nan_injection(); }), "MOCO_INJECT_NAN='soon': expected STEP[:RANK]");
+  for (const char* value : {"soon", "", "3:", "3:1:weights", "3:1:keys:2"}) {
+    ScopedEnv set("MOCO_INJECT_NAN", value);
+    EXPECT_EQ(moco::test::error_of([] { FaultHooks().nan_injection(); }),
+              std::string("MOCO_INJECT_NAN='") + value + "': expected STEP[:RANK[:queries|keys|loss|grads]]");
+  }
 }
 
 TEST(FaultHooksTest, NoCheckpointFaultWithoutTheVariable) {

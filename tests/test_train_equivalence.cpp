@@ -115,18 +115,20 @@ TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) 
     dist::broadcast_parameters(bn_buffers, *group);
     expect_identical_across_ranks(*group, distributed->parameters(), "parameters at step start");
     expect_identical_across_ranks(*group, distributed->buffers(), "buffers at step start");
-    const auto out = distributed->forward(im_q.narrow(0, rank * b, b), im_k.narrow(0, rank * b, b));
+    auto out = distributed->forward(im_q.narrow(0, rank * b, b), im_k.narrow(0, rank * b, b));
     sgd.zero_grad();
     out.loss.backward();
     reducer.finalize();
+    distributed->end_step(out);
     sgd.step();
     auto loss = out.loss.detach().clone().view({1});
     group->all_reduce(loss, dist::ReduceOp::kAvg);
     expect_identical_across_ranks(*group, distributed->queue_state(), "queue and pointer after the step");
 
-    const auto ref = single->forward(im_q, im_k);
+    auto ref = single->forward(im_q, im_k);
     single_sgd.zero_grad();
     ref.loss.backward();
+    single->end_step(ref);
     single_sgd.step();
 
     expect_close(loss, ref.loss.detach().view({1}), "loss at step " + std::to_string(step));

@@ -24,7 +24,8 @@ model::Moco small_moco() {
 
 std::string error_of_step(model::Moco& moco, moco_v2::InvariantChecker& checker, const std::function<void()>& tamper) {
   checker.before_forward();
-  moco->forward(torch::randn({8, 1, 12, 12}), torch::randn({8, 1, 12, 12}));
+  auto out = moco->forward(torch::randn({8, 1, 12, 12}), torch::randn({8, 1, 12, 12}));
+  moco->end_step(out);
   tamper();
   try {
     checker.after_forward(1);
@@ -42,7 +43,8 @@ TEST(InvariantCheckerTest, AcceptsRealStepsAndNamesEachBrokenInvariant) {
   torch::optim::SGD sgd(moco->trainable_parameters(), torch::optim::SGDOptions(0.1));
   for (int step = 1; step <= 3; ++step) {  // real steps, the query encoder moving in between
     checker.before_forward();
-    const auto out = moco->forward(torch::randn({8, 1, 12, 12}), torch::randn({8, 1, 12, 12}));
+    auto out = moco->forward(torch::randn({8, 1, 12, 12}), torch::randn({8, 1, 12, 12}));
+    moco->end_step(out);
     EXPECT_NO_THROW(checker.after_forward(step));
     sgd.zero_grad();
     out.loss.backward();

@@ -41,6 +41,7 @@ std::vector<double> losses(model::Moco& moco, int steps, bool channels_last = fa
     EXPECT_EQ(step.k.scalar_type(), torch::kFloat);
     sgd.zero_grad();
     step.loss.backward();
+    moco->end_step(step);
     sgd.step();
     out.push_back(step.loss.item<double>());
   }

@@ -1,7 +1,8 @@
 // The ops a training step dispatches for its state updates (Note [Update scopes] in sys/op_count.h):
-// the momentum update, the SGD step and the NaN-skip's BatchNorm snapshot and restore run over flat
-// buffers, so their number is the same for resnet18 (62 parameter tensors) and resnet50 (161). On
-// a GPU each op is a kernel launch or more: per-tensor updates cost thousands of launches a step.
+// the momentum update, the SGD step and the NaN-skip's snapshot, flag (the gradients included) and
+// restore run over flat buffers, so their number is the same for resnet18 (62 parameter tensors)
+// and resnet50 (161). On a GPU each op is a kernel launch or more: per-tensor updates cost
+// thousands of launches a step.
 #include "dist/process_group.h"
 #include "model/moco.h"
 #include "run/sgd.h"
@@ -51,6 +52,8 @@ StepOps ops_of_a_step(const std::string& arch) {
     auto out = moco->forward(torch::randn({4, 3, 8, 8}), torch::randn({4, 3, 8, 8}));
     sgd.zero_grad();
     out.loss.backward();
+    const auto gradients_nonfinite = sgd.nonfinite_gradients();
+    moco->end_step(out, gradients_nonfinite);
     sgd.step(out.trained);
   };
   step();
@@ -67,8 +70,10 @@ TEST(UpdateOpsTest, AStepsUpdateOpsDoNotGrowWithTheParameterTensors) {
   EXPECT_GT(r18.update_ops, 0) << "no update scope seen";
   EXPECT_EQ(r50.update_ops, r18.update_ops)
       << "resnet18:" << listed(r18.by_name) << "\nresnet50:" << listed(r50.by_name);
-  // 55 on LibTorch 1.13 (views and scalar conversions included); 6787 for resnet50 tensor by tensor.
-  EXPECT_LE(r50.update_ops, 64) << listed(r50.by_name);
+  // 125 on LibTorch 1.13 (views and scalar conversions included: 70 of them the NaN/Inf skip's flag,
+  // one aminmax per checked value, gradients included, and the few ops that make the rank's bits);
+  // 6787 for resnet50 tensor by tensor.
+  EXPECT_LE(r50.update_ops, 144) << listed(r50.by_name);
   std::cout << "ops per step: resnet18 " << r18.ops << " (" << r18.update_ops << " in updates), resnet50 " << r50.ops
             << " (" << r50.update_ops << " in updates)\n";
 }

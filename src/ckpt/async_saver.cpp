@@ -72,7 +72,7 @@ std::string AsyncSaver::save(const std::string& root, const std::vector<StateEnt
   const std::string tmp_dir = step_dir(root, info.step) + ".tmp";
   tmp_dir_ = tmp_dir;
   step_ = info.step;
-  detail::agree_or_discard(group_.rank() == 0 ? detail::prepare_save_dir(root, info.step) : "", tmp_dir, group_);
+  detail::agree_or_discard(detail::refusal_or_save_dir(root, state, info.step, group_.rank()), tmp_dir, group_);
   auto token = torch::tensor({static_cast<int64_t>(std::random_device{}() & 0x7fffffff) + 1}, torch::kInt64);
   group_.broadcast(token, 0);
   // A host copy of what this rank writes (its share and its rank-local state); of the rest only the

@@ -27,7 +27,8 @@ class AsyncSaver {
   AsyncSaver& operator=(const AsyncSaver&) = delete;
 
   // Collective, at a step boundary: finishes the save in flight (its failure throws here, on every
-  // rank), snapshots `state` and starts writing it. Returns the folder it will commit. A save still
+  // rank), refuses a non-finite `state` as save_checkpoint does (throwing on every rank, nothing
+  // written), snapshots `state` and starts writing it. Returns the folder it will commit. A save still
   // being written when the next is due (a file system slower than the cadence) is waited for, and
   // the log says so: never two saves, nor two snapshots, at once.
   std::string save(const std::string& root, const std::vector<StateEntry>& state, const SaveInfo& info);

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -114,6 +115,40 @@ std::vector<int> assign_writers(const std::vector<StateEntry>& state, int world_
 }
 
 namespace detail {
+
+std::string nonfinite_state_error(const std::vector<StateEntry>& state, int64_t step) {
+  torch::NoGradGuard no_grad;
+  struct OnDevice {
+    torch::Device device;
+    std::vector<size_t> entries;
+    std::vector<torch::Tensor> finite;  // bool scalars, one per entry, still on the device
+  };
+  std::vector<OnDevice> groups;
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& t = state[i].tensor;
+    if (!t.is_floating_point()) continue;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const OnDevice& o) { return o.device == t.device(); });
+    if (g == groups.end()) g = groups.insert(g, OnDevice{t.device(), {}, {}});
+    g->entries.push_back(i);
+    g->finite.push_back(t.detach().isfinite().all());
+  }
+  std::vector<std::string> bad;
+  for (const auto& g : groups) {
+    const auto finite = torch::stack(g.finite).to(torch::kCPU);  // this device's one host read
+    for (size_t j = 0; j < g.entries.size(); ++j)
+      if (!finite[static_cast<int64_t>(j)].item<bool>()) bad.push_back(state[g.entries[j]].name);
+  }
+  if (bad.empty()) return "";
+  std::sort(bad.begin(), bad.end());
+  constexpr size_t kNamedAtMost = 4;
+  const auto named = static_cast<std::ptrdiff_t>(std::min(bad.size(), kNamedAtMost));
+  return fmt::format(
+      "checkpoint of step {} refused: {} '{}'{} NaN or Inf (a checkpoint never holds a non-finite tensor); the "
+      "checkpoints already committed stay as they are",
+      step, bad.size() > 1 ? "tensors" : "tensor", fmt::join(bad.begin(), bad.begin() + named, "', '"),
+      bad.size() > kNamedAtMost ? fmt::format(" and {} more hold", bad.size() - kNamedAtMost)
+                                : std::string(bad.size() > 1 ? " hold" : " holds"));
+}
 
 std::string prepare_save_dir(const std::string& root, int64_t step) {
   const fs::path tmp_dir = step_dir(root, step) + ".tmp";
@@ -231,6 +266,13 @@ void commit(const std::string& root, const std::string& tmp, const std::vector<S
   fs::remove_all(old_dir);
 }
 
+std::string refusal_or_save_dir(const std::string& root, const std::vector<StateEntry>& state, int64_t step,
+                                int rank) {
+  auto refusal = nonfinite_state_error(state, step);
+  if (!refusal.empty() || rank != 0) return refusal;
+  return prepare_save_dir(root, step);
+}
+
 void discard_failed_save(const std::string& tmp_dir) {
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);
@@ -252,7 +294,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<StateEntr
                             dist::ProcessGroup& group) {
   const int rank = group.rank(), world = group.world_size();
   const std::string tmp_dir = step_dir(root, info.step) + ".tmp";
-  detail::agree_or_discard(rank == 0 ? detail::prepare_save_dir(root, info.step) : "", tmp_dir, group);
+  detail::agree_or_discard(detail::refusal_or_save_dir(root, state, info.step, rank), tmp_dir, group);
 
   const auto writers = assign_writers(state, world);
   std::string error;

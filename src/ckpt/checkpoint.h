@@ -37,7 +37,9 @@ std::vector<int> assign_writers(const std::vector<StateEntry>& state, int world_
 // Writes <root>/step_<n>.tmp/shard-<r>-of-<W>.h5 on every rank (fsynced), then rank 0 writes and
 // fsyncs manifest.json, renames the folder to step_<n>, fsyncs root and points `latest` at it. Every
 // rank returns the committed folder or throws the same CheckpointError (naming the rank at fault);
-// a failure or a crash at any point leaves earlier checkpoints untouched. Collective.
+// a failure or a crash at any point leaves earlier checkpoints untouched. Collective. A state whose
+// floating-point tensors hold NaN or Inf on any rank is refused before anything is written
+// (CheckpointError naming the step and the tensors): a checkpoint never holds a non-finite tensor.
 //
 // Fault injection for tests (sys/fault_hooks.h), MOCO_CKPT_FAULT=<what>[:<rank>][@<step>]:
 // `kill_in_shard` SIGKILLs the rank half-way through its shard; `kill_before_manifest` SIGKILLs rank

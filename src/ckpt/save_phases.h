@@ -9,6 +9,11 @@
 
 namespace moco::ckpt::detail {
 
+// "" when every floating-point tensor of `state` is finite; otherwise the refusal of the save of
+// `step`, naming the tensors that hold NaN or Inf. On each tensor's device: one isfinite-all each,
+// then one host read per device.
+std::string nonfinite_state_error(const std::vector<StateEntry>& state, int64_t step);
+
 // Rank 0: <root>/step_<n>.tmp, empty. Returns an error message, or "".
 std::string prepare_save_dir(const std::string& root, int64_t step);
 
@@ -16,6 +21,11 @@ std::string prepare_save_dir(const std::string& root, int64_t step);
 // written by rank r at i*world + r), this rank's filled in, the rest 0. Throws CheckpointError.
 std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<StateEntry>& state,
                                  const std::vector<int>& writers, int rank, int world, int64_t step);
+
+// The save's first phase: nonfinite_state_error on every rank, then, on rank 0 where the state is
+// finite, prepare_save_dir. Returns an error message, or "".
+std::string refusal_or_save_dir(const std::string& root, const std::vector<StateEntry>& state, int64_t step,
+                                int rank);
 
 // Rank 0, once every shard is written and every slot known: manifest, rename, fsyncs, `latest`.
 void commit(const std::string& root, const std::string& tmp_dir, const std::vector<StateEntry>& state,

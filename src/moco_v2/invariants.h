@@ -16,8 +16,8 @@ class InvariantChecker {
   explicit InvariantChecker(model::MocoImpl& moco) : moco_(moco) {}
   // Before the step's forward: remembers both encoders' parameters.
   void before_forward();
-  // After the forward (which did the momentum update and the enqueue) and before the optimizer
-  // step. Throws std::logic_error naming the step and the tensor.
+  // After the forward and Moco::end_step (the momentum update and the enqueue, kept or not) and
+  // before the optimizer step. Throws std::logic_error naming the step and the tensor.
   // `trained`: MocoOutput::trained (undefined: the step trained). A skipped step is not checked (it
   // reads the flag on the host: debug runs only).
   void after_forward(int64_t step, const torch::Tensor& trained = {}) const;

@@ -77,21 +77,41 @@ MocoV2::MocoV2(const run::Config& c, const run::RunContext& ctx, int64_t in_chan
   if (c.dist.world_group_at_one) reducer_.set_enabled(true);
 }
 
+namespace {
+
+// MOCO_INJECT_NAN (sys/fault_hooks.h) for what comes out of the forward: the loss alone (NaN added:
+// its gradient stays finite), or the gradient that reaches the queries (the loss stays finite).
+void inject_nan_after_forward(const sys::NanInjection& nan, int64_t step, int rank, model::MocoOutput& out) {
+  if (nan.hits(step, rank, sys::NanTarget::kLoss)) out.loss = out.loss + std::nan("");
+  if (nan.hits(step, rank, sys::NanTarget::kGradients))
+    out.q.register_hook([](const torch::Tensor& grad) { return torch::full_like(grad, std::nan("")); });
+}
+
+}  // namespace
+
 // Algorithm 1 of the MoCo paper on this rank's share of the batch: the two augmented views, the
-// query encoder's forward, the key encoder's momentum update and forward (shuffled keys), the
-// logits against the queue and the enqueue (all in model::Moco's forward), the backward, the
-// gradients averaged across ranks and the SGD update. Where a rank's queries hold NaN or Inf, every
-// rank keeps its state instead, decided on the device (Note [Skipping a step on the device]).
+// query encoder's forward, the key encoder's momentum update and forward (shuffled keys) and the
+// logits against the queue (model::Moco's forward), the backward, the gradients averaged across
+// ranks, the enqueue (model::Moco's end_step) and the SGD update. Where any rank's queries, keys,
+// loss or gradients hold NaN or Inf, every rank keeps its state instead, decided on the device
+// (Note [Skipping a step on the device]).
 run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
   replicas_.before_step(step);
   debug_.before_forward();
+  const int rank = context_.group->rank();
   auto x_q = run::to_device(batch.query, context_.device, config_.train.channels_last);
-  if (nan_.hits(step, context_.group->rank())) x_q.fill_(std::nan(""));
-  auto out = moco_->forward(x_q, run::to_device(batch.key, context_.device, config_.train.channels_last));
-  debug_.after_forward(step, out.trained);
+  auto x_k = run::to_device(batch.key, context_.device, config_.train.channels_last);
+  if (nan_.hits(step, rank, sys::NanTarget::kQueries)) x_q.fill_(std::nan(""));
+  if (nan_.hits(step, rank, sys::NanTarget::kKeys)) x_k.fill_(std::nan(""));
+  auto out = moco_->forward(x_q, x_k);
+  inject_nan_after_forward(nan_, step, rank, out);
   optimizer_.zero_grad();
   out.loss.backward();
+  // This rank's own gradients, before they are averaged: the flag then names the rank they came from.
+  const auto gradients_nonfinite = optimizer_.nonfinite_gradients();
   reducer_.finalize();
+  moco_->end_step(out, gradients_nonfinite);
+  debug_.after_forward(step, out.trained);
   optimizer_.step(out.trained);
   debug_.after_step(step);
   return {out.loss,    out.positive_rank,           out.nonfinite_by_rank,

@@ -3,33 +3,32 @@
 #include "model/autocast.h"
 #include "model/batch_shuffle.h"
 #include "model/contrastive.h"
+#include "model/nonfinite.h"
 
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 namespace moco::model {
 
 namespace {
 
 // The buffers of both encoders by (dtype, device), in first-seen order, the query encoder's first.
-template <typename Kind>
-std::vector<Kind> buffer_kinds(const std::vector<torch::Tensor>& q, const std::vector<torch::Tensor>& k) {
+std::vector<FlatTensors> buffer_kinds(const std::vector<torch::Tensor>& q, const std::vector<torch::Tensor>& k) {
   std::vector<std::vector<torch::Tensor>> groups;
-  std::vector<size_t> q_counts;
   for (size_t i = 0; i < q.size() + k.size(); ++i) {
     const auto& t = i < q.size() ? q[i] : k[i - q.size()];
     size_t g = 0;
     while (g < groups.size() && (groups[g][0].scalar_type() != t.scalar_type() || groups[g][0].device() != t.device()))
       ++g;
-    if (g == groups.size()) groups.emplace_back(), q_counts.push_back(0);
+    if (g == groups.size()) groups.emplace_back();
     groups[g].push_back(t);
-    if (i < q.size()) ++q_counts[g];
   }
-  std::vector<Kind> kinds;
-  for (size_t g = 0; g < groups.size(); ++g) kinds.push_back({FlatTensors(groups[g]), q_counts[g]});
+  std::vector<FlatTensors> kinds;
+  for (auto& group : groups) kinds.emplace_back(std::move(group));
   return kinds;
 }
 
@@ -54,7 +53,7 @@ MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std
   queue_ptr_ = register_buffer("queue_ptr", torch::zeros({1}, torch::kLong));
   q_params_ = FlatTensors(encoder_q->parameters());
   k_params_ = FlatTensors(encoder_k->parameters());
-  bn_ = buffer_kinds<BufferKind>(encoder_q->buffers(), encoder_k->buffers());
+  bn_ = buffer_kinds(encoder_q->buffers(), encoder_k->buffers());
 }
 
 void MocoImpl::copy_query_to_key() {
@@ -80,7 +79,7 @@ torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images, tor
   return widened(features);
 }
 
-void MocoImpl::momentum_update(const torch::Tensor& apply) {
+void MocoImpl::momentum_update() {
   RECORD_USER_SCOPE("update/momentum");  // Note [Update scopes] (sys/op_count.h)
   torch::NoGradGuard no_grad;
   const auto& q = q_params_.flat();
@@ -90,13 +89,7 @@ void MocoImpl::momentum_update(const torch::Tensor& apply) {
         "the key encoder's parameters are not laid out as the query encoder's: change both "
         "encoders' memory format together");
   const double m = options_.momentum;
-  if (!apply.defined()) {
-    k.mul_(m).add_(q, 1.0 - m);
-  } else {
-    // The same kernels out of place, so a step that trains gets the same bits as the in-place update.
-    const auto moved = k.mul(m).add_(q, 1.0 - m);
-    torch::where_out(k, apply, moved, k);
-  }
+  k.mul_(m).add_(q, 1.0 - m);
   k_params_.bump_versions();
 }
 
@@ -128,69 +121,99 @@ torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
 
 std::vector<torch::Tensor> MocoImpl::buffer_flats() {
   std::vector<torch::Tensor> flats;
-  for (auto& kind : bn_) flats.push_back(kind.tensors.flat());
+  for (auto& kind : bn_) flats.push_back(kind.flat());
   return flats;
 }
 
-std::vector<torch::Tensor> MocoImpl::snapshot_buffers() {
-  RECORD_USER_SCOPE("update/bn_restore");
-  std::vector<torch::Tensor> copies;
-  for (auto& kind : bn_) copies.push_back(kind.tensors.flat().clone());
-  return copies;
+MocoImpl::OpenStep MocoImpl::snapshot_state() {
+  RECORD_USER_SCOPE("update/skip_snapshot");
+  OpenStep saved;
+  for (auto& kind : bn_) saved.buffers_before.push_back(kind.flat().clone());
+  saved.key_params_before = k_params_.flat().clone();
+  return saved;
 }
 
-// Puts back one encoder's buffers as saved before the step unless `keep_new` (a bool scalar on the
-// device). BatchNorm's forward saves its running statistics for backward (used there only in eval
-// mode), so they are written without bumping their version (through the flat buffer, which has a
-// version counter of its own): a bump would fail the backward.
-void MocoImpl::restore_buffers_unless(const torch::Tensor& keep_new, bool query,
-                                      const std::vector<torch::Tensor>& saved) {
-  RECORD_USER_SCOPE("update/bn_restore");
+// This rank's NonfiniteCause bits, an int32 scalar on the device.
+torch::Tensor MocoImpl::local_nonfinite_causes(const MocoOutput& out, const torch::Tensor& gradients_nonfinite) const {
+  RECORD_USER_SCOPE("update/skip_flag");
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> bad{holds_nonfinite(out.q), holds_nonfinite(out.k), holds_nonfinite(out.loss)};
+  bad.push_back(gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(bad[0]));
+  // Bit i for bad[i]: kNonfiniteQueries, kNonfiniteKeys, kNonfiniteLoss, kNonfiniteGradients.
+  const auto bits = torch::arange(static_cast<int64_t>(bad.size()), out.loss.options().dtype(torch::kInt32));
+  return torch::stack(bad).to(torch::kInt32).bitwise_left_shift(bits).sum(torch::kInt32);
+}
+
+// Puts back the key encoder's parameters and both encoders' BatchNorm buffers as saved before the
+// step unless `keep_new` (a bool scalar on the device). BatchNorm's forward saves its running
+// statistics for backward (used there only in eval mode), so they are written without bumping their
+// version (through the flat buffer, which has a version counter of its own): a bump would fail a
+// backward that comes after this.
+void MocoImpl::restore_state_unless(const torch::Tensor& keep_new, const OpenStep& saved) {
+  RECORD_USER_SCOPE("update/skip_restore");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < bn_.size(); ++i) {
-    auto& kind = bn_[i];
-    const size_t begin = query ? 0 : kind.q_count, end = query ? kind.q_count : kind.tensors.size();
-    auto values = kind.tensors.span(kind.tensors.flat(), begin, end);
-    torch::where_out(values, keep_new, values, kind.tensors.span(saved[i], begin, end));
+    auto values = bn_[i].flat();
+    torch::where_out(values, keep_new, values, saved.buffers_before[i]);
   }
+  auto k = k_params_.flat();
+  torch::where_out(k, keep_new, k, saved.key_params_before);
+  k_params_.bump_versions();
 }
 
 // Note [Skipping a step on the device]
-// Whether any rank's queries hold NaN or Inf is known only on the device. Reading it on the host
-// would stall the GPU's queue every step, so every rank runs the whole step and each state change
-// keeps its old value where `trained` is false (torch::where, bit for bit the new value where it is
-// true; one per flat buffer: Note [Flat buffers]). The host learns of a skipped step later, when it
-// reads the step's records anyway.
+// Whether any rank's step went non-finite (queries, keys, loss or gradients: NaN or Inf) is known
+// only on the device. Reading it on the host would stall the GPU's queue every step, so every rank
+// runs the whole step, and once the gradients are known (after backward, before anything is kept)
+// one flag per rank is gathered; each state change then keeps its old value where `trained` is
+// false (torch::where, bit for bit the new value where it is true; one per flat buffer: Note [Flat
+// buffers]): the key encoder's parameters (saved before the momentum update, one copy), both
+// encoders' BatchNorm buffers, the enqueue (after the flag, so no NaN key ever enters the queue) and
+// the SGD step (MomentumSgd::step). The host learns of a skipped step later, when it reads the
+// step's records anyway. The gradients are checked on each rank before they are averaged, so the
+// flag names the rank they came from; a finite sum of finite averages is finite.
 MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_k) {
   namespace F = torch::nn::functional;
+  if (open_step_) throw std::logic_error("Moco::forward: the step before has not ended: call end_step after backward");
   const auto unit = F::NormalizeFuncOptions().dim(1);
-  const bool skippable = options_.skip_nonfinite;
+  OpenStep step = options_.skip_nonfinite ? snapshot_state() : OpenStep();
   MocoOutput out;
-  const auto buffers_before = skippable ? snapshot_buffers() : std::vector<torch::Tensor>();
   out.q = F::normalize(encode(encoder_q, im_q, &out.q_features), unit);
-  if (skippable) {
-    // One flag per rank, so that every rank skips the same step and can name who caused it.
-    out.nonfinite_by_rank =
-        group_->all_gather(out.q.detach().isfinite().all().logical_not().to(torch::kInt32).view({1}));
-    out.trained = out.nonfinite_by_rank.sum().eq(0);
-    restore_buffers_unless(out.trained, /*query=*/true, buffers_before);
-  }
   {
     torch::NoGradGuard no_grad;
-    momentum_update(out.trained);
+    momentum_update();
     out.k = F::normalize(key_forward(im_k), unit);
-    if (skippable) restore_buffers_unless(out.trained, /*query=*/false, buffers_before);
   }
-  // The fused loss makes its gradient here and keeps nothing of the queue, so the enqueue below may
-  // overwrite it before backward (the plain composition would need a snapshot of it).
+  // The fused loss makes its gradient here and keeps nothing of the queue, so end_step's enqueue
+  // may come before or after backward (the plain composition would need a snapshot of it).
   auto contrastive = fused_contrastive_loss(out.q, out.k, queue_, options_.temperature);
   out.loss = contrastive.loss;
   out.positive_rank = contrastive.positive_rank;
-
-  const auto all_keys = group_->all_gather(out.k);
-  enqueue_keys(queue_, queue_ptr_, all_keys, out.trained);
+  step.all_keys = group_->all_gather(out.k);
+  open_step_ = std::move(step);
   ++steps_;
   return out;
+}
+
+void MocoImpl::end_step(MocoOutput& out, const torch::Tensor& gradients_nonfinite) {
+  if (!open_step_) throw std::logic_error("Moco::end_step: no step to end: call forward first");
+  const OpenStep step = std::move(*open_step_);
+  open_step_.reset();
+  if (options_.skip_nonfinite) {
+    // One flag per rank, so that every rank skips the same step and can name who caused it.
+    out.nonfinite_by_rank = group_->all_gather(local_nonfinite_causes(out, gradients_nonfinite).view({1}));
+    out.trained = out.nonfinite_by_rank.eq(0).all();
+    restore_state_unless(out.trained, step);
+  }
+  enqueue_keys(queue_, queue_ptr_, step.all_keys, out.trained);
+}
+
+std::string nonfinite_causes_text(int32_t causes) {
+  std::string text;
+  for (const auto& [bit, name] : {std::pair{kNonfiniteQueries, "queries"}, std::pair{kNonfiniteKeys, "keys"},
+                                  std::pair{kNonfiniteLoss, "loss"}, std::pair{kNonfiniteGradients, "gradients"}})
+    if (causes & bit) text += (text.empty() ? "" : ", ") + std::string(name);
+  return text;
 }
 
 }  // namespace moco::model

@@ -5,7 +5,10 @@
 #include "model/flat_tensors.h"
 #include "model/resnet.h"
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace moco::model {
@@ -14,8 +17,8 @@ struct MocoOptions {
   int64_t queue_size = 65536;  // K
   double momentum = 0.999;     // m in k = m*k + (1-m)*q
   double temperature = 0.07;   // T (0.2 for v2)
-  // Every rank checks its queries before anything else changes: if any rank's are not finite, all
-  // ranks skip the step (see MocoOutput::skipped_by).
+  // Every rank checks its queries, keys, loss and gradients before the step's state changes are
+  // kept: if any rank's are not finite, all ranks skip the step (MocoOutput::trained).
   bool skip_nonfinite = false;
   // The encoders' forward (and so their backward) under bfloat16 autocast; their outputs are cast
   // back to fp32 before anything else (normalisation, loss, queue) sees them.
@@ -25,17 +28,27 @@ struct MocoOptions {
   bool shuffle_at_world_one = false;
 };
 
+// What held NaN or Inf on a rank: the bits of MocoOutput::nonfinite_by_rank.
+enum NonfiniteCause : int32_t {
+  kNonfiniteQueries = 1,
+  kNonfiniteKeys = 2,
+  kNonfiniteLoss = 4,
+  kNonfiniteGradients = 8,
+};
+// The causes set in `causes`, e.g. "queries, loss, gradients".
+std::string nonfinite_causes_text(int32_t causes);
+
 struct MocoOutput {
   torch::Tensor loss;           // scalar, with a graph into the query encoder only
   torch::Tensor positive_rank;  // [n]: how many of the K negatives score above the positive
   torch::Tensor q;              // [n, dim] normalised queries
   torch::Tensor k;              // [n, dim] normalised keys, no graph
-  // With MocoOptions::skip_nonfinite, both on the device, decided there (the host never waits):
-  // nonfinite_by_rank [world] int32, 1 where that rank's queries held NaN or Inf; trained, a bool
-  // scalar, true when no rank's did. When false the step changed nothing (the momentum update,
-  // the key encoder's and the query encoder's BatchNorm buffers and the enqueue all kept their
-  // old values) and the caller must not step either: pass `trained` to MomentumSgd::step. The
-  // loss is then not finite and means nothing. Undefined without skip_nonfinite.
+  // Set by end_step with MocoOptions::skip_nonfinite, both on the device, decided there (the host
+  // never waits): nonfinite_by_rank [world] int32, that rank's NonfiniteCause bits (0 where all its
+  // values were finite); trained, a bool scalar, true when every rank's are 0. When false the step
+  // changed nothing (the momentum update, both encoders' BatchNorm buffers and the enqueue all kept
+  // their old values) and the caller must not step either: pass `trained` to MomentumSgd::step.
+  // The loss then means nothing. Undefined without skip_nonfinite.
   torch::Tensor nonfinite_by_rank;
   torch::Tensor trained;
   torch::Tensor q_features;  // [n, feature_dim] the queries' pooled backbone features, no graph (an online probe's input)
@@ -49,13 +62,22 @@ class MocoImpl : public torch::nn::Module {
   MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std::shared_ptr<dist::ProcessGroup> group,
            uint64_t seed);
 
-  // One training forward: query forward (with graph); momentum update; key forward (no graph, train
-  // mode BN); logits against the queue as it was; then the keys of all ranks enter the queue.
+  // The first half of a training step: query forward (with graph); momentum update; key forward (no
+  // graph, train mode BN); the loss against the queue as it is; the keys of all ranks gathered. The
+  // caller then runs backward and calls end_step, which enqueues the keys; forward again before
+  // end_step throws std::logic_error.
   MocoOutput forward(const torch::Tensor& im_q, const torch::Tensor& im_k);
+  // The second half, after backward and before the optimizer's step. With skip_nonfinite: this
+  // rank's NonfiniteCause bits (from out's queries, keys and loss and from `gradients_nonfinite`, a
+  // bool scalar on the device: this rank's gradients held NaN or Inf) are gathered from every rank
+  // into out.nonfinite_by_rank and out.trained; where not trained, the key encoder's parameters and
+  // both encoders' BatchNorm buffers get back their values from before forward. Then the keys enter
+  // the queue (or not: out.trained). Note [Skipping a step on the device].
+  void end_step(MocoOutput& out, const torch::Tensor& gradients_nonfinite = {});
 
-  // k = m*k + (1-m)*q for every parameter; with `apply` (a bool scalar on the device) false, k stays.
-  // A few ops on the encoders' flat parameter buffers, whatever the number of tensors (Note [Flat buffers]).
-  void momentum_update(const torch::Tensor& apply = {});
+  // k = m*k + (1-m)*q for every parameter. A few ops on the encoders' flat parameter buffers,
+  // whatever the number of tensors (Note [Flat buffers]).
+  void momentum_update();
   // Makes the key encoder an exact copy of the query encoder (at start, after rank 0's state arrives).
   void copy_query_to_key();
   // The queue and its pointer: rank 0's copy is broadcast once at start; after that every rank
@@ -95,15 +117,21 @@ class MocoImpl : public torch::nn::Module {
   torch::Tensor queue_ptr_;  // int64 [1]; a tensor so that state_dict and checkpoints carry it
 
   // Note [Flat buffers]: the encoders' parameters in two buffers of one layout; their BatchNorm
-  // buffers in one per dtype, the query encoder's `q_count` tensors first, then the key encoder's.
-  struct BufferKind {
-    FlatTensors tensors;
-    size_t q_count = 0;
-  };
+  // buffers in one per dtype, the query encoder's tensors first, then the key encoder's.
   FlatTensors q_params_, k_params_;
-  std::vector<BufferKind> bn_;
-  std::vector<torch::Tensor> snapshot_buffers();
-  void restore_buffers_unless(const torch::Tensor& keep_new, bool query, const std::vector<torch::Tensor>& saved);
+  std::vector<FlatTensors> bn_;
+
+  // What forward keeps for end_step: the keys to enqueue and, with skip_nonfinite, the state that a
+  // skipped step puts back.
+  struct OpenStep {
+    torch::Tensor all_keys;
+    std::vector<torch::Tensor> buffers_before;  // one per bn_ kind
+    torch::Tensor key_params_before;            // k_params_'s flat buffer
+  };
+  std::optional<OpenStep> open_step_;
+  OpenStep snapshot_state();
+  torch::Tensor local_nonfinite_causes(const MocoOutput& out, const torch::Tensor& gradients_nonfinite) const;
+  void restore_state_unless(const torch::Tensor& keep_new, const OpenStep& saved);
 };
 TORCH_MODULE(Moco);
 

@@ -338,8 +338,9 @@ std::vector<Field> optim_train_fields() {
           train.tensorboard,
           "also write the metrics (loss, lr, img/s, acc@1/5, data wait, kNN) as TensorBoard events in output_dir/tb"),
       MOCO_FIELD(train.max_bad_steps,
-                 "a step whose queries hold NaN or Inf on any rank is skipped by every rank (parameters, optimizer, "
-                 "queue unchanged); this many in a row stop the run with an error; 0: stop at the first")
+                 "a step whose queries, keys, loss or gradients hold NaN or Inf on any rank is skipped by every rank "
+                 "(parameters, optimizer, key encoder, BatchNorm statistics, queue unchanged); this many in a row stop "
+                 "the run with an error; 0: stop at the first")
           .must(non_negative),
       MOCO_FIELD(
           train.precision,

@@ -1,5 +1,7 @@
 #include "run/sgd.h"
 
+#include "model/nonfinite.h"
+
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
@@ -38,6 +40,19 @@ void MomentumSgd::zero_grad() {
   }
   for (const auto& p : params_.tensors())
     if (p.grad().defined()) p.mutable_grad().zero_();
+}
+
+torch::Tensor MomentumSgd::nonfinite_gradients() const {
+  RECORD_USER_SCOPE("update/skip_flag");
+  torch::NoGradGuard no_grad;
+  if (gradients_bound()) return model::holds_nonfinite(grads_);
+  // The first step (autograd made the gradients), or one after the parameters moved: tensor by tensor.
+  std::vector<torch::Tensor> bad;
+  for (const auto& p : params_.tensors())
+    if (p.grad().defined()) bad.push_back(model::holds_nonfinite(p.grad()));
+  if (bad.empty())
+    return torch::zeros({}, torch::dtype(torch::kBool).device(params_.size() ? params_.tensors()[0].device() : torch::kCPU));
+  return torch::stack(bad).any();
 }
 
 // Makes every defined gradient its slice of grads_ (a copy where it is elsewhere); whether every

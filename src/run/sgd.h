@@ -32,6 +32,9 @@ class MomentumSgd {
   // values (a step skipped on the device: see Note [Skipping a step on the device]); true or
   // undefined, the update above, bit for bit.
   void step(const torch::Tensor& apply = {});
+  // Whether any gradient holds NaN or Inf, as a bool scalar on the parameters' device (no host
+  // read): one reduction over the flat gradient buffer once the gradients are bound there.
+  torch::Tensor nonfinite_gradients() const;
   // One per parameter, same order, shape and memory order.
   const std::vector<torch::Tensor>& momentum_buffers() const { return buffers_.tensors(); }
 

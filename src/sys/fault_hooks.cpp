@@ -3,24 +3,47 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <chrono>
-#include <cinttypes>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 namespace moco::sys {
 
+namespace {
+
+constexpr std::array<std::pair<const char*, NanTarget>, 4> kNanTargets{{{"queries", NanTarget::kQueries},
+                                                                         {"keys", NanTarget::kKeys},
+                                                                         {"loss", NanTarget::kLoss},
+                                                                         {"grads", NanTarget::kGradients}}};
+
+const char* nan_target_name(NanTarget what) {
+  for (const auto& [name, target] : kNanTargets)
+    if (target == what) return name;
+  return "?";
+}
+
+}  // namespace
+
 NanInjection FaultHooks::nan_injection() const {
   NanInjection n;
-  if (const char* env = std::getenv("MOCO_INJECT_NAN")) {
-    if (std::sscanf(env, "%" SCNd64 ":%d", &n.step, &n.rank) < 1)
-      throw std::invalid_argument(fmt::format("MOCO_INJECT_NAN='{}': expected STEP[:RANK]", env));
-    spdlog::warn("MOCO_INJECT_NAN: rank {}'s queries of step {} will be NaN", n.rank, n.step);
-  }
+  const char* env = std::getenv("MOCO_INJECT_NAN");
+  if (!env) return n;
+  static const std::regex pattern(R"((\d+)(?::(\d+)(?::(queries|keys|loss|grads))?)?)");
+  std::cmatch m;
+  if (!std::regex_match(env, m, pattern))
+    throw std::invalid_argument(
+        fmt::format("MOCO_INJECT_NAN='{}': expected STEP[:RANK[:queries|keys|loss|grads]]", env));
+  n.step = std::stoll(m[1].str());
+  if (m[2].matched) n.rank = std::stoi(m[2].str());
+  for (const auto& [name, target] : kNanTargets)
+    if (m[3].matched && m[3].str() == name) n.what = target;
+  spdlog::warn("MOCO_INJECT_NAN: rank {}'s {} of step {} will be NaN", n.rank, nan_target_name(n.what), n.step);
   return n;
 }
 

@@ -8,12 +8,25 @@
 
 namespace moco::sys {
 
-// MOCO_INJECT_NAN=STEP[:RANK] (RANK 0 by default): that rank's query batch of that step is NaN.
+// What MOCO_INJECT_NAN makes NaN: each is a way a step can go non-finite, and each must be skipped
+// (Note [Skipping a step on the device] in model/moco.cpp).
+enum class NanTarget {
+  kQueries,    // the query images: queries, loss and gradients NaN
+  kKeys,       // the key images: keys (and the loss) NaN, the key encoder's BatchNorm statistics too
+  kLoss,       // the loss alone (NaN added to it): queries, keys and gradients stay finite
+  kGradients,  // the gradient reaching the queries: the loss stays finite, the weights' gradients are NaN
+};
+
+// MOCO_INJECT_NAN=STEP[:RANK[:WHAT]] (RANK 0, WHAT `queries` by default; WHAT one of queries, keys,
+// loss, grads): that rank's WHAT of that step is NaN.
 struct NanInjection {
   int64_t step = -1;  // -1: none
   int rank = 0;
-  // Whether `rank`'s queries of `step` (the step being made, counted from 1) are to be NaN.
-  bool hits(int64_t at_step, int at_rank) const { return step == at_step && rank == at_rank; }
+  NanTarget what = NanTarget::kQueries;
+  // Whether `rank`'s `target` of `step` (the step being made, counted from 1) is to be NaN.
+  bool hits(int64_t at_step, int at_rank, NanTarget target = NanTarget::kQueries) const {
+    return step == at_step && rank == at_rank && what == target;
+  }
 };
 
 // MOCO_CKPT_FAULT=kill_in_shard|kill_before_manifest|pause_in_shard|pause_before_manifest|pause_before_latest
@@ -47,7 +60,7 @@ struct CheckpointFault {
 class FaultHooks {
  public:
   // MOCO_INJECT_NAN as set now; a warning is logged when it is set. Throws std::invalid_argument
-  // ("MOCO_INJECT_NAN='x': expected STEP[:RANK]") on a malformed value.
+  // ("MOCO_INJECT_NAN='x': expected STEP[:RANK[:queries|keys|loss|grads]]") on a malformed value.
   NanInjection nan_injection() const;
   // The fault MOCO_CKPT_FAULT asks for at the save of `step`: with @STEP the save of that step,
   // without it the process's first save. Call once per save (saves are counted). Throws

@@ -28,7 +28,7 @@ void StepBook::catch_up() {
   if (auto last = agreements_.complete()) records_.agreed(*last);
   for (const auto& report : records_.drain()) {
     if (!report.trained()) {
-      bad_steps_.skipped(report.step, report.skipped_by);
+      bad_steps_.skipped(report.step, report.skipped_by, report.skip_causes);
     } else {
       bad_steps_.trained();
       if (!std::isfinite(report.loss))

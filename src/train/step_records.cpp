@@ -58,7 +58,10 @@ std::vector<StepReport> StepRecords::drain() {
     report.acc1 = row[1] / world;
     report.acc5 = row[2] / world;
     for (int r = 0; r < world; ++r)
-      if (row[3 + r] != 0) report.skipped_by.push_back(r);
+      if (row[3 + r] != 0) {
+        report.skipped_by.push_back(r);
+        report.skip_causes.push_back(static_cast<int32_t>(row[3 + r]));
+      }
     row += width;
   }
   return reports;

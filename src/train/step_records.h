@@ -18,7 +18,8 @@ struct StepReport {
   double seconds = 0;                   // this rank's time for the step (on CUDA, mostly the time to queue it)
   double data_wait_s = 0;               // mean over ranks
   int64_t shuffle_bytes = 0;            // sent by this rank for shuffle-BN
-  std::vector<int> skipped_by;          // the ranks whose queries held NaN or Inf; empty when the step trained
+  std::vector<int> skipped_by;          // the ranks whose step held NaN or Inf; empty when the step trained
+  std::vector<int32_t> skip_causes;     // for each of skipped_by: its model::NonfiniteCause bits
   double loss = 0, acc1 = 0, acc5 = 0;  // means over ranks; only for a step that trained
   bool trained() const { return skipped_by.empty(); }
 };

@@ -3,6 +3,9 @@
 #   faults_test.sh CASE BUILD_DIR WORK_DIR [RANKS]   (RANKS: 2 by default; the peer cases also run with 4)
 #   nan_skip    rank 1's queries of step 3 are NaN (MOCO_INJECT_NAN): both ranks skip step 3, the state
 #               after it equals the state before it bit for bit, the run finishes, metrics count it
+#   nan_skip_keys, nan_skip_loss, nan_skip_grads
+#               the same with rank 1's keys, its loss alone, or its gradients alone NaN (MOCO_INJECT_NAN=3:1:WHAT);
+#               the warning names the rank and what was not finite
 #   nan_stop    the same with train.max_bad_steps=0: exit 1 naming the step and the rank
 #   stuck_peer  a rank stopped (SIGSTOP) mid-run: the others give up after dist.timeout_s naming the step,
 #               the collective and, by roll call, the stopped rank; the job exits non-zero, nothing is left
@@ -18,20 +21,28 @@ two() { mpirun -np 2 --oversubscribe "$build/moco_dist" "${base[@]}" "$@"; }
 left_behind() { pgrep -f "train.output_dir=$work/" >/dev/null; }
 
 case $case_name in
-nan_skip)
+nan_skip | nan_skip_keys | nan_skip_loss | nan_skip_grads)
+  # What the warning must say of rank 1 (a NaN query makes the loss and the gradients NaN too; with
+  # shuffle-BN rank 1's NaN key images reach rank 0's key batch as well).
+  case $case_name in
+  nan_skip) what=queries warned='\(rank 1: queries, loss, gradients\)' ;;
+  nan_skip_keys) what=keys warned='\((rank 0: keys, loss, gradients; )?rank 1: keys, loss, gradients\)' ;;
+  nan_skip_loss) what=loss warned='\(rank 1: loss\)' ;;
+  nan_skip_grads) what=grads warned='\(rank 1: gradients\)' ;;
+  esac
   two train.output_dir="$work/before" train.stop_at_step=2 >/dev/null 2>&1 || fail "the reference run failed"
-  MOCO_INJECT_NAN=3:1 two train.output_dir="$work/skip" train.stop_at_step=3 >"$work/console" 2>&1 || fail "the run with a NaN failed"
-  grep -q "step 3: the queries of rank(s) 1 hold NaN or Inf: every rank skips the step" "$work/console" || fail "no skip warning"
+  MOCO_INJECT_NAN=3:1:$what two train.output_dir="$work/skip" train.stop_at_step=3 >"$work/console" 2>&1 || fail "the run with a NaN failed"
+  grep -Eq "step 3: NaN or Inf $warned: every rank skips the step" "$work/console" || fail "no skip warning naming rank 1's $what"
   "$build/moco_ckpt" diff "$work/before" "$work/skip" --ignore '^progress/' --ignore '^rng/' || fail "the skipped step changed the state"
   grep -q '"bad_steps":1,.*"event":"train",.*"step":3' "$work/skip/metrics.jsonl" || fail "metrics do not count the skip"
-  MOCO_INJECT_NAN=3:1 two train.output_dir="$work/skip" >"$work/console" 2>&1 || fail "the resumed run failed"
+  MOCO_INJECT_NAN=3:1:$what two train.output_dir="$work/skip" >"$work/console" 2>&1 || fail "the resumed run failed"
   grep -q "kNN top-1: .*random init" "$work/console" || fail "the run did not finish"
   ;;
 nan_stop)
   rc=0
   MOCO_INJECT_NAN=3:1 two train.output_dir="$work/stop" train.max_bad_steps=0 >"$work/console" 2>&1 || rc=$?
   [ "$rc" -ne 0 ] || fail "exit 0 with a NaN and train.max_bad_steps=0"
-  grep -q "step 3: the queries of rank(s) 1 hold NaN or Inf, 1 step(s) in a row (train.max_bad_steps 0)" "$work/console" || fail "no error naming step and rank"
+  grep -q "step 3: NaN or Inf (rank 1: queries, loss, gradients), 1 step(s) in a row (train.max_bad_steps 0)" "$work/console" || fail "no error naming step and rank"
   ;;
 stuck_peer | dead_peer)
   mpirun -np "$ranks" --oversubscribe "$build/moco_dist" "${base[@]}" train.output_dir="$work/run" train.epochs=200 dist.timeout_s=5 \

@@ -39,7 +39,7 @@ malformed_hooks)
   rc=0
   MOCO_INJECT_NAN=soon run train.output_dir="$work/nan" || rc=$?
   [ "$rc" = 1 ] || fail "exit $rc with MOCO_INJECT_NAN=soon"
-  has "$work/console" "MOCO_INJECT_NAN='soon': expected STEP[:RANK]"
+  has "$work/console" "MOCO_INJECT_NAN='soon': expected STEP[:RANK[:queries|keys|loss|grads]]"
   rc=0
   MOCO_CKPT_FAULT=kill_somewhere run train.output_dir="$work/ckpt" || rc=$?
   [ "$rc" = 1 ] || fail "exit $rc with MOCO_CKPT_FAULT=kill_somewhere"
