@@ -304,8 +304,8 @@ nlohmann::json knn_bench(ProcessGroup& group, int64_t bank, int64_t queries, int
   const auto my_labels = labels.narrow(0, begin, mine.size(0));
   moco::eval::KnnOptions options;  // k 200, T 0.1: the monitor's
   torch::Tensor whole_predicted, sharded_predicted;
-  const double whole_s =
-      time_per_call(group, 0, iters, [&] { whole_predicted = moco::eval::knn_predict(memory, labels, query, 1000, options); });
+  const double whole_s = time_per_call(
+      group, 0, iters, [&] { whole_predicted = moco::eval::knn_predict(memory, labels, query, 1000, options); });
   const double sharded_s = time_per_call(group, 0, iters, [&] {
     sharded_predicted = moco::eval::knn_predict_sharded(mine, my_labels, bank, query, 1000, options, group);
   });
@@ -318,9 +318,8 @@ nlohmann::json knn_bench(ProcessGroup& group, int64_t bank, int64_t queries, int
           {"sharded_s", sharded_s},
           {"sharded_over_whole", sharded_s / whole_s},
           {"bank_bytes_per_rank_whole", memory.nbytes()},
-          {"bank_bytes_per_rank_sharded", group.all_gather(torch::tensor({static_cast<int64_t>(mine.nbytes())}))
-                                              .max()
-                                              .item<int64_t>()}};
+          {"bank_bytes_per_rank_sharded",
+           group.all_gather(torch::tensor({static_cast<int64_t>(mine.nbytes())})).max().item<int64_t>()}};
 }
 
 void print_knn(const nlohmann::json& results) {
@@ -429,7 +428,9 @@ int main(int argc, char** argv) {
   app.add_option("--knn-bank", set.knn_bank, "kNN memory bank rows")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--knn-queries", set.knn_queries, "kNN queries")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--knn-dim", set.knn_dim, "kNN feature dimension")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--knn-iters", set.knn_iters, "timed kNN searches each way")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--knn-iters", set.knn_iters, "timed kNN searches each way")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   const auto world = moco::dist::init_world(&argc, &argv);

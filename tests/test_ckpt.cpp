@@ -512,14 +512,15 @@ TEST(CkptCollective, ANonFiniteTensorIsRefusedNamingItAndTheCheckpointBeforeStay
                 std::string(group->world_size() > 1 ? " (and " + std::to_string(group->world_size() - 1) +
                                                           " other rank(s) failed, see their logs)"
                                                     : ""));
-  state[5].tensor[1][1] = std::nan("");  // half/bf16
+  state[5].tensor[1][1] = std::nan("");                                   // half/bf16
   state[0].tensor[0][0][0][0] = -std::numeric_limits<float>::infinity();  // encoder_q/conv1.weight
   {
     ckpt::AsyncSaver saver(*group);
     const auto both = error_of([&] { saver.save(root, state, {3, 0.3, 64, ""}); });
-    EXPECT_NE(both.find("checkpoint of step 3 refused: tensors 'encoder_q/conv1.weight', 'half/bf16', 'moco/queue' hold "
-                        "NaN or Inf"),
-              std::string::npos)
+    EXPECT_NE(
+        both.find("checkpoint of step 3 refused: tensors 'encoder_q/conv1.weight', 'half/bf16', 'moco/queue' hold "
+                  "NaN or Inf"),
+        std::string::npos)
         << both;
     EXPECT_FALSE(saver.in_flight());
   }

@@ -79,7 +79,9 @@ TEST(KnnTest, Top1IsThePercentageOfCorrectPredictions) {
 }
 
 // Rows [begin, end) of `t`, the shard a rank would hold.
-static torch::Tensor rows(const torch::Tensor& t, int64_t begin, int64_t end) { return t.narrow(0, begin, end - begin); }
+static torch::Tensor rows(const torch::Tensor& t, int64_t begin, int64_t end) {
+  return t.narrow(0, begin, end - begin);
+}
 
 // Each rank holds an uneven share of the bank (one rank none, where there are 4), scores the queries
 // against it alone, and every rank still predicts what one process with the whole bank predicts.
@@ -102,8 +104,7 @@ TEST(DistKnnTest, ShardedBankVotesAsTheWholeBankOnEveryRank) {
   ASSERT_EQ(static_cast<int>(cuts.size()), world + 1) << "written for 1, 2 and 4 ranks";
   const auto shard = rows(memory, cuts[rank], cuts[rank + 1]);
   const auto shard_labels = rows(labels, cuts[rank], cuts[rank + 1]);
-  const auto sharded =
-      moco::eval::knn_predict_sharded(shard, shard_labels, 301, queries, 6, options, *group);
+  const auto sharded = moco::eval::knn_predict_sharded(shard, shard_labels, 301, queries, 6, options, *group);
   const auto whole = knn_predict(memory, labels, queries, 6, options);
   ASSERT_EQ(sharded.sizes(), whole.sizes());
   EXPECT_TRUE(sharded.equal(whole)) << "rank " << rank << " of " << world;
@@ -123,8 +124,8 @@ TEST(DistKnnTest, ABankSmallerThanKVotesWithAllOfIt) {
   options.k = 50;
   options.temperature = 1.0;
   const int64_t begin = std::min<int64_t>(3, rank), end = rank == world - 1 ? 3 : std::min<int64_t>(3, rank + 1);
-  const auto sharded = moco::eval::knn_predict_sharded(rows(memory, begin, end), rows(labels, begin, end), 3,
-                                                       queries, 2, options, *group);
+  const auto sharded = moco::eval::knn_predict_sharded(rows(memory, begin, end), rows(labels, begin, end), 3, queries,
+                                                       2, options, *group);
   EXPECT_TRUE(sharded.equal(knn_predict(memory, labels, queries, 2, options))) << "rank " << rank;
 }
 
@@ -155,7 +156,8 @@ TEST(KnnTest, ACappedSplitIsSampledEvenlyOverIt) {
   ASSERT_EQ(features.size(0), 6);
   for (int64_t j = 0; j < 6; ++j) {
     const auto expected = dataset.get(4 * j);
-    EXPECT_TRUE(features[j].equal(expected.image.flatten().to(torch::kFloat))) << "sample " << j << " is not image " << 4 * j;
+    EXPECT_TRUE(features[j].equal(expected.image.flatten().to(torch::kFloat)))
+        << "sample " << j << " is not image " << 4 * j;
     EXPECT_EQ(labels[j].item<int64_t>(), expected.label) << j;
   }
   const auto first = moco::eval::extract_features(featurizer, dataset, 4, 6, nullptr, moco::eval::Subset::kFirst);

@@ -567,7 +567,8 @@ TEST(MocoTest, ForwardTwiceWithoutEndStepIsRefused) {
 }
 
 TEST(NonfiniteTest, NaNAndEitherInfinityAnywhereAreFoundAndHugeFiniteValuesAreNot) {
-  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
+  for (const float bad :
+       {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
     for (const int64_t at : {0, 517, 999}) {
       auto t = torch::randn({1000});
       t[at] = bad;

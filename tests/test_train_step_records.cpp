@@ -23,7 +23,7 @@ TEST(StepRecordsTest, GivesEachStepsLossAccuraciesAndSkipsInOrderWithOneHostRead
   moco::train::StepRecords records(group);
   // Ranks of the positive among the negatives: 0 is a top-1 hit, 0-4 top-5.
   records.record(7, step_output(2.5f, {0, 1, 0, 5}, 0), 0.25, 100);  // ranks 1 and 5: just outside top-1 and top-5
-  records.record(8, step_output(NAN, {1, 1, 1, 1}, 6), 0.5, 200);  // keys and loss (model::NonfiniteCause)
+  records.record(8, step_output(NAN, {1, 1, 1, 1}, 6), 0.5, 200);    // keys and loss (model::NonfiniteCause)
   records.agreed({7, 0.0, 0, 0.125});
   records.agreed({8, 0.0, 0, 0.375});
   EXPECT_THROW(records.agreed({9, 0.0, 0, 0.0}), std::logic_error);

@@ -253,7 +253,6 @@ pil_flat_blend_table_off_by_one|src/data/pil_color.cpp|  for (uint8_t& p : image
 pil_saturation_clamp_low|src/data/pil_color.cpp|alpha * (value - degenerate), 0.0f, 255.0f));|alpha * (value - degenerate), 0.0f, 254.0f));|^PilColorTest\.|^data\.augment_parity_torchvision$
 openblas_restart_named_exe|src/sys/openblas_kernels.cpp|  execv(own_path().c_str(), argv.data());|  execv("/proc/self/exe", argv.data());|^cli\.openblas_kernels$
 method_skip_ignored|src/moco_v2/moco_v2.cpp|  optimizer_.step(out.trained);|  optimizer_.step();|^faults\.nan_skip$
-method_bn_not_broadcast|src/moco_v2/moco_v2.cpp|  replicas_.before_step(step);|  (void)step;|^cli\.train\.bn_buffers_np2$
 method_queue_not_checkpointed|src/moco_v2/moco_v2.cpp|  entries.push_back({"moco/queue", queue[0]});|  (void)queue;|^ckpt\.resume_bitwise_np1$
 chores_no_bn_agreement_before_save|src/train/run_chores.cpp|  run_.method->before_save();|  (void)0;|^ckpt\.resume_bitwise_np2$|^cli\.train\.bn_buffers_np2$
 room_links_hdf5_where_not_called|CMakeLists.txt|moco_room(dist LIBS MPI::MPI_C)|moco_room(dist LIBS MPI::MPI_C HDF5::HDF5)|^build\.layers_refuse_upward_include$
@@ -337,6 +336,7 @@ nonfinite_misses_infinity|src/model/nonfinite.cpp|  return ends.sub(ends).isnan(
 nan_hook_ignores_what|src/sys/fault_hooks.h|return step == at_step && rank == at_rank && what == target;|return step == at_step && rank == at_rank;|^FaultHooksTest\.
 skip_causes_dropped|src/train/step_records.cpp|        report.skip_causes.push_back(static_cast<int32_t>(row[3 + r]));|        report.skip_causes.push_back(0);|^StepRecordsTest\.|^faults\.nan_skip_loss$
 ckpt_nonfinite_not_refused|src/ckpt/checkpoint.cpp|  auto refusal = nonfinite_state_error(state, step);|  std::string refusal;|^CkptCollective\.ANonFinite
+nonfinite_check_refuses_progress|src/ckpt/checkpoint.cpp|state[i].name.rfind("progress/", 0) == 0)|false)|^CkptExport\.Resnet18LoadsIntoTorchvisionWithTheSameFeatures$
 LIST
 )
 

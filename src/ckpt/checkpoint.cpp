@@ -126,7 +126,8 @@ std::string nonfinite_state_error(const std::vector<StateEntry>& state, int64_t 
   std::vector<OnDevice> groups;
   for (size_t i = 0; i < state.size(); ++i) {
     const auto& t = state[i].tensor;
-    if (!t.is_floating_point()) continue;
+    // progress/* is bookkeeping, where NaN means "not measured yet" (a kNN baseline), not a state.
+    if (!t.is_floating_point() || state[i].name.rfind("progress/", 0) == 0) continue;
     auto g = std::find_if(groups.begin(), groups.end(), [&](const OnDevice& o) { return o.device == t.device(); });
     if (g == groups.end()) g = groups.insert(g, OnDevice{t.device(), {}, {}});
     g->entries.push_back(i);
@@ -266,8 +267,7 @@ void commit(const std::string& root, const std::string& tmp, const std::vector<S
   fs::remove_all(old_dir);
 }
 
-std::string refusal_or_save_dir(const std::string& root, const std::vector<StateEntry>& state, int64_t step,
-                                int rank) {
+std::string refusal_or_save_dir(const std::string& root, const std::vector<StateEntry>& state, int64_t step, int rank) {
   auto refusal = nonfinite_state_error(state, step);
   if (!refusal.empty() || rank != 0) return refusal;
   return prepare_save_dir(root, step);

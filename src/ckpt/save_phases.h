@@ -24,8 +24,7 @@ std::vector<int64_t> write_shard(const std::string& tmp_dir, const std::vector<S
 
 // The save's first phase: nonfinite_state_error on every rank, then, on rank 0 where the state is
 // finite, prepare_save_dir. Returns an error message, or "".
-std::string refusal_or_save_dir(const std::string& root, const std::vector<StateEntry>& state, int64_t step,
-                                int rank);
+std::string refusal_or_save_dir(const std::string& root, const std::vector<StateEntry>& state, int64_t step, int rank);
 
 // Rank 0, once every shard is written and every slot known: manifest, rename, fsyncs, `latest`.
 void commit(const std::string& root, const std::string& tmp_dir, const std::vector<StateEntry>& state,

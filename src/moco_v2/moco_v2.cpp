@@ -114,8 +114,9 @@ run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
   debug_.after_forward(step, out.trained);
   optimizer_.step(out.trained);
   debug_.after_step(step);
-  return {out.loss,    out.positive_rank,           out.nonfinite_by_rank,
-          out.trained, moco_->last_shuffle_bytes(), reducer_.last_stats().bytes_reduced, out.q_features};
+  return {out.loss,      out.positive_rank,           out.nonfinite_by_rank,
+          out.trained,   moco_->last_shuffle_bytes(), reducer_.last_stats().bytes_reduced,
+          out.q_features};
 }
 
 // Names follow torchvision's state_dict keys under one group per module (docs/checkpoints.md):

@@ -51,7 +51,8 @@ struct MocoOutput {
   // The loss then means nothing. Undefined without skip_nonfinite.
   torch::Tensor nonfinite_by_rank;
   torch::Tensor trained;
-  torch::Tensor q_features;  // [n, feature_dim] the queries' pooled backbone features, no graph (an online probe's input)
+  torch::Tensor
+      q_features;  // [n, feature_dim] the queries' pooled backbone features, no graph (an online probe's input)
 };
 
 // The key encoder is a copy of the query encoder that no optimizer sees and no gradient reaches:

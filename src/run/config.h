@@ -118,15 +118,15 @@ struct Config {
     double temperature = 0.1;
     int64_t every_epochs = 0;  // 0: only before and after training
     int64_t batch_size = 512;
-    int64_t memory_size = 0;  // train samples in the memory bank; 0: the whole train split
-    int64_t query_size = 0;   // test samples scored; 0: the whole test split
+    int64_t memory_size = 0;        // train samples in the memory bank; 0: the whole train split
+    int64_t query_size = 0;         // test samples scored; 0: the whole test split
     std::string subset = "spread";  // which samples a cap takes: spread (evenly over the split) | first
     std::string raw_baseline =
         "auto";  // also score the raw normalised pixels: auto (images up to 64 px) | true | false
   } knn;
   struct Eval {
-    bool online_probe = false;     // a linear classifier on the detached query features, trained alongside
-    double probe_lr = 0.1;         // its SGD lr (momentum 0.9, no weight decay), constant
+    bool online_probe = false;       // a linear classifier on the detached query features, trained alongside
+    double probe_lr = 0.1;           // its SGD lr (momentum 0.9, no weight decay), constant
     int64_t probe_val_size = 10000;  // test images it is scored on at each epoch's end; 0: the whole split
   } eval;
   struct Lincls {  // the linear protocol (moco_lincls); defaults are the official main_lincls.py's

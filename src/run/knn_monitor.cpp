@@ -28,8 +28,8 @@ double KnnMonitor::evaluate(const eval::Featurizer& featurizer, const std::strin
   const auto start = std::chrono::steady_clock::now();
   // The bank stays sharded (each rank holds and searches its share); the queries go to every rank.
   const auto subset = config_.knn.subset == "first" ? eval::Subset::kFirst : eval::Subset::kSpread;
-  const auto memory = eval::extract_shard(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size,
-                                          &group_, subset);
+  const auto memory =
+      eval::extract_shard(featurizer, *splits_.train, config_.knn.batch_size, config_.knn.memory_size, &group_, subset);
   const auto [queries, query_labels] = eval::extract_features(featurizer, *splits_.test, config_.knn.batch_size,
                                                               config_.knn.query_size, &group_, subset);
   eval::KnnOptions options;

@@ -51,7 +51,8 @@ torch::Tensor MomentumSgd::nonfinite_gradients() const {
   for (const auto& p : params_.tensors())
     if (p.grad().defined()) bad.push_back(model::holds_nonfinite(p.grad()));
   if (bad.empty())
-    return torch::zeros({}, torch::dtype(torch::kBool).device(params_.size() ? params_.tensors()[0].device() : torch::kCPU));
+    return torch::zeros(
+        {}, torch::dtype(torch::kBool).device(params_.size() ? params_.tensors()[0].device() : torch::kCPU));
   return torch::stack(bad).any();
 }
 

@@ -18,9 +18,9 @@ namespace moco::sys {
 namespace {
 
 constexpr std::array<std::pair<const char*, NanTarget>, 4> kNanTargets{{{"queries", NanTarget::kQueries},
-                                                                         {"keys", NanTarget::kKeys},
-                                                                         {"loss", NanTarget::kLoss},
-                                                                         {"grads", NanTarget::kGradients}}};
+                                                                        {"keys", NanTarget::kKeys},
+                                                                        {"loss", NanTarget::kLoss},
+                                                                        {"grads", NanTarget::kGradients}}};
 
 const char* nan_target_name(NanTarget what) {
   for (const auto& [name, target] : kNanTargets)
