@@ -29,6 +29,8 @@ step=$work/run/checkpoints/step_00000001
 step_logged() { grep -h '"event":"train"' "$1/metrics.jsonl" 2>/dev/null | grep -o '"step":[0-9]*' | tr -dc '0-9\n' | sort -n | tail -n 1; }
 # ranks in the background as one process: $! is moco_dist itself (one rank) or mpirun (its ranks its children).
 background_ranks() { if [ "$np" -gt 1 ]; then exec mpirun -np "$np" --oversubscribe "$@"; else exec "$@"; fi; }
+# SIGNAL PID: the signal to each rank of the background run PID (mpirun's children, or PID itself).
+stop_ranks() { if [ "$np" -gt 1 ]; then for rank in $(pgrep -P "$2"); do kill -"$1" "$rank"; done; else kill -"$1" "$2"; fi; }
 wait_for_steps() {  # PID FOLDER: until the run (PID) logged a training step in FOLDER
   for _ in $(seq 600); do
     [ -n "$(step_logged "$2")" ] && return 0
@@ -287,7 +289,9 @@ pack_interrupted)
 two_runs_one_folder)
   # A second run in the folder of one that trains: exit 2 on every rank before any work, naming the
   # first's host and pid (rank 0's: it holds the lock), writing nothing; the first finishes (exit 0).
-  long=(--config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=20 knn.k=5)
+  # The first is long enough never to end by itself while the second is refused (20 epochs did end
+  # within the 3 s the case took in CI): SIGUSR1 stops it with a checkpoint.
+  long=(--config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=5000 knn.k=5)
   background_ranks "$dist" "${long[@]}" train.output_dir="$work/run" >"$work/first.console" 2>&1 &
   first=$!
   wait_for_steps "$first" "$work/run"
@@ -296,6 +300,8 @@ two_runs_one_folder)
     ranks "$dist" "${long[@]}" train.output_dir="$work/run" train.log_every=7
   [ "$(cat "$work/run/moco.lock")" = "$(hostname) $rank0" ] || fail "the lock file holds '$(cat "$work/run/moco.lock")'"
   [ "$np" -eq 1 ] || [ "$(grep -c 'is in use by another run' "$work/last.out")" -eq 1 ] || fail "rank 1 did not exit 2 quietly"
+  kill -0 "$first" 2>/dev/null || fail "the first run ended before the second was refused: this case needs it running"
+  stop_ranks USR1 "$first"
   rc=0
   wait "$first" || rc=$?
   [ "$rc" -eq 0 ] || { tail -n 20 "$work/first.console"; fail "the first run ended with exit $rc"; }
@@ -308,11 +314,7 @@ two_runs_one_folder)
   background_ranks "$dist" "${long[@]}" train.output_dir="$work/killed" >"$work/killed.console" 2>&1 &
   victim=$!
   wait_for_steps "$victim" "$work/killed"
-  if [ "$np" -gt 1 ]; then
-    for rank in $(pgrep -P "$victim"); do kill -9 "$rank"; done
-  else
-    kill -9 "$victim"
-  fi
+  stop_ranks KILL "$victim"
   wait "$victim" || true
   [ -s "$work/killed/moco.lock" ] || fail "the killed run left no lock file (this case needs one)"
   expect 0 "" -- ranks "$dist" "${long[@]}" train.output_dir="$work/killed" train.stop_at_step=$(($(step_logged "$work/killed") + 2))
@@ -343,7 +345,8 @@ output_dir_deleted)
   # train.output_dir deleted mid-run: noticed after the next step (before any checkpoint could make
   # it again), exit 1 naming the folder. Before, the run went on to exit 0, writing its metrics, log
   # and config into deleted files.
-  background_ranks "$dist" --config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=20 knn.k=5 \
+  # Long enough never to end by itself before the deletion is noticed (20 epochs took 1.7 s in CI).
+  background_ranks "$dist" --config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=5000 knn.k=5 \
     ckpt.every_minutes=0 train.output_dir="$work/run" >"$work/console" 2>&1 &
   pid=$!
   wait_for_steps "$pid" "$work/run"
@@ -359,7 +362,8 @@ output_dir_deleted)
   ;;
 lincls_output_dir_deleted)
   pretrain
-  background_ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" lincls.epochs=400 \
+  # Long enough never to end by itself before the deletion is noticed (400 epochs took 0.5 s in CI).
+  background_ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" lincls.epochs=1000000 \
     lincls.save_every_epochs=0 train.output_dir="$work/lin" >"$work/console" 2>&1 &
   pid=$!
   for _ in $(seq 600); do grep -q '"event":"lincls"' "$work/lin/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
