@@ -8,6 +8,7 @@
 // With --peer it runs that script on the same files in the same command and prints the ratio; it
 // also reports how far data.dct_scaling moves the views' values from the full-size decode.
 //   build/bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]   (DIR: *.jpg, e.g. 500x375 photos)
+//   build/bench_data --epoch-order SIZE   (an epoch start's cost on a split of SIZE images: bench/start_at_scale.sh)
 #include "data/augment.h"
 #include "data/encoded_views.h"
 #include "data/image_folder.h"
@@ -148,11 +149,32 @@ double peer_images_per_second(const std::string& script, const std::string& dir,
 
 }  // namespace
 
+// --epoch-order SIZE: what an epoch's start costs each rank of 2 on a split of SIZE images (the
+// shuffled order and its share, all that grows with the split), the median of 5 epochs, in ms.
+int epoch_order_bench(int64_t size) {
+  moco::data::LoaderOptions o;
+  o.batch_size = 128;
+  o.world_size = 2;
+  std::vector<double> ms;
+  for (int64_t epoch = 0; epoch < 5; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto order = moco::data::epoch_order(size, o, epoch);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (order.empty()) return 1;
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("epoch_order: %lld images, 2 ranks: %.2f ms a rank (median of 5 epochs)\n", static_cast<long long>(size),
+              ms[2]);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   using namespace moco::data;
+  if (argc == 3 && std::strcmp(argv[1], "--epoch-order") == 0) return epoch_order_bench(std::stoll(argv[2]));
   if (argc < 2) {
-    std::cerr << "usage: bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]\n";
+    std::cerr << "usage: bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]\n"
+                 "       bench_data --epoch-order SIZE\n";
     return 2;
   }
   int rounds = 4;

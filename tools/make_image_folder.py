@@ -4,9 +4,13 @@ with python3-pil; numpy): OUT/train/<class>/*.{jpg,png} and OUT/val/<class>/*, i
 sizes whose class is a colour and texture, so a kNN on them can learn something.
 
 usage: make_image_folder.py OUT [--classes 4] [--train 24] [--val 8] [--corrupt 0] [--seed 0] [--sides 48 160]
+                             [--pool P]
 --corrupt K adds K broken files to train/ (a truncated JPEG, a text file named .jpg, ...).
+--pool P encodes P JPEGs per class and writes each file as a copy of one of them: ImageNet's 1.28M
+files in minutes (bench/start_at_scale.sh), e.g. --classes 1000 --train 1281 --val 50 --sides 32 48 --pool 4.
 """
 import argparse
+import io
 import os
 
 import numpy as np
@@ -24,6 +28,22 @@ def image(rng, label, classes, sides):
     return np.clip(base + texture + noise, 0, 255).astype(np.uint8)
 
 
+def pooled(a, rng):
+    """Every file a copy of one of a.pool JPEGs of its class: the folder's shape at its size, fast."""
+    for c in range(a.classes):
+        pool = []
+        for _ in range(a.pool):
+            buf = io.BytesIO()
+            Image.fromarray(image(rng, c, a.classes, a.sides)).save(buf, "JPEG", quality=85)
+            pool.append(buf.getvalue())
+        for split, n in (("train", a.train), ("val", a.val)):
+            folder = os.path.join(a.out, split, f"n{c:08d}")
+            os.makedirs(folder, exist_ok=True)
+            for i in range(n):
+                with open(os.path.join(folder, f"n{c:08d}_{i}.JPEG"), "wb") as f:
+                    f.write(pool[i % a.pool])
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
@@ -33,8 +53,11 @@ def main():
     p.add_argument("--corrupt", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sides", type=int, nargs=2, default=(48, 160), help="range of image heights and widths in pixels")
+    p.add_argument("--pool", type=int, default=0, help="JPEGs encoded per class, each file a copy of one (0: every file its own)")
     a = p.parse_args()
     rng = np.random.default_rng(a.seed)
+    if a.pool:
+        return pooled(a, rng)
     for split, n in (("train", a.train), ("val", a.val)):
         for c in range(a.classes):
             folder = os.path.join(a.out, split, f"class_{c:02d}")

@@ -138,31 +138,54 @@ bool store(const fs::path& path, const std::string& root, const ImageFolder& f,
 
 }  // namespace
 
+namespace {
+
+double seconds_since_ns(int64_t start) { return static_cast<double>(now_ns() - start) * 1e-9; }
+
+// The scan and where its list went: at 1.28M files the start's largest cost, so said with its time.
+void log_scan(const std::string& root, const CachedScan& scan, double seconds, const char* not_kept) {
+  spdlog::info("{}: scanned {} images in {} classes in {:.1f}s; {}", root, scan.folder.files.size(),
+               scan.folder.classes.size(), seconds,
+               scan.written_to.empty() ? std::string(not_kept) : "file list kept in " + scan.written_to);
+}
+
+}  // namespace
+
 CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs, bool write) {
   CachedScan result;
+  const int64_t started = now_ns();
   const auto paths = cache_paths(root, extra_dirs);
   for (const auto& p : paths)
     if (load(p, root, result.folder)) {
       result.read_from = p.string();
-      spdlog::info("{}: file list of {} images from {}", root, result.folder.files.size(), result.read_from);
+      spdlog::info("{}: file list of {} images from {} ({:.1f}s)", root, result.folder.files.size(), result.read_from,
+                   seconds_since_ns(started));
       return result;
     }
-  const int64_t started = now_ns();
   std::vector<std::string> walked;
   result.folder = scan_image_folder(root, &walked);
+  const double seconds = seconds_since_ns(started);
   std::vector<std::pair<std::string, int64_t>> folders;
   for (const auto& dir : walked) {
     const int64_t t = mtime_ns(fs::path(root) / dir);
-    if (t < 0 || t >= started - kFreshNs) return result;  // changed just now: a list that may miss it is not kept
+    if (t < 0 || t >= started - kFreshNs) {  // changed just now: a list that may miss it is not kept
+      log_scan(root, result, seconds, "no file list kept: a folder changed during the scan or just before it");
+      return result;
+    }
     folders.emplace_back(dir, t);
   }
-  if (!write || has_line_break(walked) || has_line_break(result.folder.classes) || has_line_break(result.folder.files))
+  if (!write || has_line_break(walked) || has_line_break(result.folder.classes) ||
+      has_line_break(result.folder.files)) {
+    log_scan(root, result, seconds,
+             write ? "no file list kept: a name holds a line break" : "rank 0 keeps the file list");
     return result;
+  }
   for (const auto& p : paths)
     if (store(p, root, result.folder, folders)) {
       result.written_to = p.string();
       break;
     }
+  log_scan(root, result, seconds, "no file list kept: no folder for it could be written");
   return result;
 }
 
