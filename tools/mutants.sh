@@ -303,6 +303,15 @@ probe_features_with_a_graph|src/model/moco.cpp|    if (pooled) *pooled = widened
 probe_not_checkpointed|src/train/run_chores.cpp|    for (auto& entry : probe->state_entries()) entries.push_back(std::move(entry));|    (void)0;|^cli\.train\.online_probe_np2$
 probe_ignores_skipped_steps|src/run/online_probe.cpp|  sgd_.step(trained);|  sgd_.step();|^cli\.train\.online_probe_np2$
 probe_switch_on_resume_allowed|src/run/config.cpp|  if (key == "eval.online_probe" |  if (key == "eval.online_probe_" |^cli\.train\.online_probe_np2$
+baselines_block_the_first_step|src/train/run_chores.cpp|  result_.train_seconds = at_.train_seconds;
+|  result_.train_seconds = at_.train_seconds;
+  score_baselines();
+|^cli\.train\.knn_every_epochs$
+initial_weights_copied_after_resume|src/train/run_chores.cpp|  initial_.emplace(run.method->encoder());  // before resume() loads the trained weights
+  resume();|  resume();
+  initial_.emplace(run.method->encoder());|^cli\.train\.random_init_after_resume$
+initial_weights_not_given_back|src/run/initial_weights.cpp|      for (size_t i = 0; i < own.size(); ++i) live[i].second.detach().copy_(own[i]);|      (void)0;|^InitialWeightsTest\.
+baselines_not_in_final_checkpoint|src/train/run_chores.cpp|  if (finished) score_baselines();|  if (false) score_baselines();|^ckpt\.resume_bitwise_np1$
 knn_subset_first_ignored|src/eval/knn.cpp|subset == Subset::kFirst |false |^KnnTest\.
 override_twice_allowed|src/run/config.cpp|given.emplace(key, item); !fresh)|given.emplace(key, item); false)|^ConfigTest\.|^cli\.bad_input\.override_twice$
 moco_sh_resume_beside_the_users|launch/mpirun/moco.sh|given train.resume "$@"|false|^cli\.bad_input\.override_twice$

@@ -27,8 +27,8 @@ void InitialWeights::lend(model::ResNet& encoder, const std::function<void()>& u
   torch::NoGradGuard no_grad;
   auto live = named_tensors(*encoder);
   if (live.size() != tensors_.size())
-    throw std::logic_error(fmt::format("InitialWeights: the encoder holds {} tensors, the copy {}", live.size(),
-                                       tensors_.size()));
+    throw std::logic_error(
+        fmt::format("InitialWeights: the encoder holds {} tensors, the copy {}", live.size(), tensors_.size()));
   // The encoder's own weights come back also when `use` (or a copy) throws: a failed evaluation must
   // not leave the run training from its initial weights.
   std::vector<torch::Tensor> own;

@@ -44,8 +44,12 @@ RunChores::RunChores(TrainingRun& run)
       knn_(run.config, run.splits, run.metrics ? &*run.metrics : nullptr, run.group),
       control_(run.config, run.shape.total_steps, run.checkpointing),
       bad_steps_(run.config.train.max_bad_steps, run.checkpointing.root()) {
+  initial_.emplace(run.method->encoder());  // before resume() loads the trained weights
   resume();
-  score_baselines();
+  if (!std::isnan(at_.knn_random_init)) initial_.reset();  // scored before the checkpoint
+  result_.knn_trained = std::nan("");
+  result_.knn_random_init = at_.knn_random_init;
+  result_.train_seconds = at_.train_seconds;
   book_.emplace(run.group, bad_steps_, at_.step, at_.train_seconds);
   step_ = at_.step;
   done_ = control_.stops_after(step_, result_.train_seconds);
@@ -64,16 +68,39 @@ void RunChores::resume() {
   if (run_.metrics) run_.metrics->write(metrics::CheckpointRecord{"resume", at_.step, *dir, 0, 0});
 }
 
-// The baseline every result is read against. It needs no network and takes seconds, so a resumed
-// run computes it again rather than carrying it in the checkpoint; its row is written once.
+// The baselines every result is read against, scored with the run's first kNN evaluation rather
+// than before its first step: on ImageNet they take minutes (Note [A start that does not grow with
+// the dataset]). The raw pixels need no network, so each process scores them again (its final line
+// reads the trained figure against them) and writes their row once; the random init is scored once
+// in a run, from the encoder's initial weights, and carried in checkpoints.
 void RunChores::score_baselines() {
-  result_.knn_trained = std::nan("");
-  result_.train_seconds = at_.train_seconds;
+  if (baselines_scored_) return;
+  baselines_scored_ = true;
   const bool fresh = std::isnan(at_.knn_random_init);
   result_.knn_raw_pixels =
       knn_.raw_baseline_enabled() ? knn_.evaluate_raw_pixels(0, 0, /*record=*/fresh) : std::nan("");
-  result_.knn_random_init = fresh ? knn_.evaluate(run_.method->encoder(), "random_init", 0, 0) : at_.knn_random_init;
+  if (!fresh) return;
+  auto& encoder = run_.method->encoder();
+  initial_->lend(encoder, [&] { result_.knn_random_init = knn_.evaluate(encoder, "random_init", 0, 0); });
   at_.knn_random_init = result_.knn_random_init;
+  initial_.reset();
+}
+
+// Note [A start that does not grow with the dataset]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Everything between launch and the first step is bounded by the run's configuration, never by its
+// dataset's size, except the scan of the file list (cached, docs/benchmarks.md). The kNN baselines
+// embed up to knn.memory_size + knn.query_size images: scored before step 1, they kept a 1.28M-file
+// run from its first step for minutes with every accelerator idle. They are scored with the first
+// kNN evaluation instead (an epoch's end or the run's), the random init from a host copy of the
+// encoder as initialised (run::InitialWeights), taken before a resume: the construction is seeded,
+// so a resumed process copies the same weights.
+
+// The trained encoder's kNN, after the baselines.
+void RunChores::score_trained(double epoch) {
+  score_baselines();
+  run_.method->before_eval();
+  result_.knn_trained = knn_.evaluate(run_.method->encoder(), "trained", step_, epoch);
 }
 
 void RunChores::start_epoch(data::TwoViewLoader& loader, int64_t epoch) {
@@ -142,10 +169,7 @@ void RunChores::after_epoch(int64_t epoch) {
     log_epoch(book_->epoch, epoch + 1, bad_steps_.total(), result_.train_seconds, run_.splits.train->bad_files());
   }
   book_->epoch.reset();
-  if (!done_ && control_.knn_due(epoch + 1)) {
-    run_.method->before_eval();
-    knn_.evaluate(run_.method->encoder(), "trained", step_, static_cast<double>(epoch + 1));
-  }
+  if (!done_ && control_.knn_due(epoch + 1)) score_trained(static_cast<double>(epoch + 1));
   if (!done_) score_probe(static_cast<double>(epoch + 1));
 }
 
@@ -180,6 +204,8 @@ void RunChores::save_checkpoint() {
 TrainResult RunChores::finish() {
   result_.steps = step_;
   run::check_log_writes();  // no final checkpoint after a log line was lost
+  const bool finished = result_.preempted_by == 0 && control_.progress(step_, result_.train_seconds) >= 1.0;
+  if (finished) score_baselines();  // a finished run's last checkpoint holds its random-init figure
   if (!run_.checkpointing.saved_at(step_)) save_checkpoint();
   run_.checkpointing.finish();
   result_.checkpoint = ckpt::step_dir(run_.checkpointing.root(), step_);
@@ -190,15 +216,13 @@ TrainResult RunChores::finish() {
     log_preempted(result_.preempted_by, step_, run_.shape.total_steps, result_.checkpoint);
     return result_;
   }
-  if (control_.progress(step_, result_.train_seconds) < 1.0) {
+  if (!finished) {
     log_stopped(step_, run_.shape.total_steps, result_.checkpoint);
     return result_;
   }
   result_.finished = true;
   score_probe(static_cast<double>(step_) / static_cast<double>(run_.shape.steps_per_epoch));
-  run_.method->before_eval();
-  result_.knn_trained = knn_.evaluate(run_.method->encoder(), "trained", step_,
-                                      static_cast<double>(step_) / static_cast<double>(run_.shape.steps_per_epoch));
+  score_trained(static_cast<double>(step_) / static_cast<double>(run_.shape.steps_per_epoch));
   log_knn_report(result_);
   // A signal after the ranks' last agreement (during the final checkpoint or kNN) stops nothing: the
   // run had finished. Said, so that it is not taken for lost.

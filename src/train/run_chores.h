@@ -1,11 +1,12 @@
-// defines: RunChores (what a training run does between the method's steps: resume and the kNN
-// baselines before the first, then each step's agreement across ranks, logs and metrics, replica
-// checks, checkpoint and stop decisions, the epoch's line and kNN, and at the end the final
+// defines: RunChores (what a training run does between the method's steps: resume before the first,
+// then each step's agreement across ranks, logs and metrics, replica checks, checkpoint and stop
+// decisions, the epoch's line and kNN (the baselines with the first), and at the end the final
 // checkpoint and the report), so that the loop in trainer.cpp reads as the algorithm
 #pragma once
 
 #include "data/loader.h"
 #include "run/clock.h"
+#include "run/initial_weights.h"
 #include "run/knn_monitor.h"
 #include "run/online_probe.h"
 #include "run/run_control.h"
@@ -22,7 +23,8 @@ namespace moco::train {
 
 class RunChores {
  public:
-  // Resumes `run` from its checkpoint, if any, and scores the kNN baselines. Collective.
+  // Resumes `run` from its checkpoint, if any. Collective. The kNN baselines wait for the first kNN
+  // evaluation, so that the first step waits for no evaluation (it would grow with the dataset).
   explicit RunChores(TrainingRun& run);
   bool done() const { return done_; }
   int64_t step() const { return step_; }             // steps done
@@ -44,7 +46,8 @@ class RunChores {
 
  private:
   void resume();
-  void score_baselines();
+  void score_baselines();  // once per process, before its first kNN evaluation
+  void score_trained(double epoch);
   void report_interval();
   void save_checkpoint();
   void score_probe(double epoch);
@@ -52,6 +55,8 @@ class RunChores {
   TrainingRun& run_;
   std::optional<run::OnlineProbe> probe_;  // eval.online_probe; before state_, which holds its entries
   TrainState state_;
+  // The encoder as initialised, until the random-init baseline is scored (nullopt after).
+  std::optional<run::InitialWeights> initial_;
   run::KnnMonitor knn_;
   const run::RunControl control_;
   BadSteps bad_steps_;
@@ -65,6 +70,7 @@ class RunChores {
   double lr_ = 0, data_wait_ = 0;
   run::Clock::time_point step_start_;
   bool done_ = false;
+  bool baselines_scored_ = false;
 };
 
 }  // namespace moco::train

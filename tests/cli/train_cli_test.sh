@@ -13,8 +13,8 @@ base=(--config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 knn.memory_
 case $case_name in
 knn_every_epochs)
   # 128 images in batches of 32: 4 steps an epoch, 3 epochs. kNN of the raw pixels and the encoder
-  # before training, after epochs 1 and 2 (every 1), and after training (epoch 3, not twice); with
-  # every 2: after epoch 2 and at the end.
+  # before training (scored with the first evaluation, recorded at step 0), after epochs 1 and 2
+  # (every 1), and after training (epoch 3, not twice); with every 2: after epoch 2 and at the end.
   for every in 1 2; do
     "$dist" "${base[@]}" data.synthetic_train_size=128 train.epochs=3 knn.every_epochs=$every train.output_dir="$work/every$every" >"$work/every$every.console" 2>&1 ||
       { cat "$work/every$every.console"; exit 1; }
@@ -25,9 +25,40 @@ knn = [(r["encoder"], r["step"], r["epoch"]) for r in rows if r["event"] == "knn
 expected = {"1": [("raw_pixels", 0, 0), ("random_init", 0, 0), ("trained", 4, 1), ("trained", 8, 2), ("trained", 12, 3)],
             "2": [("raw_pixels", 0, 0), ("random_init", 0, 0), ("trained", 8, 2), ("trained", 12, 3)]}[sys.argv[2]]
 print("knn rows:", knn)
+# The baselines come with the first kNN evaluation, after the first step: it waits for none of them.
+first = [r["event"] for r in rows if r["event"] in ("train", "knn")][0]
+if first != "train": sys.exit(f"a kNN row came before the first step's")
 sys.exit(0 if knn == expected else f"expected {expected}")
 PY
   done ;;
+random_init_after_resume)
+  # The random-init baseline is scored with the first kNN evaluation, from the encoder's weights as
+  # initialised. A run stopped before it and resumed scores the same weights (copied before the
+  # resume loads the trained ones): its figure equals an uninterrupted run's and differs from the
+  # trained weights' at the stop (which a copy taken after the resume would give). Fashion-MNIST, where
+  # the figure moves with the weights (synthetic images give 100% to any encoder).
+  fm=(--config "$src/configs/fashion_mnist_quick.yaml" train.threads=1 train.epochs=0.02 train.log_every=5
+      knn.memory_size=2000 knn.query_size=1000 ckpt.every_minutes=0)
+  "$dist" "${fm[@]}" train.output_dir="$work/straight" >"$work/straight.console" 2>&1 || { cat "$work/straight.console"; exit 1; }
+  "$dist" "${fm[@]}" train.output_dir="$work/sliced" train.stop_at_step=4 >"$work/sliced1.console" 2>&1 || { cat "$work/sliced1.console"; exit 1; }
+  ! grep -q '"random_init"' "$work/sliced/metrics.jsonl" || { echo "FAIL: scored before the first evaluation"; exit 1; }
+  "$dist" "${fm[@]}" --eval-only model.pretrained="$work/sliced" train.output_dir="$work/sliced" >"$work/at_stop.console" 2>&1 ||
+    { cat "$work/at_stop.console"; exit 1; }
+  "$dist" "${fm[@]}" train.output_dir="$work/sliced" >"$work/sliced2.console" 2>&1 || { cat "$work/sliced2.console"; exit 1; }
+  "$py" - "$work" <<'PY'
+import json, re, sys
+def random_init(run):
+    rows = [json.loads(l) for l in open(f"{sys.argv[1]}/{run}/metrics.jsonl")]
+    found = [r["top1"] for r in rows if r["event"] == "knn" and r["encoder"] == "random_init"]
+    assert len(found) == 1, f"{run}: random_init rows {found}"
+    return found[0]
+straight, sliced = random_init("straight"), random_init("sliced")
+at_stop = float(re.search(r"trained ([0-9.]+)%", open(f"{sys.argv[1]}/at_stop.console").read()).group(1))
+print(f"random init: uninterrupted {straight}%, stopped at step 4 and resumed {sliced}%; the weights at step 4: {at_stop:.2f}%")
+assert sliced == straight, "the resumed run scored other weights than the initial ones"
+assert abs(at_stop - straight) >= 0.01, "the case cannot tell the initial weights from step 4's: choose other sizes"
+PY
+  ;;
 time_budget)
   # An epoch count the run could never finish (16 steps an epoch, 1.6M steps): the 2 s budget ends it,
   # and the cosine schedule runs over the budget. Step i's lr is computed from the progress before
