@@ -310,7 +310,7 @@ baselines_block_the_first_step|src/train/run_chores.cpp|  result_.train_seconds 
 initial_weights_copied_after_resume|src/train/run_chores.cpp|  initial_.emplace(run.method->encoder());  // before resume() loads the trained weights
   resume();|  resume();
   initial_.emplace(run.method->encoder());|^cli\.train\.random_init_after_resume$
-initial_weights_not_given_back|src/run/initial_weights.cpp|      for (size_t i = 0; i < own.size(); ++i) live[i].second.detach().copy_(own[i]);|      (void)0;|^InitialWeightsTest\.
+initial_weights_not_given_back|src/run/initial_weights.cpp|      for (size_t i = 0; i < own.size(); ++i) live[i].second.detach().copy_(own[i]);|      (void)0;|^InitialWeightsTest\.|^cli\.train\.evaluation_neutral$
 baselines_not_in_final_checkpoint|src/train/run_chores.cpp|  if (finished) score_baselines();|  if (false) score_baselines();|^ckpt\.resume_bitwise_np1$
 knn_subset_first_ignored|src/eval/knn.cpp|subset == Subset::kFirst |false |^KnnTest\.
 override_twice_allowed|src/run/config.cpp|given.emplace(key, item); !fresh)|given.emplace(key, item); false)|^ConfigTest\.|^cli\.bad_input\.override_twice$

@@ -29,24 +29,25 @@ void InitialWeights::lend(model::ResNet& encoder, const std::function<void()>& u
   if (live.size() != tensors_.size())
     throw std::logic_error(
         fmt::format("InitialWeights: the encoder holds {} tensors, the copy {}", live.size(), tensors_.size()));
-  // The encoder's own weights come back also when `use` (or a copy) throws: a failed evaluation must
-  // not leave the run training from its initial weights.
+  for (size_t i = 0; i < live.size(); ++i)
+    if (live[i].first != tensors_[i].first)
+      throw std::logic_error(fmt::format("InitialWeights: tensor {} is '{}' in the encoder, '{}' in the copy", i,
+                                         live[i].first, tensors_[i].first));
+  // Checked, then copied, before anything is overwritten.
   std::vector<torch::Tensor> own;
+  own.reserve(live.size());
+  for (const auto& [name, tensor] : live) own.push_back(tensor.detach().clone());
+  // They come back also when `use` (or a copy) throws: a failed evaluation must not leave the run
+  // training from its initial weights.
   struct GiveBack {
     std::vector<std::pair<std::string, torch::Tensor>>& live;
-    std::vector<torch::Tensor>& own;
+    const std::vector<torch::Tensor>& own;
     ~GiveBack() {
       torch::NoGradGuard no_grad;
       for (size_t i = 0; i < own.size(); ++i) live[i].second.detach().copy_(own[i]);
     }
   } give_back{live, own};
-  for (size_t i = 0; i < live.size(); ++i) {
-    if (live[i].first != tensors_[i].first)
-      throw std::logic_error(fmt::format("InitialWeights: tensor {} is '{}' in the encoder, '{}' in the copy", i,
-                                         live[i].first, tensors_[i].first));
-    own.push_back(live[i].second.detach().clone());
-    live[i].second.detach().copy_(tensors_[i].second);
-  }
+  for (size_t i = 0; i < live.size(); ++i) live[i].second.detach().copy_(tensors_[i].second);
   use();
 }
 

@@ -31,6 +31,21 @@ if first != "train": sys.exit(f"a kNN row came before the first step's")
 sys.exit(0 if knn == expected else f"expected {expected}")
 PY
   done ;;
+evaluation_neutral)
+  # Evaluating changes nothing of training: a run that scores the kNN monitor (and, with its first
+  # evaluation, the baselines, the random init from the initial weights lent to the encoder and
+  # given back) after every epoch trains bitwise as one that evaluates only at its end.
+  for every in 0 1; do
+    "$dist" "${base[@]}" data.synthetic_train_size=128 train.epochs=3 knn.every_epochs=$every train.output_dir="$work/every$every" \
+      >"$work/every$every.console" 2>&1 ||
+      { cat "$work/every$every.console"; exit 1; }
+  done
+  grep -q '"encoder":"trained","epoch":1.0' "$work/every1/metrics.jsonl" || { echo "FAIL: no kNN after epoch 1"; exit 1; }
+  for run in every0 every1; do grep '"event":"train"' "$work/$run/metrics.jsonl" | grep -o '"loss":[^,]*' >"$work/$run.losses"; done
+  [ "$(wc -l <"$work/every0.losses")" -eq 12 ] || { echo "FAIL: expected 12 steps"; exit 1; }
+  cmp "$work/every0.losses" "$work/every1.losses" || { diff "$work/every0.losses" "$work/every1.losses"; echo "FAIL: the losses differ"; exit 1; }
+  "$build/moco_ckpt" diff "$work/every0" "$work/every1" --ignore '^progress/train_seconds$' || { echo "FAIL: the final checkpoints differ"; exit 1; }
+  ;;
 random_init_after_resume)
   # The random-init baseline is scored with the first kNN evaluation, from the encoder's weights as
   # initialised. A run stopped before it and resumed scores the same weights (copied before the
