@@ -311,6 +311,7 @@ initial_weights_copied_after_resume|src/train/run_chores.cpp|  initial_.emplace(
   resume();|  resume();
   initial_.emplace(run.method->encoder());|^cli\.train\.random_init_after_resume$
 initial_weights_not_given_back|src/run/initial_weights.cpp|      for (size_t i = 0; i < own.size(); ++i) live[i].second.detach().copy_(own[i]);|      (void)0;|^InitialWeightsTest\.|^cli\.train\.evaluation_neutral$
+abort_reason_only_in_the_log|src/dist/bootstrap.cpp|  if (!logs_to_console()) std::fprintf(|  if (false) std::fprintf(|^tools\.rank_log_deleted_np2$
 baselines_not_in_final_checkpoint|src/train/run_chores.cpp|  if (finished) score_baselines();|  if (false) score_baselines();|^ckpt\.resume_bitwise_np1$
 knn_subset_first_ignored|src/eval/knn.cpp|subset == Subset::kFirst |false |^KnnTest\.
 override_twice_allowed|src/run/config.cpp|given.emplace(key, item); !fresh)|given.emplace(key, item); false)|^ConfigTest\.|^cli\.bad_input\.override_twice$

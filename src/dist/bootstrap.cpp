@@ -1,11 +1,13 @@
 #include "dist/bootstrap.h"
 
 #include "dist/mpi_comm.h"  // <mpi.h> without its C++ bindings
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <regex>
@@ -317,13 +319,29 @@ void finalize_world() {
   g_world.reset();
 }
 
+namespace {
+
+// Whether the default logger writes to the terminal. Ranks other than 0 log to their file alone.
+bool logs_to_console() {
+  for (const auto& sink : spdlog::default_logger()->sinks())
+    if (std::dynamic_pointer_cast<spdlog::sinks::stdout_color_sink_mt>(sink) ||
+        std::dynamic_pointer_cast<spdlog::sinks::stderr_color_sink_mt>(sink))
+      return true;
+  return false;
+}
+
+}  // namespace
+
 void abort_world(const std::string& why, int code) {
   // A DistError's text already names the rank; anything else gets it here.
-  if (why.rfind("rank ", 0) == 0)
-    spdlog::critical("{}; aborting every rank", why);
-  else
-    spdlog::critical("rank {}: {}; aborting every rank", world_rank_or_unknown(), why);
+  const std::string line = why.rfind("rank ", 0) == 0
+                               ? fmt::format("{}; aborting every rank", why)
+                               : fmt::format("rank {}: {}; aborting every rank", world_rank_or_unknown(), why);
+  spdlog::critical("{}", line);
   spdlog::default_logger()->flush();
+  // The reason reaches the terminal from any rank: the abort ends rank 0 before it could say it, and
+  // this rank's log file may be what failed (its folder deleted). CI saw a job end with no reason.
+  if (!logs_to_console()) std::fprintf(stderr, "[critical] %s\n", line.c_str());
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

@@ -49,11 +49,27 @@ state() {  # DIR: sets dir, tag, n, subnet
 ns() { [ "$1" = sw ] && echo "${tag}sw" || echo "${tag}h$1"; }
 holder() { cat "$dir/holder$1.pid" 2>/dev/null; }
 
+# The namespaces of DIR that a run killed outright left (its DIR since removed, so `down` could not
+# know of them: CI met one): their processes killed, the namespaces removed. Only DIR's names match.
+remove_stale() {
+  local p q
+  for p in $(ip netns list | awk '{print $1}'); do
+    case $p in
+      "${tag}sw" | "${tag}h"[0-9]*)
+        echo "hosts.sh: removing namespace $p, left by an earlier run in $dir" >&2
+        for q in $(ip netns pids "$p" 2>/dev/null); do kill -KILL "$q" 2>/dev/null || true; done
+        ip netns del "$p" 2>/dev/null || true
+        ;;
+    esac
+  done
+}
+
 up() {
   local count=$1 i
   [ "$count" -ge 1 ] 2>/dev/null || die "up: N must be a positive number"
   can >&2 || exit 77
   [ "$n" -eq 0 ] || die "up: $dir already holds $n hosts (hosts.sh down first)"
+  remove_stale
   echo "$count" >"$dir/n"
   echo "$subnet" >"$dir/subnet"
   n=$count

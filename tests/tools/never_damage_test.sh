@@ -360,6 +360,22 @@ output_dir_deleted)
     fail "no error naming the folder"
   absent "$work/run"
   ;;
+rank_log_deleted)
+  # One rank's log deleted under a running job (np 2: rank 1's): that rank stops the job, and its
+  # reason reaches the terminal though that rank logs to its file alone and the abort ends rank 0
+  # before it could say anything.
+  background_ranks "$dist" --config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=5000 knn.k=5 \
+    ckpt.every_minutes=0 train.output_dir="$work/run" >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_steps "$pid" "$work/run"
+  rm "$work/run/rank$((np - 1)).log"
+  rc=0
+  wait "$pid" || rc=$?
+  cat "$work/console"
+  [ "$rc" -ne 0 ] || fail "exit 0 after a rank's log was deleted"
+  grep -F "train.output_dir '$work/run': its $work/run/rank$((np - 1)).log was deleted or replaced while the run writes into it" \
+    "$work/console" || fail "the terminal does not say why the job stopped"
+  ;;
 lincls_output_dir_deleted)
   pretrain
   # Long enough never to end by itself before the deletion is noticed (400 epochs took 0.5 s in CI).
