@@ -344,6 +344,10 @@ override_quotes_refused|src/run/config.cpp| && typed.back() == typed.front();| &
 moco_sh_unknown_option_taken_as_config|launch/mpirun/moco.sh|    -*) echo "moco.sh: unknown option|    -no-such-option) echo "moco.sh: unknown option|^cli\.bad_input\.moco_sh_options$
 moco_sh_hostfile_unchecked|launch/mpirun/moco.sh|{ echo "moco.sh: --hostfile '$hostfile': no such readable file" >&2; exit 2; }|true|^cli\.bad_input\.moco_sh_options$
 sbatch_output_dir_cut_at_space|launch/slurm/moco.sbatch|    sub(/^ *output_dir: /, "")|    $0 = $2|^launch\.slurm_preempt_requeue_resume$
+ckpt_unknown_subcommand_unnamed|src/app/moco_ckpt_main.cpp|    if (sub->get_name() == argv[1]) return "";|    if (true) return "";|^cli\.bad_input\.ckpt_unknown_subcommand$
+earlier_metrics_truncated|src/run/run_output.cpp|  if (!append) keep_earlier_run_files(out_dir);|  (void)append;|^tools\.fresh_start_keeps_earlier_metrics$
+earlier_metrics_suffix_reused|src/run/run_output.cpp|  while (taken(n)) ++n;|  (void)taken;|^tools\.fresh_start_keeps_earlier_metrics$
+mnist_on_the_fashion_root_allowed|src/run/setup.cpp|  if (c.data.dataset == Dataset::kMnist && c.data.root == Config{}.data.root)|  if (false)|^cli\.bad_input\.mnist_on_the_fashion_root$
 LIST
 )
 

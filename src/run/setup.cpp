@@ -63,6 +63,12 @@ std::string classes_missing(const std::vector<std::string>& a, const std::vector
 }  // namespace
 
 void check_data(const Config& c, const std::string& where, bool write_file_list) {
+  // data.root's default is Fashion-MNIST's folder, and MNIST's IDX files read alike: data.dataset=mnist
+  // without a data.root of its own trained and evaluated on Fashion-MNIST without a word.
+  if (c.data.dataset == Dataset::kMnist && c.data.root == Config{}.data.root)
+    throw ConfigError(where + ": key 'data.root' is " + c.data.root +
+                      ", Fashion-MNIST's folder (the default), but data.dataset is mnist, whose IDX files read "
+                      "alike: give MNIST's folder as data.root");
   if (!is_encoded_dataset(c)) return;
   const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where, write_file_list);
   const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where, write_file_list);

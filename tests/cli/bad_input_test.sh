@@ -295,6 +295,25 @@ moco_sh_options)
   no_work_done
   # moco_dist's own --config is what it means
   expect 0 "stopped after step 1" -- sh_run -n 1 --config "$tiny" train.threads=1 train.stop_at_step=1 knn.k=5 train.output_dir="$out" ;;
+mnist_on_the_fashion_root)
+  # data.root's default is Fashion-MNIST's folder: data.dataset=mnist without a root of its own
+  # trained on Fashion-MNIST (its IDX files read alike) and reported it as MNIST.
+  for dry in --dry-run ""; do
+    expect 2 "key 'data.root' is /usr/share/datasets/fashion-mnist, Fashion-MNIST's folder (the default), but data.dataset is mnist" -- \
+      "$dist" --config "$tiny" $dry data.dataset=mnist data.mean=0.5 data.std=0.5 train.threads=1 train.output_dir="$out"
+    no_work_done
+  done
+  expect 2 "key 'data.root' is /usr/share/datasets/fashion-mnist, Fashion-MNIST's folder (the default), but data.dataset is mnist" -- \
+    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.dataset=mnist data.mean=0.5 \
+    data.std=0.5 train.output_dir="$out"
+  no_work_done ;;
+ckpt_unknown_subcommand)
+  # A misspelt subcommand was answered "A subcommand is required", naming neither the word nor the
+  # subcommands.
+  expect 2 "moco_ckpt: 'verfy' is not a subcommand: inspect, verify, export, diff (moco_ckpt --help)" -- \
+    "$build/moco_ckpt" verfy "$work"
+  expect 2 "A subcommand is required" -- "$build/moco_ckpt"
+  expect 0 "Subcommands:" -- "$build/moco_ckpt" --help ;;
 *) fail "unknown case" ;;
 esac
 echo "PASS ($case_name)"
