@@ -348,6 +348,7 @@ ckpt_unknown_subcommand_unnamed|src/app/moco_ckpt_main.cpp|    if (sub->get_name
 earlier_metrics_truncated|src/run/run_output.cpp|  if (!append) keep_earlier_run_files(out_dir);|  (void)append;|^tools\.fresh_start_keeps_earlier_metrics$
 earlier_metrics_suffix_reused|src/run/run_output.cpp|  while (taken(n)) ++n;|  (void)taken;|^tools\.fresh_start_keeps_earlier_metrics$
 mnist_on_the_fashion_root_allowed|src/run/setup.cpp|  if (c.data.dataset == Dataset::kMnist && c.data.root == Config{}.data.root)|  if (false)|^cli\.bad_input\.mnist_on_the_fashion_root$
+output_inside_split_allowed|src/run/setup.cpp|    if (sys::lies_within(c.train.output_dir, split))|    if (false)|^cli\.bad_input\.output_dir_inside_a_split$
 LIST
 )
 

@@ -307,6 +307,20 @@ mnist_on_the_fashion_root)
     "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.dataset=mnist data.mean=0.5 \
     data.std=0.5 train.output_dir="$out"
   no_work_done ;;
+output_dir_inside_a_split)
+  # A run's folder inside the ImageFolder split it reads: accepted, it became a class folder without
+  # images, and every later run on the data (its own resume too) was refused. Refused first.
+  "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 2 --val 1
+  if_run=(--config "$src/configs/imagefolder_quick.yaml" train.threads=1 data.root="$work/if")
+  for dir in train val; do
+    expect 2 "keys 'train.output_dir' and 'data.${dir}_dir': $work/if/$dir/run lies inside the split folder $work/if/$dir the run reads" -- \
+      "$dist" "${if_run[@]}" train.output_dir="$work/if/$dir/run"
+    [ ! -e "$work/if/$dir/run" ] || fail "the run made its folder inside $work/if/$dir"
+  done
+  expect 2 "keys 'train.output_dir' and 'data.train_dir': $work/if/train/lin lies inside the split folder" -- \
+    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.dataset=imagefolder \
+    data.augmentation=v2 data.mean=0.5 data.std=0.5 data.root="$work/if" train.output_dir="$work/if/train/lin"
+  [ ! -e "$work/if/train/lin" ] || fail "moco_lincls made its folder inside $work/if/train" ;;
 ckpt_unknown_subcommand)
   # A misspelt subcommand was answered "A subcommand is required", naming neither the word nor the
   # subcommands.
