@@ -132,7 +132,8 @@ TEST(ConfigTest, RangesAreCheckedFromTheRows) {
   EXPECT_TRUE(contains(config_error_of(path, {"data.hue=0.6"}), "key 'data.hue' must lie in [0, 0.5]"));
   EXPECT_TRUE(contains(config_error_of(path, {"data.image_size=0"}), "key 'data.image_size' must be positive"));
   EXPECT_TRUE(contains(config_error_of(path, {"ckpt.keep_last=0"}), "key 'ckpt.keep_last' must be at least 1"));
-  EXPECT_TRUE(contains(config_error_of(path, {"train.threads=-1"}), "key 'train.threads' must be >= 0"));
+  EXPECT_TRUE(contains(config_error_of(path, {"train.threads=-1"}),
+                       "key 'train.threads' must be 0 (from the cores) or a thread count up to 1024, not -1"));
   EXPECT_TRUE(contains(config_error_of(path, {"knn.raw_baseline=maybe"}),
                        "key 'knn.raw_baseline' must be auto, true or false, not 'maybe'"));
   EXPECT_TRUE(contains(config_error_of(path, {"data.blur_sigma=[0.1]"}),
@@ -323,6 +324,45 @@ TEST(ConfigTest, EffectiveConfigRoundTrips) {
   EXPECT_EQ(again.data.augment.mean, (std::vector<double>{0.1, 0.2, 0.3}));
   EXPECT_EQ(moco::run::to_yaml(again), moco::run::to_yaml(c));
   EXPECT_TRUE(contains(moco::run::config_reference(), "moco.queue_size (int, default 65536)"));
+}
+
+// A thread count no machine has is a typo, refused before any thread starts: 100000 intra-op
+// threads held a 2-core host for minutes before the first step.
+TEST(ConfigTest, ThreadCountsBeyondAnyMachineAreRefusedNamingTheKey) {
+  const auto path = write_temp("{}\n");
+  for (const std::string key : {"train.threads", "data.workers"}) {
+    EXPECT_EQ(config_error_of(path, {key + "=1024"}), "") << key;
+    EXPECT_EQ(config_error_of(path, {key + "=100000"}),
+              path + " (with overrides): key '" + key +
+                  "' must be 0 (from the cores) or a thread count up to 1024, not 100000");
+  }
+}
+
+// A command-line value YAML would read as another text is refused: 'runs/a #2' (a comment), a line
+// break (folded to a space), a tag or an anchor silently named another run's folder, which the run
+// then resumed. Quoted, the text is kept; spaces around it are not part of it; other types are
+// read as YAML reads them.
+TEST(ConfigTest, AnOverrideStringReadAsAnotherTextIsRefused) {
+  const auto path = write_temp("{}\n");
+  const auto refused = [&](const std::string& item, const std::string& read_as) {
+    const auto error = config_error_of(path, {item});
+    EXPECT_EQ(error, "command-line override '" + item + "': key 'train.output_dir' would read as '" + read_as +
+                         "', not the text given (YAML drops a ' #' comment and a leading tag or anchor, and folds "
+                         "line breaks): quote the value in YAML to keep it")
+        << item;
+  };
+  refused("train.output_dir=runs/a #2", "runs/a");
+  refused("train.output_dir=runs/a\nb", "runs/a b");
+  refused("train.output_dir=!tag runs/a", "runs/a");
+  refused("train.output_dir=&anchor runs/a", "runs/a");
+  EXPECT_TRUE(contains(config_error_of(path, {"model.pretrained=runs/x #old"}),
+                       "key 'model.pretrained' would read as 'runs/x'"));
+  for (const std::string kept : {"runs/a#2", "runs/a b", "runs/ü日本", "runs/a\tb"})
+    EXPECT_EQ(load_config(path, {"train.output_dir=" + kept}).train.output_dir, kept) << kept;
+  EXPECT_EQ(load_config(path, {"train.output_dir='runs/a #2'"}).train.output_dir, "runs/a #2");
+  EXPECT_EQ(load_config(path, {"train.output_dir=\"runs/a\\nb\""}).train.output_dir, "runs/a\nb");
+  EXPECT_EQ(load_config(path, {"train.output_dir= runs/a "}).train.output_dir, "runs/a");
+  EXPECT_EQ(load_config(path, {"optim.base_lr=0.5 # the lr"}).optim.base_lr, 0.5);
 }
 
 // .nan and .inf are YAML floats, but no key means anything by them, and to_yaml writes them as "nan"

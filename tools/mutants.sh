@@ -347,6 +347,18 @@ nan_hook_ignores_what|src/sys/fault_hooks.h|return step == at_step && rank == at
 skip_causes_dropped|src/train/step_records.cpp|        report.skip_causes.push_back(static_cast<int32_t>(row[3 + r]));|        report.skip_causes.push_back(0);|^StepRecordsTest\.|^faults\.nan_skip_loss$
 ckpt_nonfinite_not_refused|src/ckpt/checkpoint.cpp|  auto refusal = nonfinite_state_error(state, step);|  std::string refusal;|^CkptCollective\.ANonFinite
 nonfinite_check_refuses_progress|src/ckpt/checkpoint.cpp|state[i].name.rfind("progress/", 0) == 0)|false)|^CkptExport\.Resnet18LoadsIntoTorchvisionWithTheSameFeatures$
+epochs_steps_unbounded|src/train/training_run.cpp|  if (steps > kMostSteps)|  if (false)|^cli\.bad_input\.epochs_beyond_any_run$
+thread_count_unbounded|src/run/config.cpp|  if (v >= 0 && v <= kMostThreads) return "";|  if (v >= 0) return "";|^ConfigTest\.ThreadCounts
+override_text_unchecked|src/run/config.cpp|  const std::string typed = first == std::string::npos ? "" : text.substr(first, last - first + 1);|  const std::string typed = value.Scalar();|^ConfigTest\.AnOverrideString
+override_quotes_refused|src/run/config.cpp| && typed.back() == typed.front();| && false;|^ConfigTest\.AnOverrideString
+moco_sh_unknown_option_taken_as_config|launch/mpirun/moco.sh|    -*) echo "moco.sh: unknown option|    -no-such-option) echo "moco.sh: unknown option|^cli\.bad_input\.moco_sh_options$
+moco_sh_hostfile_unchecked|launch/mpirun/moco.sh|{ echo "moco.sh: --hostfile '$hostfile': no such readable file" >&2; exit 2; }|true|^cli\.bad_input\.moco_sh_options$
+sbatch_output_dir_cut_at_space|launch/slurm/moco.sbatch|    sub(/^ *output_dir: /, "")|    $0 = $2|^launch\.slurm_preempt_requeue_resume$
+ckpt_unknown_subcommand_unnamed|src/app/moco_ckpt_main.cpp|    if (sub->get_name() == argv[1]) return "";|    if (true) return "";|^cli\.bad_input\.ckpt_unknown_subcommand$
+earlier_metrics_truncated|src/run/run_output.cpp|  if (!append) keep_earlier_run_files(out_dir);|  (void)append;|^tools\.fresh_start_keeps_earlier_metrics$
+earlier_metrics_suffix_reused|src/run/run_output.cpp|  while (taken(n)) ++n;|  (void)taken;|^tools\.fresh_start_keeps_earlier_metrics$
+mnist_on_the_fashion_root_allowed|src/run/setup.cpp|  if (c.data.dataset == Dataset::kMnist && c.data.root == Config{}.data.root)|  if (false)|^cli\.bad_input\.mnist_on_the_fashion_root$
+output_inside_split_allowed|src/run/setup.cpp|    if (sys::lies_within(c.train.output_dir, split))|    if (false)|^cli\.bad_input\.output_dir_inside_a_split$
 LIST
 )
 

@@ -29,7 +29,7 @@
 # the same way: its ranks ended, GRACE seconds passed, mpirun never came.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-ranks= hostfile=
+ranks= hostfile= config=
 while [ $# -gt 0 ]; do
   case $1 in
     -n | -np)
@@ -40,13 +40,27 @@ while [ $# -gt 0 ]; do
       ranks=$((10#$2)); shift 2 ;;
     --hostfile) [ $# -ge 2 ] || { echo "moco.sh: --hostfile: expects a file" >&2; exit 2; }
       hostfile=$2; shift 2 ;;
+    # moco_dist's own spelling of the config, taken as it is meant.
+    -c | --config) [ $# -ge 2 ] || { echo "moco.sh: $1: expects the config file" >&2; exit 2; }
+      config=$2; shift 2 ;;
     -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+    # An option this script does not know would be taken for the CONFIG, after mpirun started.
+    -*) echo "moco.sh: unknown option '$1' (options: -n RANKS, --hostfile FILE; then CONFIG and key=value overrides)" >&2
+      exit 2 ;;
     *) break ;;
   esac
 done
-[ $# -ge 1 ] || { echo "usage: launch/mpirun/moco.sh [-n RANKS] [--hostfile FILE] CONFIG [key=value ...]" >&2; exit 2; }
-config=$1
-shift
+if [ -z "$config" ]; then
+  [ $# -ge 1 ] || { echo "usage: launch/mpirun/moco.sh [-n RANKS] [--hostfile FILE] CONFIG [key=value ...]" >&2; exit 2; }
+  config=$1
+  shift
+fi
+# A hostfile mpirun cannot use fails inside mpirun ("An internal error has occurred in ORTE", "No
+# nodes are available") without naming the file: checked here, before anything starts.
+if [ -n "$hostfile" ]; then
+  [ -f "$hostfile" ] && [ -r "$hostfile" ] || { echo "moco.sh: --hostfile '$hostfile': no such readable file" >&2; exit 2; }
+  grep -qvE '^[[:space:]]*(#|$)' "$hostfile" || { echo "moco.sh: --hostfile '$hostfile': names no host" >&2; exit 2; }
+fi
 # given KEY ARGS...: whether the overrides set KEY (moco_dist refuses a key given twice, so the
 # script's own defaults step aside).
 given() { local key=$1 arg; shift; for arg in "$@"; do [[ $arg == "$key="* ]] && return 0; done; return 1; }
@@ -61,6 +75,7 @@ extra=()
 given train.resume "$@" || extra+=(train.resume=auto)
 if [ -n "$hostfile" ]; then
   [ -n "$ranks" ] || ranks=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^slots=/) {sub("slots=", "", $i); n += $i}} END {print n + 0}' "$hostfile")
+  [ "$ranks" -gt 0 ] || { echo "moco.sh: --hostfile '$hostfile': no host gives slots=N: give -n RANKS" >&2; exit 2; }
   # Every daemon under orted_watchdog.sh: a host cut off from mpirun does not keep its daemon.
   mpi+=(--hostfile "$hostfile" --map-by slot --mca orte_launch_agent "$here/launch/mpirun/orted_watchdog.sh $grace orted")
 else

@@ -246,6 +246,18 @@ int diff(const std::string& path_a, const std::string& path_b, const std::vector
   return differing == 0 && compared > 0 ? 0 : 1;
 }
 
+// CLI11 answers a misspelt subcommand ("moco_ckpt verfy RUN") with "A subcommand is required",
+// naming neither the word nor the subcommands: said here, before the parse.
+std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  std::string names;
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return "'" + std::string(argv[1]) + "' is not a subcommand: " + names + " (moco_ckpt --help)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -300,6 +312,10 @@ int main(int argc, char** argv) {
       "OUT that is empty, inside the checkpoint or the run it reads, a folder, an existing file without --force, or\n"
       "not a regular file; nothing written). An interrupted export (SIGINT, SIGTERM, SIGHUP)\n"
       "removes its temporary file OUT.tmp-<pid>; one a killed export left is removed by the next export to OUT.");
+  if (const auto unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
+    std::cerr << "moco_ckpt: " << unknown << "\n";
+    return 2;
+  }
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
   try {
     if (*inspect_cmd) return inspect(a);

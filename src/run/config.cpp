@@ -184,8 +184,12 @@ const auto positive = [](const auto& v) -> std::string { return v > 0 ? "" : "mu
 const auto non_negative = [](const auto& v) -> std::string { return v >= 0 ? "" : "must be >= 0"; };
 const auto at_least_one = [](const auto& v) -> std::string { return v >= 1 ? "" : "must be at least 1"; };
 const auto one_or_two = [](const int64_t& v) -> std::string { return v == 1 || v == 2 ? "" : "must be 1 or 2"; };
+// More threads than any machine runs is a typo: started all the same, an OpenMP pool of 100000
+// spinning threads held a 2-core host for minutes (and ignored SIGTERM) before the first step.
+constexpr int kMostThreads = 1024;
 const auto thread_count = [](const int& v) -> std::string {
-  return v >= 0 ? "" : "must be 0 (from the cores) or a thread count";
+  if (v >= 0 && v <= kMostThreads) return "";
+  return fmt::format("must be 0 (from the cores) or a thread count up to {}, not {}", kMostThreads, v);
 };
 const auto not_empty = [](const std::string& v) -> std::string { return v.empty() ? "must not be empty" : ""; };
 const auto resume_target = [](const std::string& v) -> std::string {
@@ -325,7 +329,7 @@ std::vector<Field> optim_train_fields() {
       MOCO_FIELD(train.threads,
                  "intra-op threads; 0: the rank's cores (those it is bound to, or its share of the node's when "
                  "unbound: node cores / ranks on the node)")
-          .must(non_negative),
+          .must(thread_count),
       MOCO_FIELD(train.resume,
                  "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); "
                  "never: refuse to start if one exists; or the path of one checkpoint folder")
@@ -715,6 +719,26 @@ YAML::Node single_document(const std::vector<YAML::Node>& documents, const std::
   return documents.empty() ? YAML::Node() : documents.front();
 }
 
+// A command-line value is read as YAML (for lists and quoting), and YAML may read another text than
+// the one typed: ' #...' is a comment, a line break folds to a space, a leading tag or anchor is
+// dropped. For a string key (a folder, a checkpoint) that silently names another path, e.g. the
+// folder of another run, which the run would then resume. Such a value is refused, showing what YAML
+// made of it; quoting keeps the text. Spaces around the value are not part of it.
+void check_string_read_as_typed(const Field& field, const YAML::Node& value, const std::string& text,
+                                const std::string& where) {
+  if (field.type != "string" || !value.IsScalar()) return;
+  const auto first = text.find_first_not_of(" \t");
+  const auto last = text.find_last_not_of(" \t");
+  const std::string typed = first == std::string::npos ? "" : text.substr(first, last - first + 1);
+  const bool quoted =
+      typed.size() >= 2 && (typed.front() == '\'' || typed.front() == '"') && typed.back() == typed.front();
+  if (quoted || value.Scalar() == typed) return;
+  throw ConfigError(
+      fmt::format("{}: key '{}' would read as '{}', not the text given (YAML drops a ' #' comment "
+                  "and a leading tag or anchor, and folds line breaks): quote the value in YAML to keep it",
+                  where, field.key, value.Scalar()));
+}
+
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -756,6 +780,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     } catch (const YAML::Exception& e) {
       throw ConfigError(where + ": value is not valid YAML: " + e.what());
     }
+    check_string_read_as_typed(*field, value, item.substr(eq + 1), where);
     assign(reading, *field, value, where);
   }
   validate(reading, overrides.empty() ? path : path + " (with overrides)");

@@ -34,6 +34,30 @@ void write_config_yaml(const Config& config, const std::filesystem::path& out_di
     throw std::runtime_error("train.output_dir '" + out_dir.string() + "': cannot write config.yaml in it");
 }
 
+// A fresh start (nothing to resume) where an earlier run left its metrics: that run failed before
+// its first checkpoint, or its checkpoints were deleted. Its metrics.jsonl and config.yaml are what
+// is left to tell what it did; they are kept under the first free suffix, never truncated.
+void keep_earlier_run_files(const std::filesystem::path& out_dir) {
+  namespace fs = std::filesystem;
+  const fs::path metrics = out_dir / "metrics.jsonl", config = out_dir / "config.yaml";
+  std::error_code ec;
+  const auto size = fs::file_size(metrics, ec);
+  if (ec || size == 0) return;
+  int n = 1;
+  const auto taken = [&](int i) {
+    return fs::exists(metrics.string() + "." + std::to_string(i), ec) ||
+           fs::exists(config.string() + "." + std::to_string(i), ec);
+  };
+  while (taken(n)) ++n;
+  const std::string suffix = "." + std::to_string(n);
+  fs::rename(metrics, metrics.string() + suffix);  // a failure names both paths
+  if (fs::exists(config, ec)) fs::rename(config, config.string() + suffix);
+  spdlog::warn(
+      "train.output_dir '{}' holds an earlier run's metrics.jsonl and no checkpoint to resume: this run "
+      "starts afresh; the earlier metrics.jsonl and config.yaml are kept as metrics.jsonl{} and config.yaml{}",
+      out_dir.string(), suffix, suffix);
+}
+
 }  // namespace
 
 void lock_output_dir(const std::string& output_dir, const std::string& key, int rank, sys::FolderLock& lock) {
@@ -66,6 +90,7 @@ std::optional<metrics::MetricsLog> open_run_output(const Config& config, int ran
   }
   make_output_dir(out_dir.string());
   if (rank != 0) return std::nullopt;
+  if (!append) keep_earlier_run_files(out_dir);
   write_config_yaml(config, out_dir);
   return std::optional<metrics::MetricsLog>(std::in_place, (out_dir / "metrics.jsonl").string(), append,
                                             config.train.tensorboard ? (out_dir / "tb").string() : std::string());

@@ -5,6 +5,7 @@
 #include "data/image_folder.h"
 #include "data/image_shards.h"
 #include "data/synthetic.h"
+#include "sys/paths.h"
 
 #include <filesystem>
 #include <map>
@@ -43,6 +44,21 @@ std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const 
   }
 }
 
+// A run's folder inside a split folder it reads is taken for a class folder without images by every
+// later scan, which refuses the data: the run's own resume included. Found before the scan.
+void check_output_outside_splits(const Config& c, const std::string& where) {
+  if (c.data.dataset != Dataset::kImageFolder) return;
+  for (const auto& [dir, key] : {std::pair<std::string, const char*>{c.data.train_dir, "data.train_dir"},
+                                 std::pair<std::string, const char*>{c.data.val_dir, "data.val_dir"}}) {
+    const std::string split = (std::filesystem::path(c.data.root) / dir).string();
+    if (sys::lies_within(c.train.output_dir, split))
+      throw ConfigError(where + ": keys 'train.output_dir' and '" + key + "': " + c.train.output_dir +
+                        " lies inside the split folder " + split +
+                        " the run reads: every later scan would take it for a class folder without images and "
+                        "refuse the data (this run's resume too); write it elsewhere");
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -63,7 +79,14 @@ std::string classes_missing(const std::vector<std::string>& a, const std::vector
 }  // namespace
 
 void check_data(const Config& c, const std::string& where, bool write_file_list) {
+  // data.root's default is Fashion-MNIST's folder, and MNIST's IDX files read alike: data.dataset=mnist
+  // without a data.root of its own trained and evaluated on Fashion-MNIST without a word.
+  if (c.data.dataset == Dataset::kMnist && c.data.root == Config{}.data.root)
+    throw ConfigError(where + ": key 'data.root' is " + c.data.root +
+                      ", Fashion-MNIST's folder (the default), but data.dataset is mnist, whose IDX files read "
+                      "alike: give MNIST's folder as data.root");
   if (!is_encoded_dataset(c)) return;
+  check_output_outside_splits(c, where);
   const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where, write_file_list);
   const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where, write_file_list);
   if (val->classes() != train->classes())

@@ -41,6 +41,8 @@ data::LoaderOptions train_loader_options(const run::Config& config, const run::R
   return options;
 }
 
+constexpr double kMostSteps = 9007199254740992.0;  // 2^53
+
 RunShape run_shape(const run::Config& c, const data::TwoViewLoader& loader, const data::Dataset& train, int world) {
   RunShape shape;
   shape.steps_per_epoch = loader.batches_per_epoch();
@@ -50,7 +52,15 @@ RunShape run_shape(const run::Config& c, const data::TwoViewLoader& loader, cons
     const auto why = fmt::format("the train split has {} images, fewer than one global batch", train.size());
     throw run::ConfigError(fmt::format("key 'optim.batch_size' ({}): {}", c.optim.batch_size, why));
   }
-  shape.total_steps = static_cast<int64_t>(std::ceil(c.train.epochs * static_cast<double>(shape.steps_per_epoch)));
+  const double steps = std::ceil(c.train.epochs * static_cast<double>(shape.steps_per_epoch));
+  // Past 2^53 a double no longer counts steps one by one (and past 2^63 the cast to int64_t is
+  // undefined: train.epochs=1e30 made "-9223372036854775808 steps" and a schedule over a negative length).
+  if (steps > kMostSteps)
+    throw run::ConfigError(
+        fmt::format("key 'train.epochs' ({}) at {} steps per epoch makes {:.3g} steps: more than "
+                    "any run takes (at most {:.3g})",
+                    c.train.epochs, shape.steps_per_epoch, steps, kMostSteps));
+  shape.total_steps = static_cast<int64_t>(steps);
   return shape;
 }
 

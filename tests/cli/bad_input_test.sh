@@ -242,6 +242,92 @@ batch_buffers_too_big)
     "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.image_size=100000 \
     train.output_dir="$out"
   no_work_done ;;
+epochs_beyond_any_run)
+  # 1e30 epochs of 16 steps: the step count overflowed int64 ("-9223372036854775808 steps", a
+  # schedule over a negative length) and the run trained on. Refused, by --dry-run as by the run.
+  for dry in --dry-run ""; do
+    expect 2 "key 'train.epochs' (1e+30) at 16 steps per epoch makes 1.6e+31 steps: more than any run takes" -- \
+      "$dist" --config "$tiny" $dry train.epochs=1e30 train.threads=1 train.output_dir="$out"
+    no_work_done
+  done
+  # The longest run still counted one by one is accepted
+  expect 0 "schedule: 9007199254740992 steps" -- \
+    "$dist" --config "$tiny" --dry-run train.epochs=562949953421312 train.threads=1 train.output_dir="$out" ;;
+thread_count_beyond_any_machine)
+  # train.threads=100000 ran: LibTorch's pool of 100000 spinning threads held the host for minutes
+  # (and did not answer SIGTERM). Refused with the config, before any thread starts (--print-config
+  # reads the config as the run does, and starts nothing even where the check is missing).
+  for key in train.threads data.workers; do
+    expect 2 "key '$key' must be 0 (from the cores) or a thread count up to 1024, not 100000" -- \
+      "$dist" --config "$tiny" --print-config "$key=100000" train.output_dir="$out"
+    expect 2 "key '$key' must be 0 (from the cores) or a thread count up to 1024, not 100000" -- \
+      "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" --print-config "$key=100000" train.output_dir="$out"
+  done
+  no_work_done ;;
+override_read_as_another_text)
+  # YAML reads 'DIR #2' as DIR (a comment) and a line break as a space: the run trained in (and
+  # resumed from) another run's folder. Refused naming what YAML made of it; quoted, the text is kept.
+  "$dist" --config "$tiny" train.threads=1 train.stop_at_step=1 train.output_dir="$work/exp" >/dev/null 2>&1 || fail "pre-training"
+  cp -r "$work/exp" "$work/exp.before"
+  for value in "$work/exp #2" "$work/exp
+2" "!mine $work/exp"; do
+    expect 2 "key 'train.output_dir' would read as '$work/exp" "quote the value in YAML to keep it" -- \
+      "$dist" --config "$tiny" train.threads=1 "train.output_dir=$value"
+    diff -r "$work/exp" "$work/exp.before" >/dev/null || fail "the other run's folder was written: $value"
+  done
+  expect 2 "key 'model.pretrained' would read as '$work/exp'" -- \
+    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" "model.pretrained=$work/exp #2" train.output_dir="$out"
+  no_work_done
+  expect 0 "output_dir: \"$work/exp #2\"" -- "$dist" --config "$tiny" --print-config "train.output_dir='$work/exp #2'" ;;
+moco_sh_options)
+  # An option moco.sh does not know was taken for the CONFIG after mpirun started; a hostfile mpirun
+  # cannot use failed inside mpirun without naming it. Refused before mpirun starts, exit 2.
+  sh_run() { env MOCO_DIST="$dist" "$src/launch/mpirun/moco.sh" "$@"; }
+  expect 2 "moco.sh: unknown option '--frob'" -- sh_run -n 1 --frob "$tiny" train.output_dir="$out"
+  ! grep -q "mpirun" "$work/last.out" || fail "mpirun was started"
+  expect 2 "moco.sh: --hostfile '$work/no_hosts': no such readable file" -- sh_run -n 2 --hostfile "$work/no_hosts" "$tiny" train.output_dir="$out"
+  ! grep -q "mpirun" "$work/last.out" || fail "mpirun was started"
+  printf '# no host yet\n\n' >"$work/hosts"
+  expect 2 "moco.sh: --hostfile '$work/hosts': names no host" -- sh_run --hostfile "$work/hosts" "$tiny" train.output_dir="$out"
+  printf 'localhost\n' >"$work/hosts"
+  expect 2 "moco.sh: --hostfile '$work/hosts': no host gives slots=N: give -n RANKS" -- sh_run --hostfile "$work/hosts" "$tiny" train.output_dir="$out"
+  ! grep -q "mpirun" "$work/last.out" || fail "mpirun was started"
+  no_work_done
+  # moco_dist's own --config is what it means
+  expect 0 "stopped after step 1" -- sh_run -n 1 --config "$tiny" train.threads=1 train.stop_at_step=1 knn.k=5 train.output_dir="$out" ;;
+mnist_on_the_fashion_root)
+  # data.root's default is Fashion-MNIST's folder: data.dataset=mnist without a root of its own
+  # trained on Fashion-MNIST (its IDX files read alike) and reported it as MNIST.
+  for dry in --dry-run ""; do
+    expect 2 "key 'data.root' is /usr/share/datasets/fashion-mnist, Fashion-MNIST's folder (the default), but data.dataset is mnist" -- \
+      "$dist" --config "$tiny" $dry data.dataset=mnist data.mean=0.5 data.std=0.5 train.threads=1 train.output_dir="$out"
+    no_work_done
+  done
+  expect 2 "key 'data.root' is /usr/share/datasets/fashion-mnist, Fashion-MNIST's folder (the default), but data.dataset is mnist" -- \
+    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.dataset=mnist data.mean=0.5 \
+    data.std=0.5 train.output_dir="$out"
+  no_work_done ;;
+output_dir_inside_a_split)
+  # A run's folder inside the ImageFolder split it reads: accepted, it became a class folder without
+  # images, and every later run on the data (its own resume too) was refused. Refused first.
+  "$py" "$src/tools/make_image_folder.py" "$work/if" --classes 2 --train 2 --val 1
+  if_run=(--config "$src/configs/imagefolder_quick.yaml" train.threads=1 data.root="$work/if")
+  for dir in train val; do
+    expect 2 "keys 'train.output_dir' and 'data.${dir}_dir': $work/if/$dir/run lies inside the split folder $work/if/$dir the run reads" -- \
+      "$dist" "${if_run[@]}" train.output_dir="$work/if/$dir/run"
+    [ ! -e "$work/if/$dir/run" ] || fail "the run made its folder inside $work/if/$dir"
+  done
+  expect 2 "keys 'train.output_dir' and 'data.train_dir': $work/if/train/lin lies inside the split folder" -- \
+    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.dataset=imagefolder \
+    data.augmentation=v2 data.mean=0.5 data.std=0.5 data.root="$work/if" train.output_dir="$work/if/train/lin"
+  [ ! -e "$work/if/train/lin" ] || fail "moco_lincls made its folder inside $work/if/train" ;;
+ckpt_unknown_subcommand)
+  # A misspelt subcommand was answered "A subcommand is required", naming neither the word nor the
+  # subcommands.
+  expect 2 "moco_ckpt: 'verfy' is not a subcommand: inspect, verify, export, diff (moco_ckpt --help)" -- \
+    "$build/moco_ckpt" verfy "$work"
+  expect 2 "A subcommand is required" -- "$build/moco_ckpt"
+  expect 0 "Subcommands:" -- "$build/moco_ckpt" --help ;;
 *) fail "unknown case" ;;
 esac
 echo "PASS ($case_name)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A 2-rank CPU job of launch/slurm/moco.sbatch on a real (single-node) Slurm: preempted mid-run with
 # SIGUSR1 to its batch shell, it must checkpoint, requeue itself (SLURM_RESTART_COUNT=1), resume
-# from that checkpoint and finish, with metrics.jsonl logging every step exactly once.
+# from that checkpoint and finish, with metrics.jsonl logging every step exactly once; its
+# train.output_dir holds a space and a '#'.
 #   slurm_preempt_test.sh BUILD_DIR WORK_DIR
 # The cluster is tests/lib/slurm_cluster.sh's one node (Slurm and munge from tools/install_deps.sh).
 # Exit 77 (a skip that ctest shows) when not root: the Slurm daemons run as root. MOCO_TEST_SLOWDOWN=N
@@ -15,11 +16,13 @@ slurm_cpus=4
 # shellcheck source=tests/lib/slurm_one_node.sh
 . "$src/tests/lib/slurm_one_node.sh"
 
-run=$work/run
+# A folder YAML prints in double quotes (a space, a ' #'): moco.sbatch reads it back from
+# --print-config to find metrics.jsonl, and once cut it at the space and never requeued.
+run="$work/run #1"
 export MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1
 # 256 images in batches of 32: 8 steps an epoch, 400 steps in all; one step is logged per line.
 job=$(cd "$work" && sbatch --parsable -N1 -n2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 --output="$work/job.out" \
-      "$src/launch/slurm/moco.sbatch" "$src/tests/data/tiny_synthetic.yaml" train.output_dir="$run" train.threads=1 \
+      "$src/launch/slurm/moco.sbatch" "$src/tests/data/tiny_synthetic.yaml" train.output_dir="'$run'" train.threads=1 \
       data.synthetic_train_size=256 train.epochs=50 knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0) || fail "sbatch"
 echo "job $job"
 

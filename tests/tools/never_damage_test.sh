@@ -286,6 +286,35 @@ pack_interrupted)
   expect 0 "train: 8 images" -- "$pack" "$work/if" "$work/b" --shards 2 --overwrite
   expect 0 "" -- "${h5_run[@]}" data.root="$work/b"
   ;;
+fresh_start_keeps_earlier_metrics)
+  # A run that left no checkpoint (it failed before its first, or they were deleted), then a fresh
+  # start in its folder: the earlier metrics.jsonl was truncated and config.yaml rewritten, the one
+  # record of what that run did. Kept under the next free suffix, said once; moco_lincls alike.
+  pretrain
+  rm -r "$work/run/checkpoints"
+  cp "$work/run/metrics.jsonl" "$work/metrics.before" && cp "$work/run/config.yaml" "$work/config.before"
+  kept="this run starts afresh; the earlier metrics.jsonl and config.yaml are kept as metrics.jsonl.1 and config.yaml.1"
+  expect 0 "train.output_dir '$work/run' holds an earlier run's metrics.jsonl and no checkpoint to resume: $kept" -- \
+    "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run" train.stop_at_step=1 knn.k=5 train.seed=3
+  cmp "$work/run/metrics.jsonl.1" "$work/metrics.before" || fail "metrics.jsonl.1 is not the earlier run's"
+  cmp "$work/run/config.yaml.1" "$work/config.before" || fail "config.yaml.1 is not the earlier run's"
+  grep -q "seed: 3" "$work/run/config.yaml" || fail "config.yaml is not this run's"
+  [ "$(grep -c '"event":"train"' "$work/run/metrics.jsonl")" -eq 1 ] || fail "metrics.jsonl holds more than this run"
+  # A resume appends and keeps nothing aside
+  expect 0 "" -- "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run" train.stop_at_step=2 knn.k=5 train.seed=3
+  absent "$work/run/metrics.jsonl.2"
+  grep -q '"event":"resume"' "$work/run/metrics.jsonl" || fail "the resume did not append"
+  # moco_lincls, twice: the next free suffix
+  lin=(--config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1 train.output_dir="$work/lin")
+  "$lincls" "${lin[@]}" >/dev/null 2>&1 || fail "moco_lincls"
+  rm -r "$work/lin/checkpoints"
+  for n in 1 2; do
+    cp "$work/lin/metrics.jsonl" "$work/lin.before"
+    expect 0 "the earlier metrics.jsonl and config.yaml are kept as metrics.jsonl.$n and config.yaml.$n" -- "$lincls" "${lin[@]}"
+    cmp "$work/lin/metrics.jsonl.$n" "$work/lin.before" || fail "lincls metrics.jsonl.$n is not the earlier run's"
+    rm -r "$work/lin/checkpoints"
+  done
+  ;;
 two_runs_one_folder)
   # A second run in the folder of one that trains: exit 2 on every rank before any work, naming the
   # first's host and pid (rank 0's: it holds the lock), writing nothing; the first finishes (exit 0).
