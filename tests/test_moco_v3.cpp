@@ -1,10 +1,14 @@
 // MoCo v3's pieces (src/moco_v3): the MLP heads, the momentum's schedule, the keys' lack of gradient,
-// LARS's exclusion of 1-D parameters, the labels' rank offset (DistMocoV3Test, also under mpirun).
+// LARS's exclusion of 1-D parameters, the labels' rank offset (DistMocoV3Test, also under mpirun),
+// the R50 recipe's config (PaperConfigTest.MocoV3R50IsTheOfficialRecipe).
 // The whole step against PyTorch: tests/parity/moco_v3_step_parity.py.
+#include "constant_table.h"
 #include "dist/process_group.h"
 #include "moco_v3/lars.h"
 #include "moco_v3/v3_model.h"
+#include "run/config.h"
 #include "test_world.h"
+#include "train/schedule.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -124,4 +128,44 @@ TEST(DistMocoV3Test, LabelsAreOffsetByRank) {
   const auto positives = logits.gather(1, torch::arange(n * world).unsqueeze(1));
   const auto ranks = (logits > positives).sum(1).narrow(0, rank * n, n);
   EXPECT_TRUE(torch::equal(got.positive_rank, ranks));
+}
+
+// configs/moco_v3_r50_imagenet.yaml against facebookresearch/moco-v3's CONFIG.md (R50, 100 epochs)
+// and main_moco.py's defaults, row by row with its source; then the lr its schedule gives.
+TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
+  using constant_table::Constant;
+  const std::vector<Constant> official = {
+      {"model.method", "v3", "MoCo v3"},
+      {"model.arch", "resnet50", "main_moco.py -a resnet50 (default)"},
+      {"model.small_stem", "false", "torchvision's resnet50"},
+      {"model.mlp", "false", "v3's heads are the projector and predictor"},
+      {"model.dim", "256", "main_moco.py --moco-dim 256"},
+      {"v3.mlp_dim", "4096", "main_moco.py --moco-mlp-dim 4096"},
+      {"v3.projector_layers", "2", "moco/builder.py MoCo_ResNet _build_mlp(2, hidden_dim, mlp_dim, dim)"},
+      {"v3.predictor_layers", "2", "moco/builder.py MoCo_ResNet _build_mlp(2, dim, mlp_dim, dim, False)"},
+      {"v3.momentum", "0.99", "main_moco.py --moco-m 0.99 with --moco-m-cos (CONFIG.md R50 100 ep)"},
+      {"v3.temperature", "1", "main_moco.py --moco-t 1.0"},
+      {"optim.optimizer", "lars", "main_moco.py --optimizer lars"},
+      {"optim.base_lr", "0.6", "main_moco.py --lr 0.6 (x batch/256)"},
+      {"optim.batch_size", "4096", "main_moco.py -b 4096"},
+      {"optim.momentum", "0.9", "main_moco.py --momentum 0.9"},
+      {"optim.weight_decay", "1e-06", "main_moco.py --wd 1e-6"},
+      {"optim.warmup_epochs", "10", "main_moco.py --warmup-epochs 10"},
+      {"optim.schedule", "cosine", "main_moco.py adjust_learning_rate: cosine after the warm-up"},
+      {"optim.lr_update", "step", "main_moco.py adjust_learning_rate at epoch + i / iters_per_epoch"},
+      {"train.epochs", "100", "CONFIG.md R50 100-epoch; main_moco.py --epochs 100"},
+      {"data.crop_scale_min", "0.2", "CONFIG.md --crop-min=.2"},
+      {"data.image_size", "224", "main_moco.py RandomResizedCrop(224)"},
+      {"data.saturation", "0.2", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.hue", "0.1", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.jitter_prob", "0.8", "main_moco.py RandomApply([ColorJitter], p=0.8)"},
+      {"data.grayscale_prob", "0.2", "main_moco.py RandomGrayscale(p=0.2)"},
+  };
+  const auto c = run::load_config(constant_table::config_path("moco_v3_r50_imagenet.yaml"));
+  constant_table::expect_constants(c, official, "moco_v3_r50_imagenet.yaml");
+  // init_lr = 0.6 x 4096 / 256 = 9.6: linear over 10 warm-up epochs, then a cosine over the other 90.
+  EXPECT_NEAR(train::learning_rate(c, 5), 4.8, 1e-12);
+  EXPECT_NEAR(train::learning_rate(c, 10), 9.6, 1e-12);
+  EXPECT_NEAR(train::learning_rate(c, 55), 4.8, 1e-12);
+  EXPECT_NEAR(train::learning_rate(c, 100), 0.0, 1e-12);
 }
