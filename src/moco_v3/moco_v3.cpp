@@ -42,14 +42,49 @@ MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t
 Optimizer::Optimizer(const run::Config& c, std::vector<torch::Tensor> parameters) {
   if (c.optim.optimizer == run::Optimizer::kLars)
     lars_.emplace(std::move(parameters), c.optim.momentum, c.optim.weight_decay);
+  else if (c.optim.optimizer == run::Optimizer::kAdamw)
+    adamw_.emplace(std::move(parameters), c.optim.weight_decay);
   else
     sgd_.emplace(std::move(parameters), c.optim.momentum, c.optim.weight_decay);
 }
-void Optimizer::set_lr(double lr) { lars_ ? lars_->set_lr(lr) : sgd_->set_lr(lr); }
-void Optimizer::zero_grad() { lars_ ? lars_->zero_grad() : sgd_->zero_grad(); }
-void Optimizer::step() { lars_ ? lars_->step() : sgd_->step(); }
-const std::vector<torch::Tensor>& Optimizer::momentum_buffers() const {
-  return lars_ ? lars_->momentum_buffers() : sgd_->momentum_buffers();
+
+void Optimizer::set_lr(double lr) {
+  if (lars_) lars_->set_lr(lr);
+  if (adamw_) adamw_->set_lr(lr);
+  if (sgd_) sgd_->set_lr(lr);
+}
+
+void Optimizer::zero_grad() {
+  if (lars_) lars_->zero_grad();
+  if (adamw_) adamw_->zero_grad();
+  if (sgd_) sgd_->zero_grad();
+}
+
+void Optimizer::step() {
+  if (lars_) lars_->step();
+  if (adamw_) adamw_->step();
+  if (sgd_) sgd_->step();
+}
+
+namespace {
+
+void add_named(std::vector<ckpt::StateEntry>& entries, const std::string& prefix, const std::vector<std::string>& names,
+               const std::vector<torch::Tensor>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) entries.push_back({prefix + names[i], tensors[i]});
+}
+
+}  // namespace
+
+std::vector<ckpt::StateEntry> Optimizer::state_entries(const std::vector<std::string>& names) const {
+  std::vector<ckpt::StateEntry> entries;
+  if (lars_) add_named(entries, "optimizer/momentum_buffer/", names, lars_->momentum_buffers());
+  if (sgd_) add_named(entries, "optimizer/momentum_buffer/", names, sgd_->momentum_buffers());
+  if (adamw_) {
+    add_named(entries, "optimizer/exp_avg/", names, adamw_->exp_avg());
+    add_named(entries, "optimizer/exp_avg_sq/", names, adamw_->exp_avg_sq());
+    entries.push_back({"optimizer/steps", adamw_->steps()});
+  }
+  return entries;
 }
 
 MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_channels)
@@ -99,9 +134,7 @@ std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const Opt
     for (const auto& item : module->named_parameters()) entries.push_back({prefix + item.key(), item.value()});
     for (const auto& item : module->named_buffers()) entries.push_back({prefix + item.key(), item.value()});
   }
-  const auto names = model.trainable_names();
-  const auto& buffers = optimizer.momentum_buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) entries.push_back({"optimizer/momentum_buffer/" + names[i], buffers[i]});
+  for (auto& entry : optimizer.state_entries(model.trainable_names())) entries.push_back(std::move(entry));
   return entries;
 }
 

@@ -1,8 +1,9 @@
 // defines: MocoV3, MoCo v3 behind the training loop's seam (run/method.h): the model of v3_model.h,
-// LARS or SGD, DDP-style gradient averaging, the momentum's schedule over the run; v3_state_entries
+// LARS, AdamW or SGD, DDP-style gradient averaging, the momentum's schedule over the run; v3_state_entries
 #pragma once
 
 #include "dist/reducer.h"
+#include "moco_v3/adamw.h"
 #include "moco_v3/lars.h"
 #include "moco_v3/v3_model.h"
 #include "run/config.h"
@@ -12,26 +13,30 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace moco::moco_v3 {
 
-// The optimizer optim.optimizer names: LARS or SGD with momentum (run::MomentumSgd).
+// The optimizer optim.optimizer names: LARS, AdamW or SGD with momentum (run::MomentumSgd).
 class Optimizer {
  public:
   Optimizer(const run::Config& config, std::vector<torch::Tensor> parameters);
   void set_lr(double lr);
   void zero_grad();
   void step();
-  const std::vector<torch::Tensor>& momentum_buffers() const;
+  // Its state for a checkpoint, given the parameters' names: optimizer/momentum_buffer/<name> (SGD,
+  // LARS); optimizer/exp_avg/<name>, optimizer/exp_avg_sq/<name> and optimizer/steps (AdamW).
+  std::vector<ckpt::StateEntry> state_entries(const std::vector<std::string>& names) const;
 
  private:
   std::optional<Lars> lars_;
+  std::optional<AdamW> adamw_;
   std::optional<run::MomentumSgd> sgd_;
 };
 
 // The named tensors of a MoCo v3 checkpoint: encoder_q/<key>, encoder_k/<key>, predictor/<key> (the
-// official state_dict's keys below its module names) and optimizer/momentum_buffer/<trainable name>.
+// official state_dict's keys below its module names) and the optimizer's (Optimizer::state_entries).
 std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const Optimizer& optimizer);
 
 class MocoV3 final : public run::Method {

@@ -74,7 +74,8 @@ const Choices<MocoVersion>& choices(MocoVersion) {
   return c;
 }
 const Choices<Optimizer>& choices(Optimizer) {
-  static const Choices<Optimizer> c{{{Optimizer::kSgd, "sgd"}, {Optimizer::kLars, "lars"}}, "sgd or lars"};
+  static const Choices<Optimizer> c{
+      {{Optimizer::kSgd, "sgd"}, {Optimizer::kLars, "lars"}, {Optimizer::kAdamw, "adamw"}}, "sgd, lars or adamw"};
   return c;
 }
 
@@ -331,10 +332,11 @@ std::vector<Field> optim_train_fields() {
       MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch").must(positive),
       MOCO_FIELD(optim.batch_size, "images per step (the global batch)").must(positive),
       MOCO_FIELD(optim.optimizer,
-                 "sgd (SGD with momentum) or lars (model.method v3: momentum SGD whose update of each weight matrix "
-                 "is scaled by 0.001 |w|/|g + wd w|; biases and BN parameters get neither weight decay nor scaling)"),
-      MOCO_FIELD(optim.momentum, "SGD (and LARS) momentum").must(in_closed_open(0, 1)),
-      MOCO_FIELD(optim.weight_decay, "SGD (and LARS) weight decay").must(non_negative),
+                 "sgd (SGD with momentum); model.method v3 also lars (momentum SGD whose update of each weight matrix "
+                 "is scaled by 0.001 |w|/|g + wd w|; biases and BN parameters get neither weight decay nor scaling) or "
+                 "adamw (torch.optim.AdamW: betas 0.9, 0.999, eps 1e-8, decoupled weight decay on every parameter)"),
+      MOCO_FIELD(optim.momentum, "SGD and LARS momentum").must(in_closed_open(0, 1)),
+      MOCO_FIELD(optim.weight_decay, "weight decay (AdamW's decoupled: p *= 1 - lr wd)").must(non_negative),
       MOCO_FIELD(optim.warmup_epochs, "epochs over which the lr rises linearly from 0 before the schedule; 0: none")
           .must(non_negative),
       MOCO_FIELD(optim.schedule, "step (x gamma at each milestone) or cosine"),
@@ -701,7 +703,7 @@ void check_normalisation(const Config& c, const std::string& where) {
 void check_method_keys(const Config& c, const std::string& where) {
   if (c.model.method == MocoVersion::kV2) {
     require(c.optim.optimizer == Optimizer::kSgd, where, "optim.optimizer",
-            "must be sgd with model.method v2 (MoCo v1/v2 train with SGD; lars is for model.method v3)");
+            "must be sgd with model.method v2 (MoCo v1/v2 train with SGD; lars and adamw are for model.method v3)");
     return;
   }
   const std::string v3 = "cannot be used with model.method v3";

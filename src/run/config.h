@@ -25,8 +25,8 @@ enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
 enum class Schedule { kStep, kCosine };
 enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
 enum class Precision { kFp32, kBf16 };
-enum class MocoVersion { kV2, kV3 };   // model.method: v2 (MoCo v1/v2, the queue) or v3 (src/moco_v3)
-enum class Optimizer { kSgd, kLars };  // optim.optimizer
+enum class MocoVersion { kV2, kV3 };           // model.method: v2 (MoCo v1/v2, the queue) or v3 (src/moco_v3)
+enum class Optimizer { kSgd, kLars, kAdamw };  // optim.optimizer
 
 // The value's name as the config writes it ("resnet_tiny", "imagefolder", "cosine", "bf16").
 const char* to_string(Arch arch);

@@ -2,14 +2,14 @@
 // of a small config (torchvision's resnet18 layout, so that PyTorch can hold the same weights), takes
 // a step that is not recorded (so that the momentum encoder differs from the query encoder and LARS's
 // buffers are not zero), then two steps with LARS on random views, and writes what PyTorch needs to
-// redo those two:
+// redo those two (with optim.optimizer OPTIMIZER, lars or adamw):
 //   OUT_DIR/index.json  {"meta": {...}, "tensors": {name: {"file", "dtype", "shape"}}}
 //   OUT_DIR/<file>      the tensor's values, contiguous, little-endian (float32 or int64)
 // Tensors: before/<entry> and after/<entry> for every checkpoint entry of the method (weights, BN
 // buffers, LARS buffers), input/x1_<step>, input/x2_<step>; meta: the config's constants, the steps,
 // the run's length, each step's loss.
 //
-// usage: moco_v3_step_tool OUT_DIR
+// usage: moco_v3_step_tool OUT_DIR [lars|adamw]
 #include "dist/process_group.h"
 #include "moco_v3/moco_v3.h"
 #include "run/config.h"
@@ -33,13 +33,14 @@ namespace {
 constexpr const char* kConfig = R"(
 model: {method: v3, arch: resnet18, small_stem: false, dim: 32}
 v3: {mlp_dim: 64, projector_layers: 2, predictor_layers: 2, momentum: 0.9, temperature: 0.5}
-optim: {optimizer: lars, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.01}
+optim: {optimizer: OPTIMIZER, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.01}
 moco: {bn_splits: 1}
 )";
 constexpr int64_t kTotalSteps = 10;
 constexpr int64_t kWarmStep = 3;
-constexpr int64_t kSteps[] = {4, 5};    // the momentum's cosine has moved from m0
-constexpr double kLr = 0.6 * 32 / 256;  // base_lr x batch / 256, the peak lr of this config's schedule
+constexpr int64_t kSteps[] = {4, 5};        // the momentum's cosine has moved from m0
+constexpr double kLarsLr = 0.6 * 32 / 256;  // base_lr x batch / 256, the peak lr of this config's schedule
+constexpr double kAdamwLr = 1e-3;           // moves every weight by ~1e-3 a step: well above fp32's rounding
 
 void write_tensor(const fs::path& dir, const std::string& name, const torch::Tensor& tensor, nlohmann::json& index) {
   const auto t = tensor.detach().cpu().contiguous();
@@ -59,15 +60,19 @@ void write_state(const fs::path& dir, const std::string& prefix, run::Method& me
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: moco_v3_step_tool OUT_DIR\n";
+  const std::string optimizer = argc == 3 ? argv[2] : "lars";
+  if (argc < 2 || argc > 3 || (optimizer != "lars" && optimizer != "adamw")) {
+    std::cerr << "usage: moco_v3_step_tool OUT_DIR [lars|adamw]\n";
     return 2;
   }
   const fs::path dir = argv[1];
+  const double lr = optimizer == "adamw" ? kAdamwLr : kLarsLr;
   fs::create_directories(dir);
   torch::set_num_threads(1);
   torch::manual_seed(7);
-  const auto config = run::load_config_text(kConfig, "moco_v3_step_tool");
+  std::string text = kConfig;
+  text.replace(text.find("OPTIMIZER"), 9, optimizer);
+  const auto config = run::load_config_text(text, "moco_v3_step_tool");
   run::RunContext context;
   context.group = std::make_shared<dist::LocalProcessGroup>();
   moco_v3::MocoV3 method(config, context, /*in_channels=*/3);
@@ -79,7 +84,7 @@ int main(int argc, char** argv) {
     batch.key = torch::randn({config.optim.batch_size, 3, 32, 32});
     return batch;
   };
-  method.set_lr(kLr);
+  method.set_lr(lr);
   method.step(random_views(), kWarmStep);
 
   nlohmann::json tensors, losses = nlohmann::json::array();
@@ -93,7 +98,8 @@ int main(int argc, char** argv) {
   write_state(dir, "after/", method, tensors);
   const nlohmann::json meta = {{"steps", kSteps},
                                {"total_steps", kTotalSteps},
-                               {"lr", kLr},
+                               {"lr", lr},
+                               {"optimizer", optimizer},
                                {"m0", config.v3.momentum},
                                {"temperature", config.v3.temperature},
                                {"dim", config.model.dim},
