@@ -5,8 +5,10 @@
 #include "constant_table.h"
 #include "dist/process_group.h"
 #include "moco_v3/lars.h"
+#include "moco_v3/moco_v3.h"
 #include "moco_v3/v3_model.h"
 #include "run/config.h"
+#include "run/run_context.h"
 #include "test_world.h"
 #include "train/schedule.h"
 
@@ -128,6 +130,28 @@ TEST(DistMocoV3Test, LabelsAreOffsetByRank) {
   const auto positives = logits.gather(1, torch::arange(n * world).unsqueeze(1));
   const auto ranks = (logits > positives).sum(1).narrow(0, rank * n, n);
   EXPECT_TRUE(torch::equal(got.positive_rank, ranks));
+}
+
+// A checkpoint holds one model: BN running statistics, rank-local while training (each rank
+// normalises its own batch), are rank 0's on every rank after before_save (and before_eval), so that
+// the replicated entries written by whichever rank are the same. Also under mpirun (mpi.np2, mpi.np4).
+TEST(DistMocoV3Test, BeforeSaveGivesEveryRankRank0sBuffers) {
+  auto group = test_world_group();
+  run::Config config;
+  config.model.method = run::MocoVersion::kV3;
+  config.model.mlp = false;
+  config.model.width = 0.125;
+  config.model.dim = 8;
+  config.v3.mlp_dim = 16;
+  run::RunContext context;
+  context.group = group;
+  moco_v3::MocoV3 method(config, context, /*in_channels=*/1);
+  for (const auto& b : method.model()->buffers()) b.fill_(group->rank() + 1);
+  method.before_save();
+  for (const auto& entry : method.state_entries()) {
+    if (entry.name.find("running_var") == std::string::npos) continue;
+    EXPECT_TRUE(torch::all(entry.tensor == 1).item<bool>()) << entry.name << " on rank " << group->rank();
+  }
 }
 
 // configs/moco_v3_r50_imagenet.yaml against facebookresearch/moco-v3's CONFIG.md (R50, 100 epochs)

@@ -191,6 +191,9 @@ assert {"raw_pixels", "random_init", "trained"} <= knn, f"kNN rows: {knn}"
 assert any(r["event"] == "probe" for r in rows), "no online-probe row"
 print(f"{len(train)} steps, loss {train[0]['loss']:.3f} (random keys: {expected:.3f}) -> {train[-1]['loss']:.3f}")
 PY
+  # The query backbone exports under torchvision's names, without the projector (fc.*).
+  "$build/moco_ckpt" export "$work/run" "$work/backbone.pth" --format torch
+  "$py" -c "import sys, torch; sd = torch.load(sys.argv[1]); assert 'conv1.weight' in sd and not [k for k in sd if k.startswith('fc.')], sorted(sd)" "$work/backbone.pth"
   ;;
 hdf5_pack_np2)
   # The same generated ImageFolder packed by moco_pack into 3 shards per split, then trained from on
