@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """MoCo v3's step in C++ against PyTorch (run with Debian's /usr/bin/python3).
 
-Runs moco_v3_step_tool, which builds the v3 method (torchvision's resnet18 layout, small heads, LARS,
-batch 32), takes a step, then two more that it records (one with AdamW); redoes them here from the same weights,
-LARS buffers and views, written from the MoCo v3 paper (Chen, Xie and He, ICCV 2021) and the
-official recipe as described there:
+Runs moco_v3_step_tool, which builds the v3 method (torchvision's resnet18 layout, small heads, LARS
+or AdamW, batch 32), takes a step, then two more that it records (one with AdamW); redoes them here
+from the same weights, optimizer state and views, written from the MoCo v3 paper (Chen, Xie and He,
+ICCV 2021) and the official recipe as described there:
 - the query encoder is a backbone whose fc is the projector (Linear without bias, BN, ReLU, Linear,
   BN without affine), then the predictor (Linear, BN, ReLU, Linear); the momentum encoder is a
   backbone with its own projector;
