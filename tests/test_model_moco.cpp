@@ -264,7 +264,9 @@ TEST(MocoTest, EncodersMadeChannelsLastLaterStillMoveOnlyByMomentum) {
   EXPECT_GT(k_params[0]._version(), version) << "autograd sees the update, as an in-place op on k";
   for (size_t i = 0; i < k_params.size(); ++i) {
     EXPECT_TRUE(torch::equal(k_params[i], k_before[i].mul(m).add(q_before[i], 1 - m))) << i;
-    if (k_params[i].dim() == 4) EXPECT_TRUE(k_params[i].is_contiguous(torch::MemoryFormat::ChannelsLast)) << i;
+    if (k_params[i].dim() == 4) {
+      EXPECT_TRUE(k_params[i].is_contiguous(torch::MemoryFormat::ChannelsLast)) << i;
+    }
   }
 }
 

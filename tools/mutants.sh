@@ -359,6 +359,18 @@ earlier_metrics_truncated|src/run/run_output.cpp|  if (!append) keep_earlier_run
 earlier_metrics_suffix_reused|src/run/run_output.cpp|  while (taken(n)) ++n;|  (void)taken;|^tools\.fresh_start_keeps_earlier_metrics$
 mnist_on_the_fashion_root_allowed|src/run/setup.cpp|  if (c.data.dataset == Dataset::kMnist && c.data.root == Config{}.data.root)|  if (false)|^cli\.bad_input\.mnist_on_the_fashion_root$
 output_inside_split_allowed|src/run/setup.cpp|    if (sys::lies_within(c.train.output_dir, split))|    if (false)|^cli\.bad_input\.output_dir_inside_a_split$
+v3_labels_without_rank_offset|src/moco_v3/v3_model.cpp|torch::arange(n, torch::dtype(torch::kLong).device(q.device())) + n * group.rank();|torch::arange(n, torch::dtype(torch::kLong).device(q.device()));|^mpi\.np2$
+v3_keys_with_gradient|src/moco_v3/v3_model.cpp|p.requires_grad_(false);|p.requires_grad_(true);|^MocoV3Test\.
+v3_predictor_on_momentum_branch|src/moco_v3/v3_model.cpp|{ return projector_k_->forward(encoder_k->features(x)); }|{ return predictor->forward(projector_k_->forward(encoder_k->features(x))); }|^moco_v3\.step_parity_torch$
+v3_momentum_schedule_off|src/moco_v3/v3_model.cpp|return 1.0 - (1.0 - m0) * (std::cos(M_PI * progress) + 1.0) / 2.0;|return m0 + 0 * progress;|^MocoV3Test\.|^moco_v3\.step_parity_torch$
+v3_lars_adapts_vectors|src/moco_v3/lars.cpp|if (p.dim() <= 1) return g;|if (p.dim() < 1) return g;|^MocoV3Test\.|^moco_v3\.step_parity_torch$
+v3_warmup_skipped|src/train/schedule.cpp|  if (epoch < warmup) return peak * epoch / warmup;|  (void)0;|^PaperConfigTest\.MocoV3
+v3_keys_not_gathered|src/moco_v3/v3_model.cpp|const auto all_keys = group.all_gather(kn);|const auto all_keys = kn;|^mpi\.np2$|^cli\.train\.v3_r50_config_np2$
+v3_bn_buffers_not_agreed_at_save|src/moco_v3/moco_v3.h|void before_save() override { agree_on_buffers(); }|void before_save() override {}|^mpi\.np2$
+v3_config_lr_drifts|configs/moco_v3_r50_imagenet.yaml|  base_lr: 0.6 |  base_lr: 0.45 |^PaperConfigTest\.MocoV3
+v3_adamw_decay_off|src/moco_v3/adamw.cpp|p.mul_(1.0 - lr_ * weight_decay_);|(void)weight_decay_;|^moco_v3\.step_parity_torch_adamw$
+v3_adamw_no_bias_correction|src/moco_v3/adamw.cpp|const double step_size = lr_ / (1.0 - std::pow(kBeta1, t));|const double step_size = lr_ + 0 * t;|^moco_v3\.step_parity_torch_adamw$
+v3_adamw_steps_not_checkpointed|src/moco_v3/moco_v3.cpp|entries.push_back({"optimizer/steps", adamw_->steps()});|(void)0;|^moco_v3\.step_parity_torch_adamw$
 LIST
 )
 
@@ -405,7 +417,7 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 # Every executable a ctest entry runs (tests/CMakeLists.txt and the scripts it calls), so that none
 # of them keeps the unmutated code.
-targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_pack moco_augment_parity_tool openblas_probe)
+targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_pack moco_augment_parity_tool moco_v3_step_tool openblas_probe)
 echo "building the unmutated tree in $build"
 cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 2; }
 

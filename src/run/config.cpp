@@ -69,6 +69,16 @@ const Choices<Precision>& choices(Precision) {
   return c;
 }
 
+const Choices<MocoVersion>& choices(MocoVersion) {
+  static const Choices<MocoVersion> c{{{MocoVersion::kV2, "v2"}, {MocoVersion::kV3, "v3"}}, "v2 or v3"};
+  return c;
+}
+const Choices<Optimizer>& choices(Optimizer) {
+  static const Choices<Optimizer> c{
+      {{Optimizer::kSgd, "sgd"}, {Optimizer::kLars, "lars"}, {Optimizer::kAdamw, "adamw"}}, "sgd, lars or adamw"};
+  return c;
+}
+
 template <typename E>
 const char* name_of(E value) {
   for (const auto& [e, name] : choices(value).names)
@@ -229,6 +239,9 @@ Rule<double> in_closed_open(double lo, double hi) { return lies_in(lo, hi, false
 
 std::vector<Field> model_moco_fields() {
   return {
+      MOCO_FIELD(model.method,
+                 "v2: MoCo v1/v2 with the queue (v1 or v2 as model.mlp, moco.temperature and data.augmentation say); "
+                 "v3: MoCo v3 (projector and predictor, symmetric loss over the gathered keys, the v3.* keys)"),
       MOCO_FIELD(model.arch, "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50"),
       MOCO_FIELD(model.small_stem, "3x3 stride-1 first conv and no max-pool, for 28-32 px images"),
       MOCO_FIELD(
@@ -250,6 +263,19 @@ std::vector<Field> model_moco_fields() {
                  "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs "
                  "bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on "
                  "one device"),
+      MOCO_FIELD(v3.mlp_dim, "model.method v3: hidden width of the projector and predictor MLPs").must(positive),
+      MOCO_FIELD(v3.projector_layers,
+                 "model.method v3: Linear layers of the projector on the pooled features (2: the official ResNet "
+                 "builder; BN and ReLU between, a BN without affine last; its output is model.dim)")
+          .must(at_least_one),
+      MOCO_FIELD(v3.predictor_layers,
+                 "model.method v3: Linear layers of the predictor on the query side (BN and ReLU between, none last)")
+          .must(at_least_one),
+      MOCO_FIELD(v3.momentum,
+                 "model.method v3: m0, the momentum encoder's m at the first step; m = 1 - (1-m0)(cos(pi p)+1)/2 at "
+                 "progress p of the run")
+          .must(in_closed(0, 1)),
+      MOCO_FIELD(v3.temperature, "model.method v3: T of the logits; each loss term is scaled by 2T").must(positive),
   };
 }
 
@@ -309,8 +335,14 @@ std::vector<Field> optim_train_fields() {
   return {
       MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch").must(positive),
       MOCO_FIELD(optim.batch_size, "images per step (the global batch)").must(positive),
-      MOCO_FIELD(optim.momentum, "SGD momentum").must(in_closed_open(0, 1)),
-      MOCO_FIELD(optim.weight_decay, "SGD weight decay").must(non_negative),
+      MOCO_FIELD(optim.optimizer,
+                 "sgd (SGD with momentum); model.method v3 also lars (momentum SGD whose update of each weight matrix "
+                 "is scaled by 0.001 |w|/|g + wd w|; biases and BN parameters get neither weight decay nor scaling) or "
+                 "adamw (torch.optim.AdamW: betas 0.9, 0.999, eps 1e-8, decoupled weight decay on every parameter)"),
+      MOCO_FIELD(optim.momentum, "SGD and LARS momentum").must(in_closed_open(0, 1)),
+      MOCO_FIELD(optim.weight_decay, "weight decay (AdamW's decoupled: p *= 1 - lr wd)").must(non_negative),
+      MOCO_FIELD(optim.warmup_epochs, "epochs over which the lr rises linearly from 0 before the schedule; 0: none")
+          .must(non_negative),
       MOCO_FIELD(optim.schedule, "step (x gamma at each milestone) or cosine"),
       MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma")
           .must(milestone_epochs),
@@ -578,6 +610,8 @@ const char* to_string(Dataset dataset) { return name_of(dataset); }
 const char* to_string(Schedule schedule) { return name_of(schedule); }
 const char* to_string(LrUpdate update) { return name_of(update); }
 const char* to_string(Precision precision) { return name_of(precision); }
+const char* to_string(MocoVersion version) { return name_of(version); }
+const char* to_string(Optimizer optimizer) { return name_of(optimizer); }
 
 data::AugmentOptions default_augment_options() {
   data::AugmentOptions o;
@@ -668,6 +702,22 @@ void check_normalisation(const Config& c, const std::string& where) {
   for (double s : a.std) require(s > 0, where, "data.std", "values must be positive");
 }
 
+// Combinations that would not run as they read: v1/v2 train with SGD only; v3 has heads of its own
+// and, in this first slice, neither bf16, the queue's invariants nor a time budget.
+void check_method_keys(const Config& c, const std::string& where) {
+  if (c.model.method == MocoVersion::kV2) {
+    require(c.optim.optimizer == Optimizer::kSgd, where, "optim.optimizer",
+            "must be sgd with model.method v2 (MoCo v1/v2 train with SGD; lars and adamw are for model.method v3)");
+    return;
+  }
+  const std::string v3 = "cannot be used with model.method v3";
+  require(!c.model.mlp, where, "model.mlp", v3 + ": its head is the projector and predictor (v3.*)");
+  require(c.train.precision == Precision::kFp32, where, "train.precision", v3 + " yet: only fp32");
+  require(!c.debug.check_invariants, where, "debug.check_invariants", v3 + ": its checks are of the queue (v1/v2)");
+  require(c.train.time_budget_s == 0, where, "train.time_budget_s",
+          v3 + " yet: its momentum schedule follows the steps of train.epochs");
+}
+
 // The rows first, then what involves more than one key.
 void validate(const Reading& reading, const std::string& where) {
   check_rows(reading, where);
@@ -690,6 +740,9 @@ void validate(const Reading& reading, const std::string& where) {
   require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");
   require(!(c.debug.check_invariants && c.debug.check_step_syncs), where, "debug.check_invariants",
           "cannot be on with debug.check_step_syncs: its checks read the step's results on the host inside the step");
+  require(c.optim.schedule != Schedule::kCosine || c.optim.warmup_epochs < c.train.epochs, where, "optim.warmup_epochs",
+          "must be less than train.epochs with the cosine schedule");
+  check_method_keys(c, where);
 }
 
 }  // namespace
@@ -836,7 +889,8 @@ bool changes_math(const std::string& key, Job job) {
   if (job == Job::kLincls) return section == "model" || section == "lincls";
   // The online probe's state is in the checkpoint only when it was on, and its lr shapes that state.
   if (key == "eval.online_probe" || key == "eval.probe_lr") return true;
-  return (section == "model" && key != "model.pretrained") || section == "moco" || section == "optim";
+  return (section == "model" && key != "model.pretrained") || section == "moco" || section == "v3" ||
+         section == "optim";
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// defines: Config (every setting of a run), its enum-valued keys (Arch, Dataset, Schedule, LrUpdate, Precision;
-// data.augmentation is data::Recipe) with to_string and fmt formatters, load_config (YAML file + dotted
-// key=value overrides), config_reference (the key list --help prints), ConfigError
+// defines: Config (every setting of a run), its enum-valued keys (Arch, MocoVersion, Dataset, Schedule, LrUpdate,
+// Optimizer, Precision; data.augmentation is data::Recipe) with to_string and fmt formatters, load_config (YAML
+// file + dotted key=value overrides), config_reference (the key list --help prints), ConfigError
 #pragma once
 
 #include "data/augment_options.h"
@@ -25,6 +25,8 @@ enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
 enum class Schedule { kStep, kCosine };
 enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
 enum class Precision { kFp32, kBf16 };
+enum class MocoVersion { kV2, kV3 };           // model.method: v2 (MoCo v1/v2, the queue) or v3 (src/moco_v3)
+enum class Optimizer { kSgd, kLars, kAdamw };  // optim.optimizer
 
 // The value's name as the config writes it ("resnet_tiny", "imagefolder", "cosine", "bf16").
 const char* to_string(Arch arch);
@@ -32,12 +34,15 @@ const char* to_string(Dataset dataset);
 const char* to_string(Schedule schedule);
 const char* to_string(LrUpdate update);
 const char* to_string(Precision precision);
+const char* to_string(MocoVersion version);
+const char* to_string(Optimizer optimizer);
 
 // Fashion-MNIST's pixel statistics as the normalisation; every other augmentation default is AugmentOptions'.
 data::AugmentOptions default_augment_options();
 
 struct Config {
   struct Model {
+    MocoVersion method = MocoVersion::kV2;  // v2 runs MoCo v1 or v2 as model.mlp and the augmentation say
     Arch arch = Arch::kResnetTiny;
     bool small_stem = true;   // 3x3 stride-1 stem, no max-pool (small images)
     int64_t stem_stride = 1;  // stride of the small stem's conv
@@ -54,6 +59,13 @@ struct Config {
     double temperature = 0.07;
     int64_t bn_splits = 8;  // BN groups in the global batch (each rank runs its share), keys shuffled across them
   } moco;
+  struct V3 {                      // MoCo v3 (model.method: v3); defaults are the official main_moco.py's for ResNet
+    int64_t mlp_dim = 4096;        // hidden width of the projector and the predictor
+    int64_t projector_layers = 2;  // the official builder's for ResNet (3 for ViT)
+    int64_t predictor_layers = 2;
+    double momentum = 0.99;    // m0: the momentum encoder's m rises from it to 1 on a half cosine
+    double temperature = 1.0;  // T; each loss term is scaled by 2T
+  } v3;
   struct Data {
     Dataset dataset = Dataset::kFashionMnist;
     std::string root = "/usr/share/datasets/fashion-mnist";
@@ -68,8 +80,10 @@ struct Config {
   struct Optim {
     double base_lr = 0.03;  // lr = base_lr * batch_size / 256
     int64_t batch_size = 256;
+    Optimizer optimizer = Optimizer::kSgd;
     double momentum = 0.9;
     double weight_decay = 1e-4;
+    double warmup_epochs = 0;  // linear from 0 to the peak lr, then the schedule
     Schedule schedule = Schedule::kStep;
     std::vector<double> milestones{120, 160};  // epochs, for step
     double gamma = 0.1;
@@ -220,3 +234,7 @@ template <>
 struct fmt::formatter<moco::run::LrUpdate> : moco_config_enum_formatter<moco::run::LrUpdate> {};
 template <>
 struct fmt::formatter<moco::run::Precision> : moco_config_enum_formatter<moco::run::Precision> {};
+template <>
+struct fmt::formatter<moco::run::MocoVersion> : moco_config_enum_formatter<moco::run::MocoVersion> {};
+template <>
+struct fmt::formatter<moco::run::Optimizer> : moco_config_enum_formatter<moco::run::Optimizer> {};

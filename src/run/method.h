@@ -1,6 +1,6 @@
 // defines: StepOutput (what one training step reports to the loop), Method (the seam between the
 // training loop and a self-supervised method: what a step computes, what a checkpoint keeps of it,
-// what the run logs and evaluates). MoCo v1/v2 (src/moco_v2) is the first method behind it.
+// what the run logs and evaluates). MoCo v1/v2 (src/moco_v2) and v3 (src/moco_v3) are behind it.
 #pragma once
 
 #include "ckpt/checkpoint.h"
@@ -39,6 +39,9 @@ struct MethodFacts {
 class Method {
  public:
   virtual ~Method() = default;
+  // The steps the whole run takes (train.epochs), once, before the first step: for a method whose
+  // schedule follows the run's progress (MoCo v3's momentum).
+  virtual void set_run_length(int64_t /*total_steps*/) {}
   virtual void set_lr(double lr) = 0;
   // One optimisation step (counted from 1) on this rank's share of the global batch: both views'
   // forward, the loss, the backward, the gradients averaged across ranks, the update. Collective;

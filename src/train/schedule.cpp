@@ -5,10 +5,15 @@
 
 namespace moco::train {
 
+// With optim.warmup_epochs w: lr = peak * epoch / w until w, then the schedule, whose cosine then
+// spans the epochs after w (MoCo v3's main_moco.py adjust_learning_rate).
 double learning_rate(const run::Config& config, double epoch) {
   const double peak = config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;
+  const double warmup = config.optim.warmup_epochs;
+  if (epoch < warmup) return peak * epoch / warmup;
   if (config.optim.schedule == run::Schedule::kCosine) {
-    const double progress = std::min(1.0, std::max(0.0, epoch / config.train.epochs));
+    const double span = config.train.epochs - warmup;
+    const double progress = std::min(1.0, std::max(0.0, (epoch - warmup) / span));
     return peak * 0.5 * (1.0 + std::cos(M_PI * progress));
   }
   double lr = peak;

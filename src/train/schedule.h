@@ -6,7 +6,7 @@
 
 namespace moco::train {
 
-// The lr = base_lr * batch/256 scaled by the schedule at `epoch` (fractional epochs done; under a
+// The lr = base_lr * batch/256 scaled by the warm-up and the schedule at `epoch` (fractional epochs done; under a
 // time budget, the share of the budget spent times train.epochs).
 double learning_rate(const run::Config& config, double epoch);
 

@@ -1,6 +1,7 @@
 #include "train/training_run.h"
 
 #include "moco_v2/moco_v2.h"
+#include "moco_v3/moco_v3.h"
 #include "run/device.h"
 #include "run/run_output.h"
 
@@ -68,6 +69,8 @@ RunShape run_shape(const run::Config& c, const data::TwoViewLoader& loader, cons
 
 std::unique_ptr<run::Method> make_method(const run::Config& config, const run::RunContext& context,
                                          int64_t in_channels) {
+  if (config.model.method == run::MocoVersion::kV3)
+    return std::make_unique<moco_v3::MocoV3>(config, context, in_channels);
   return std::make_unique<moco_v2::MocoV2>(config, context, in_channels);
 }
 
@@ -83,7 +86,9 @@ TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
       method(make_method(c, ctx, splits.train->channels())),
       loader(splits.train, run::augment_options(c), train_loader_options(c, ctx)),
       shape(run_shape(c, loader, *splits.train, world)),
-      metrics(run::open_run_output(c, rank, /*append=*/checkpointing.will_try_resume(), ctx.dry_run)) {}
+      metrics(run::open_run_output(c, rank, /*append=*/checkpointing.will_try_resume(), ctx.dry_run)) {
+  method->set_run_length(shape.total_steps);
+}
 
 void TrainingRun::log_plan() {
   const auto facts = method->facts();

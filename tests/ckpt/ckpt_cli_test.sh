@@ -91,6 +91,27 @@ resume_bitwise | resume_bitwise_sync)
   [ "$(grep -c '"random_init"' "$work/sliced/metrics.jsonl")" -eq 1 ] || fail "random-init kNN repeated on resume"
   [ "$(grep -c '"raw_pixels"' "$work/sliced/metrics.jsonl")" -eq 1 ] || fail "raw-pixel kNN row repeated on resume"
   ;;
+resume_bitwise_v3)
+  # MoCo v3 with LARS and with AdamW (the warm-up, the momentum's cosine over the run, rank 0's BN
+  # buffers at a save): the straight run and the one stopped at 5 and 10 end in the same checkpoint
+  # and losses.
+  for optimizer in lars adamw; do
+    v3=(model.method=v3 model.mlp=false optim.optimizer=$optimizer v3.mlp_dim=32 model.dim=16 optim.warmup_epochs=0.5
+        optim.lr_update=step)
+    [ $optimizer = lars ] || v3+=(optim.base_lr=0.001)
+    run "$np" "$work/straight_$optimizer" ckpt.every_steps=4 "${v3[@]}"
+    run "$np" "$work/sliced_$optimizer" train.stop_at_step=5 "${v3[@]}"
+    run "$np" "$work/sliced_$optimizer" train.stop_at_step=10 "${v3[@]}"
+    run "$np" "$work/sliced_$optimizer" "${v3[@]}"
+    grep -q "resumed from $work/sliced_$optimizer/checkpoints/step_00000010" "$work/sliced_$optimizer.console" ||
+      fail "$optimizer: no resume from step 10"
+    "$ckpt" diff "$work/straight_$optimizer" "$work/sliced_$optimizer" --ignore '^progress/train_seconds$' ||
+      fail "$optimizer: final checkpoints differ"
+    losses "$work/straight_$optimizer/metrics.jsonl" >"$work/a.txt"
+    losses "$work/sliced_$optimizer/metrics.jsonl" >"$work/b.txt"
+    same_losses "$work/a.txt" "$work/b.txt" 0 || fail "$optimizer: logged losses differ"
+  done
+  ;;
 other_world)
   # Saved by 4 ranks at step 5, resumed on 2 and on 1 with the same global batch.
   run 4 "$work/straight4"

@@ -72,6 +72,20 @@ invariants_with_step_syncs)
   expect 2 "$tiny (with overrides): key 'debug.check_invariants' cannot be on with debug.check_step_syncs" -- \
     "$dist" --config "$tiny" debug.check_invariants=true debug.check_step_syncs=true train.output_dir="$out"
   no_work_done ;;
+v3_incompatible_keys)
+  # A key one method does not read, given to it, is refused naming the key (tiny: model.mlp true).
+  expect 2 "$tiny (with overrides): key 'model.mlp' cannot be used with model.method v3" -- \
+    "$dist" --config "$tiny" model.method=v3 train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'optim.optimizer' must be sgd with model.method v2" -- \
+    "$dist" --config "$tiny" optim.optimizer=lars train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'train.precision' cannot be used with model.method v3 yet" -- \
+    "$dist" --config "$tiny" model.method=v3 model.mlp=false train.precision=bf16 train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'model.method' must be v2 or v3, not 'v4'" -- \
+    "$dist" --config "$tiny" model.method=v4 train.output_dir="$out"
+  no_work_done ;;
 duplicate_key)
   printf 'optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n' >"$work/dup.yaml"
   expect 2 "$work/dup.yaml: key 'optim.base_lr' is given twice (lines 2 and 4)" -- "$dist" --config "$work/dup.yaml" train.output_dir="$out"

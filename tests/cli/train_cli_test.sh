@@ -212,6 +212,35 @@ assert {"raw_pixels", "random_init", "trained"} <= set(knn), f"kNN rows: {knn}"
 print(f"{len(train)} steps, loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}, kNN {knn}")
 PY
   done ;;
+v3_r50_config_np2)
+  # configs/moco_v3_r50_imagenet.yaml (LARS, warm-up, the momentum's cosine) on 2 ranks with small
+  # overrides, the online probe on: it trains and evaluates; the first loss is that of random keys
+  # among the 16 gathered from both ranks, 2 x 2T ln 16 (8 per rank would give 2 x 2T ln 8 = 8.3);
+  # the lr rises from 0 over the warm-up epoch and falls after it.
+  "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 24 --val 8
+  mpirun -np 2 --oversubscribe "$dist" --config "$src/configs/moco_v3_r50_imagenet.yaml" data.root="$work/data" \
+    model.arch=resnet_tiny model.small_stem=true data.image_size=32 optim.batch_size=16 model.dim=32 v3.mlp_dim=64 \
+    train.epochs=3 optim.warmup_epochs=1 knn.memory_size=0 knn.query_size=0 knn.k=5 data.workers=1 train.threads=1 \
+    eval.online_probe=true eval.probe_val_size=0 ckpt.every_minutes=0 train.log_every=1 train.output_dir="$work/run" >"$work/run.console" 2>&1 ||
+    { cat "$work/run.console"; exit 1; }
+  "$py" - "$work/run/metrics.jsonl" <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+train = [r for r in rows if r["event"] == "train"]
+knn = {r["encoder"] for r in rows if r["event"] == "knn"}
+assert len(train) == 18 and all(math.isfinite(r["loss"]) for r in train), f"{len(train)} steps"
+expected = 2 * 2 * 1.0 * math.log(16)
+assert abs(train[0]["loss"] - expected) < 0.5, f"first loss {train[0]['loss']} is not ~{expected:.2f}"
+lrs = [r["lr"] for r in train]
+assert lrs[0] == 0 and lrs[5] > lrs[1] > 0 and lrs[-1] < lrs[6], f"lr {lrs}"
+assert {"raw_pixels", "random_init", "trained"} <= knn, f"kNN rows: {knn}"
+assert any(r["event"] == "probe" for r in rows), "no online-probe row"
+print(f"{len(train)} steps, loss {train[0]['loss']:.3f} (random keys: {expected:.3f}) -> {train[-1]['loss']:.3f}")
+PY
+  # The query backbone exports under torchvision's names, without the projector (fc.*).
+  "$build/moco_ckpt" export "$work/run" "$work/backbone.pth" --format torch
+  "$py" -c "import sys, torch; sd = torch.load(sys.argv[1]); assert 'conv1.weight' in sd and not [k for k in sd if k.startswith('fc.')], sorted(sd)" "$work/backbone.pth"
+  ;;
 hdf5_pack_np2)
   # The same generated ImageFolder packed by moco_pack into 3 shards per split, then trained from on
   # 2 ranks (data.dataset=hdf5): the run trains and evaluates, and each broken file is logged with

@@ -1,0 +1,110 @@
+#include "moco_v3/v3_model.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace moco::moco_v3 {
+
+namespace nn = torch::nn;
+
+nn::Sequential make_mlp(int64_t layers, int64_t in_dim, int64_t hidden_dim, int64_t out_dim, bool last_bn) {
+  nn::Sequential mlp;
+  for (int64_t l = 0; l < layers; ++l) {
+    const bool last = l == layers - 1;
+    const int64_t from = l == 0 ? in_dim : hidden_dim, to = last ? out_dim : hidden_dim;
+    mlp->push_back(nn::Linear(nn::LinearOptions(from, to).bias(false)));
+    if (!last) {
+      mlp->push_back(nn::BatchNorm1d(to));
+      mlp->push_back(nn::ReLU());
+    } else if (last_bn) {
+      mlp->push_back(nn::BatchNorm1d(nn::BatchNormOptions(to).affine(false)));
+    }
+  }
+  return mlp;
+}
+
+double momentum_at(double m0, double progress) { return 1.0 - (1.0 - m0) * (std::cos(M_PI * progress) + 1.0) / 2.0; }
+
+Contrast contrastive_loss(const torch::Tensor& q, const torch::Tensor& k, double temperature,
+                          dist::ProcessGroup& group) {
+  namespace F = torch::nn::functional;
+  const auto qn = F::normalize(q, F::NormalizeFuncOptions().dim(1));
+  const auto kn = F::normalize(k, F::NormalizeFuncOptions().dim(1)).contiguous();
+  const auto all_keys = group.all_gather(kn);  // [N, d]: no gradient crosses ranks (the keys have none)
+  const auto logits = qn.mm(all_keys.t()) / temperature;
+  const int64_t n = q.size(0);
+  const auto labels = torch::arange(n, torch::dtype(torch::kLong).device(q.device())) + n * group.rank();
+  const auto loss = F::cross_entropy(logits, labels) * (2.0 * temperature);
+  torch::NoGradGuard no_grad;
+  const auto positive = logits.gather(1, labels.unsqueeze(1));
+  return {loss, (logits > positive).sum(1)};
+}
+
+MocoV3ModelImpl::MocoV3ModelImpl(const model::ResNetOptions& backbone, const V3Options& options,
+                                 std::shared_ptr<dist::ProcessGroup> group)
+    : options_(options), group_(std::move(group)) {
+  encoder_q = register_module("encoder_q", model::ResNet(backbone));
+  encoder_k = register_module("encoder_k", model::ResNet(backbone));
+  const int64_t features = encoder_q->feature_dim();
+  projector_q_ = encoder_q->replace_module(
+      "fc", make_mlp(options.projector_layers, features, options.mlp_dim, options.dim, /*last_bn=*/true));
+  projector_k_ = encoder_k->replace_module(
+      "fc", make_mlp(options.projector_layers, features, options.mlp_dim, options.dim, /*last_bn=*/true));
+  predictor = register_module(
+      "predictor", make_mlp(options.predictor_layers, options.dim, options.mlp_dim, options.dim, /*last_bn=*/false));
+  for (auto& p : encoder_k->parameters()) p.requires_grad_(false);
+  copy_query_to_key();
+}
+
+void MocoV3ModelImpl::copy_query_to_key() {
+  torch::NoGradGuard no_grad;
+  const auto q = encoder_q->parameters(), k = encoder_k->parameters();
+  for (size_t i = 0; i < q.size(); ++i) k[i].copy_(q[i]);
+  const auto qb = encoder_q->buffers(), kb = encoder_k->buffers();
+  for (size_t i = 0; i < qb.size(); ++i) kb[i].copy_(qb[i]);
+}
+
+void MocoV3ModelImpl::momentum_update(double m) {
+  torch::NoGradGuard no_grad;
+  const auto q = encoder_q->parameters(), k = encoder_k->parameters();
+  for (size_t i = 0; i < q.size(); ++i) k[i].mul_(m).add_(q[i], 1.0 - m);
+}
+
+std::vector<torch::Tensor> MocoV3ModelImpl::trainable_parameters() const {
+  auto params = encoder_q->parameters();
+  for (const auto& p : predictor->parameters()) params.push_back(p);
+  return params;
+}
+
+std::vector<std::string> MocoV3ModelImpl::trainable_names() const {
+  std::vector<std::string> names;
+  for (const auto& item : encoder_q->named_parameters()) names.push_back("encoder_q/" + item.key());
+  for (const auto& item : predictor->named_parameters()) names.push_back("predictor/" + item.key());
+  return names;
+}
+
+torch::Tensor MocoV3ModelImpl::query(const torch::Tensor& x, torch::Tensor* pooled) {
+  const auto features = encoder_q->features(x);
+  if (pooled) *pooled = features.detach();
+  return predictor->forward(projector_q_->forward(features));
+}
+
+// No NoGradGuard: the keys carry no graph because no parameter of the momentum encoder requires grad.
+torch::Tensor MocoV3ModelImpl::key(const torch::Tensor& x) { return projector_k_->forward(encoder_k->features(x)); }
+
+V3Output MocoV3ModelImpl::forward(const torch::Tensor& x1, const torch::Tensor& x2, double m) {
+  V3Output out;
+  out.q1 = query(x1, &out.features);
+  const auto q2 = query(x2);
+  momentum_update(m);
+  const auto k1 = key(x1);
+  out.k2 = key(x2);
+  const auto first = contrastive_loss(out.q1, out.k2, options_.temperature, *group_);
+  const auto second = contrastive_loss(q2, k1, options_.temperature, *group_);
+  out.loss = first.loss + second.loss;
+  out.positive_rank = first.positive_rank;
+  return out;
+}
+
+}  // namespace moco::moco_v3

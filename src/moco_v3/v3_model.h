@@ -1,0 +1,88 @@
+// defines: V3Options, make_mlp (MoCo v3's MLP heads with BN), momentum_at (the momentum's half cosine
+// to 1), contrastive_loss (the InfoNCE term over the keys gathered from every rank), V3Output, MocoV3Model
+// (the query encoder with projector and predictor, the momentum encoder with projector)
+#pragma once
+
+#include "dist/process_group.h"
+#include "model/resnet.h"
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moco::moco_v3 {
+
+struct V3Options {
+  int64_t dim = 256;       // output of the projector and the predictor
+  int64_t mlp_dim = 4096;  // their hidden width
+  int64_t projector_layers = 2;
+  int64_t predictor_layers = 2;
+  double temperature = 1.0;  // T
+};
+
+// The official builder's MLP: `layers` Linear layers without bias, each but the last followed by
+// BatchNorm1d and ReLU; the last by BatchNorm1d without affine when last_bn (SimCLR's design, the
+// projector), by nothing otherwise (the predictor). Indices as torch.nn.Sequential numbers them.
+torch::nn::Sequential make_mlp(int64_t layers, int64_t in_dim, int64_t hidden_dim, int64_t out_dim, bool last_bn);
+
+// The momentum encoder's m at `progress` (in [0, 1]: steps done / steps of the run): from m0 at the
+// start to 1 at the end on a half cosine, m = 1 - (1 - m0) (cos(pi progress) + 1) / 2.
+double momentum_at(double m0, double progress);
+
+struct Contrast {
+  torch::Tensor loss;           // scalar, CE(q k_all^T / T, labels) * 2T, with the graph of q
+  torch::Tensor positive_rank;  // [n]: how many of the gathered keys score above each query's own
+};
+
+// One term of v3's loss on this rank's n queries q (with graph) and keys k (no graph): the keys of
+// every rank gathered (rank order), query i's positive is key n*rank + i of the gathered ones.
+Contrast contrastive_loss(const torch::Tensor& q, const torch::Tensor& k, double temperature,
+                          dist::ProcessGroup& group);
+
+struct V3Output {
+  torch::Tensor loss;           // ctr(q1, k2) + ctr(q2, k1)
+  torch::Tensor positive_rank;  // of ctr(q1, k2)
+  torch::Tensor q1, k2;         // the first term's queries (graph) and keys (no graph), not normalised
+  torch::Tensor features;       // the first view's pooled backbone features, no graph
+};
+
+// The query encoder is a ResNet whose fc is the projector (as the official builder replaces fc, so
+// that names equal its state_dict: encoder_q.fc.0.weight ...), then the predictor; the momentum
+// encoder is a ResNet with a projector of its own and no predictor. Its parameters never require
+// grad: they move only by the momentum update, and its keys carry no graph.
+class MocoV3ModelImpl : public torch::nn::Module {
+ public:
+  MocoV3ModelImpl(const model::ResNetOptions& backbone, const V3Options& options,
+                  std::shared_ptr<dist::ProcessGroup> group);
+
+  // Both views through both encoders (the momentum update with m first, as the official forward),
+  // and the symmetric loss. Collective (the keys' all-gather).
+  V3Output forward(const torch::Tensor& x1, const torch::Tensor& x2, double m);
+  // k = m k + (1 - m) q over the backbone and projector parameters.
+  void momentum_update(double m);
+  // Makes the momentum encoder an exact copy of the query encoder (at start).
+  void copy_query_to_key();
+  // What the optimizer trains: the query encoder (projector included), then the predictor; and their names.
+  std::vector<torch::Tensor> trainable_parameters() const;
+  std::vector<std::string> trainable_names() const;
+
+  model::ResNet encoder_q{nullptr}, encoder_k{nullptr};
+  torch::nn::Sequential predictor{nullptr};
+  const V3Options& options() const { return options_; }
+
+ private:
+  torch::Tensor query(const torch::Tensor& x, torch::Tensor* pooled = nullptr);
+  torch::Tensor key(const torch::Tensor& x);
+
+  V3Options options_;
+  std::shared_ptr<dist::ProcessGroup> group_;
+  // The projectors, registered inside their encoders as "fc" (ResNetImpl's own fc member is then
+  // stale: this model never calls its head()).
+  torch::nn::Sequential projector_q_{nullptr}, projector_k_{nullptr};
+};
+TORCH_MODULE(MocoV3Model);
+
+}  // namespace moco::moco_v3

@@ -1,0 +1,120 @@
+// The C++ half of MoCo v3's step parity (moco_v3_step_parity.py is the other): builds the v3 method
+// of a small config (torchvision's resnet18 layout, so that PyTorch can hold the same weights), takes
+// a step that is not recorded (so that the momentum encoder differs from the query encoder and LARS's
+// buffers are not zero), then two steps with LARS on random views, and writes what PyTorch needs to
+// redo those two (with optim.optimizer OPTIMIZER, lars or adamw):
+//   OUT_DIR/index.json  {"meta": {...}, "tensors": {name: {"file", "dtype", "shape"}}}
+//   OUT_DIR/<file>      the tensor's values, contiguous, little-endian (float32 or int64)
+// Tensors: before/<entry> and after/<entry> for every checkpoint entry of the method (weights, BN
+// buffers, LARS buffers), input/x1_<step>, input/x2_<step>; meta: the config's constants, the steps,
+// the run's length, each step's loss.
+//
+// usage: moco_v3_step_tool OUT_DIR [lars|adamw]
+#include "dist/process_group.h"
+#include "moco_v3/moco_v3.h"
+#include "run/config.h"
+#include "run/run_context.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using namespace moco;
+
+namespace {
+
+// Small enough for seconds on a CPU, with every part v3 has: BN in the backbone and both heads.
+constexpr const char* kConfig = R"(
+model: {method: v3, arch: resnet18, small_stem: false, dim: 32}
+v3: {mlp_dim: 64, projector_layers: 2, predictor_layers: 2, momentum: 0.9, temperature: 0.5}
+optim: {optimizer: OPTIMIZER, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.01}
+moco: {bn_splits: 1}
+)";
+constexpr int64_t kTotalSteps = 10;
+constexpr int64_t kWarmStep = 3;
+// The momentum's cosine has moved from m0. AdamW records one step: in a second, a few elements'
+// gradients already hang on which side of a ReLU's kink a 1e-7 rounding puts an input (seen: the
+// losses equal to 1e-6 while 20% of one element's gradient differs), which says nothing of AdamW.
+const std::vector<int64_t> kLarsSteps = {4, 5}, kAdamwSteps = {4};
+constexpr double kLarsLr = 0.6 * 32 / 256;  // base_lr x batch / 256, the peak lr of this config's schedule
+constexpr double kAdamwLr = 1e-3;           // moves every weight by ~1e-3 a step: well above fp32's rounding
+
+void write_tensor(const fs::path& dir, const std::string& name, const torch::Tensor& tensor, nlohmann::json& index) {
+  const auto t = tensor.detach().cpu().contiguous();
+  std::string file = name;
+  std::replace(file.begin(), file.end(), '/', '~');
+  std::ofstream out(dir / file, std::ios::binary);
+  out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+  if (!out) throw std::runtime_error("cannot write " + (dir / file).string());
+  index[name] = {
+      {"file", file}, {"dtype", t.scalar_type() == torch::kLong ? "int64" : "float32"}, {"shape", t.sizes().vec()}};
+}
+
+void write_state(const fs::path& dir, const std::string& prefix, run::Method& method, nlohmann::json& index) {
+  for (const auto& entry : method.state_entries()) write_tensor(dir, prefix + entry.name, entry.tensor, index);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string optimizer = argc == 3 ? argv[2] : "lars";
+  if (argc < 2 || argc > 3 || (optimizer != "lars" && optimizer != "adamw")) {
+    std::cerr << "usage: moco_v3_step_tool OUT_DIR [lars|adamw]\n";
+    return 2;
+  }
+  const fs::path dir = argv[1];
+  const double lr = optimizer == "adamw" ? kAdamwLr : kLarsLr;
+  fs::create_directories(dir);
+  torch::set_num_threads(1);
+  torch::manual_seed(7);
+  std::string text = kConfig;
+  text.replace(text.find("OPTIMIZER"), 9, optimizer);
+  // AdamW: the official ViT recipe's weight decay, 0.1 (CONFIG.md), so that its decoupled decay
+  // (p *= 1 - lr wd) moves a weight of 0.1 by 1e-5 in the step: visible at the test's bound.
+  if (optimizer == "adamw") text.replace(text.find("weight_decay: 0.01"), 18, "weight_decay: 0.1");
+  const auto config = run::load_config_text(text, "moco_v3_step_tool");
+  run::RunContext context;
+  context.group = std::make_shared<dist::LocalProcessGroup>();
+  moco_v3::MocoV3 method(config, context, /*in_channels=*/3);
+  method.set_run_length(kTotalSteps);
+
+  const auto random_views = [&config] {
+    data::TwoViewBatch batch;
+    batch.query = torch::randn({config.optim.batch_size, 3, 32, 32});
+    batch.key = torch::randn({config.optim.batch_size, 3, 32, 32});
+    return batch;
+  };
+  method.set_lr(lr);
+  method.step(random_views(), kWarmStep);
+
+  nlohmann::json tensors, losses = nlohmann::json::array();
+  write_state(dir, "before/", method, tensors);
+  const auto& steps = optimizer == "adamw" ? kAdamwSteps : kLarsSteps;
+  for (const int64_t step : steps) {
+    const auto batch = random_views();
+    write_tensor(dir, "input/x1_" + std::to_string(step), batch.query, tensors);
+    write_tensor(dir, "input/x2_" + std::to_string(step), batch.key, tensors);
+    losses.push_back(method.step(batch, step).loss.item<double>());
+  }
+  write_state(dir, "after/", method, tensors);
+  const nlohmann::json meta = {{"steps", steps},
+                               {"total_steps", kTotalSteps},
+                               {"lr", lr},
+                               {"optimizer", optimizer},
+                               {"m0", config.v3.momentum},
+                               {"temperature", config.v3.temperature},
+                               {"dim", config.model.dim},
+                               {"mlp_dim", config.v3.mlp_dim},
+                               {"weight_decay", config.optim.weight_decay},
+                               {"momentum", config.optim.momentum},
+                               {"losses", losses}};
+  std::ofstream(dir / "index.json") << nlohmann::json{{"meta", meta}, {"tensors", tensors}}.dump(1);
+  return 0;
+}

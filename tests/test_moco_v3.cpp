@@ -1,0 +1,195 @@
+// MoCo v3's pieces (src/moco_v3): the MLP heads, the momentum's schedule, the keys' lack of gradient,
+// LARS's exclusion of 1-D parameters, the labels' rank offset (DistMocoV3Test, also under mpirun),
+// the R50 recipe's config (PaperConfigTest.MocoV3R50IsTheOfficialRecipe).
+// The whole step against PyTorch: tests/parity/moco_v3_step_parity.py.
+#include "constant_table.h"
+#include "dist/process_group.h"
+#include "moco_v3/lars.h"
+#include "moco_v3/moco_v3.h"
+#include "moco_v3/v3_model.h"
+#include "run/config.h"
+#include "run/run_context.h"
+#include "test_world.h"
+#include "train/schedule.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+using namespace moco;
+using moco_v3::momentum_at;
+
+namespace {
+
+model::ResNetOptions tiny_backbone() {
+  auto o = model::resnet_options_for("resnet_tiny");
+  o.in_channels = 1;
+  o.small_stem = true;
+  o.width = 0.125;
+  o.out_dim = 8;
+  return o;
+}
+
+std::set<std::string> names_of(torch::nn::Module& module) {
+  std::set<std::string> names;
+  for (const auto& item : module.named_parameters()) names.insert(item.key());
+  for (const auto& item : module.named_buffers()) names.insert(item.key());
+  return names;
+}
+
+}  // namespace
+
+TEST(MocoV3Test, MomentumRisesFromM0ToOneOnAHalfCosine) {
+  EXPECT_DOUBLE_EQ(momentum_at(0.99, 0.0), 0.99);
+  EXPECT_NEAR(momentum_at(0.99, 0.5), 0.995, 1e-12);
+  EXPECT_NEAR(momentum_at(0.99, 0.25), 1 - 0.01 * (std::cos(M_PI / 4) + 1) / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(momentum_at(0.99, 1.0), 1.0);
+}
+
+// The official builder's layout: Linear without bias, BN and ReLU between, the projector's last BN
+// without affine, nothing after the predictor's last Linear.
+TEST(MocoV3Test, MlpHeadsHaveTheOfficialLayout) {
+  auto projector = moco_v3::make_mlp(2, 12, 16, 4, /*last_bn=*/true);
+  EXPECT_EQ(names_of(*projector), (std::set<std::string>{"0.weight", "1.weight", "1.bias", "1.running_mean",
+                                                         "1.running_var", "1.num_batches_tracked", "3.weight",
+                                                         "4.running_mean", "4.running_var", "4.num_batches_tracked"}));
+  auto predictor = moco_v3::make_mlp(2, 4, 16, 4, /*last_bn=*/false);
+  EXPECT_EQ(predictor->size(), 4u);
+  EXPECT_EQ(predictor->named_parameters()["3.weight"].sizes(), (std::vector<int64_t>{4, 16}));
+  auto three = moco_v3::make_mlp(3, 12, 16, 4, true);
+  EXPECT_EQ(three->size(), 8u);
+}
+
+// Keys are targets: no gradient reaches the momentum encoder through them, and the predictor stays
+// on the query side only; the query encoder and predictor get their gradients.
+TEST(MocoV3Test, KeysCarryNoGradient) {
+  torch::manual_seed(3);
+  moco_v3::V3Options options;
+  options.dim = 8;
+  options.mlp_dim = 16;
+  moco_v3::MocoV3Model model(tiny_backbone(), options, std::make_shared<dist::LocalProcessGroup>());
+  model->train();
+  const auto x1 = torch::randn({6, 1, 12, 12}), x2 = torch::randn({6, 1, 12, 12});
+  auto out = model->forward(x1, x2, 0.99);
+  EXPECT_FALSE(out.k2.requires_grad());
+  EXPECT_TRUE(out.q1.requires_grad());
+  out.loss.backward();
+  for (const auto& item : model->encoder_k->named_parameters())
+    EXPECT_FALSE(item.value().grad().defined()) << "encoder_k." << item.key() << " got a gradient";
+  for (const auto& p : model->trainable_parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+// LARS as the official optimizer.py: matrices get weight decay and the trust ratio, vectors neither.
+TEST(MocoV3Test, LarsScalesMatricesAndLeavesVectorsAlone) {
+  auto w = torch::tensor({{1.0f, -2.0f}, {0.5f, 3.0f}}).requires_grad_();
+  auto b = torch::tensor({0.25f, -1.0f}).requires_grad_();
+  w.mutable_grad() = torch::tensor({{0.1f, 0.2f}, {-0.3f, 0.4f}});
+  b.mutable_grad() = torch::tensor({0.5f, -0.5f});
+  const auto w0 = w.detach().clone(), b0 = b.detach().clone();
+  const double lr = 0.5, wd = 0.1, momentum = 0.9;
+  moco_v3::Lars lars({w, b}, momentum, wd);
+  lars.set_lr(lr);
+  lars.step();
+  const auto d = w.grad() + wd * w0;
+  const auto trust = moco_v3::Lars::kTrustCoefficient * w0.norm() / d.norm();
+  EXPECT_TRUE(torch::allclose(w.detach(), w0 - lr * trust * d, 1e-6, 1e-7));
+  EXPECT_TRUE(torch::allclose(b.detach(), b0 - lr * b.grad(), 1e-6, 1e-7));
+  // The second step carries the momentum buffer.
+  const auto mu_b = b.grad().clone();
+  lars.step();
+  EXPECT_TRUE(torch::allclose(b.detach(), b0 - lr * b.grad() - lr * (momentum * mu_b + b.grad()), 1e-6, 1e-7));
+}
+
+// Every rank's queries against every rank's keys: query i of rank r has the positive n*r + i, so the
+// ranks' losses averaged are the loss of one process over the global batch (the gradient averaging
+// of DDP then gives that loss's gradient). Also under mpirun (ctest mpi.np2, mpi.np4).
+TEST(DistMocoV3Test, LabelsAreOffsetByRank) {
+  auto group = test_world_group();
+  const int64_t n = 5, world = group->world_size(), rank = group->rank(), dim = 7;
+  const double temperature = 0.5;
+  torch::manual_seed(11);  // the same global batch on every rank
+  const auto q_all = torch::randn({n * world, dim}), k_all = torch::randn({n * world, dim});
+  const auto q = q_all.narrow(0, rank * n, n).clone().requires_grad_();
+  const auto k = k_all.narrow(0, rank * n, n).contiguous();
+  const auto got = moco_v3::contrastive_loss(q, k, temperature, *group);
+
+  namespace F = torch::nn::functional;
+  const auto logits = F::normalize(q_all, F::NormalizeFuncOptions().dim(1))
+                          .mm(F::normalize(k_all, F::NormalizeFuncOptions().dim(1)).t()) /
+                      temperature;
+  const auto per_row =
+      F::cross_entropy(logits, torch::arange(n * world), F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  const auto expected = per_row.narrow(0, rank * n, n).mean() * (2 * temperature);
+  EXPECT_NEAR(got.loss.item<double>(), expected.item<double>(), 1e-5) << "rank " << rank;
+  auto sum = got.loss.detach().reshape({1}).clone();
+  group->all_reduce(sum, dist::ReduceOp::kAvg);
+  EXPECT_NEAR(sum.item<double>(), per_row.mean().item<double>() * 2 * temperature, 1e-5);
+  const auto positives = logits.gather(1, torch::arange(n * world).unsqueeze(1));
+  const auto ranks = (logits > positives).sum(1).narrow(0, rank * n, n);
+  EXPECT_TRUE(torch::equal(got.positive_rank, ranks));
+}
+
+// A checkpoint holds one model: BN running statistics, rank-local while training (each rank
+// normalises its own batch), are rank 0's on every rank after before_save (and before_eval), so that
+// the replicated entries written by whichever rank are the same. Also under mpirun (mpi.np2, mpi.np4).
+TEST(DistMocoV3Test, BeforeSaveGivesEveryRankRank0sBuffers) {
+  auto group = test_world_group();
+  run::Config config;
+  config.model.method = run::MocoVersion::kV3;
+  config.model.mlp = false;
+  config.model.width = 0.125;
+  config.model.dim = 8;
+  config.v3.mlp_dim = 16;
+  run::RunContext context;
+  context.group = group;
+  moco_v3::MocoV3 method(config, context, /*in_channels=*/1);
+  for (const auto& b : method.model()->buffers()) b.fill_(group->rank() + 1);
+  method.before_save();
+  for (const auto& entry : method.state_entries()) {
+    if (entry.name.find("running_var") == std::string::npos) continue;
+    EXPECT_TRUE(torch::all(entry.tensor == 1).item<bool>()) << entry.name << " on rank " << group->rank();
+  }
+}
+
+// configs/moco_v3_r50_imagenet.yaml against facebookresearch/moco-v3's CONFIG.md (R50, 100 epochs)
+// and main_moco.py's defaults, row by row with its source; then the lr its schedule gives.
+TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
+  using constant_table::Constant;
+  const std::vector<Constant> official = {
+      {"model.method", "v3", "MoCo v3"},
+      {"model.arch", "resnet50", "main_moco.py -a resnet50 (default)"},
+      {"model.small_stem", "false", "torchvision's resnet50"},
+      {"model.mlp", "false", "v3's heads are the projector and predictor"},
+      {"model.dim", "256", "main_moco.py --moco-dim 256"},
+      {"v3.mlp_dim", "4096", "main_moco.py --moco-mlp-dim 4096"},
+      {"v3.projector_layers", "2", "moco/builder.py MoCo_ResNet _build_mlp(2, hidden_dim, mlp_dim, dim)"},
+      {"v3.predictor_layers", "2", "moco/builder.py MoCo_ResNet _build_mlp(2, dim, mlp_dim, dim, False)"},
+      {"v3.momentum", "0.99", "main_moco.py --moco-m 0.99 with --moco-m-cos (CONFIG.md R50 100 ep)"},
+      {"v3.temperature", "1", "main_moco.py --moco-t 1.0"},
+      {"optim.optimizer", "lars", "main_moco.py --optimizer lars"},
+      {"optim.base_lr", "0.6", "main_moco.py --lr 0.6 (x batch/256)"},
+      {"optim.batch_size", "4096", "main_moco.py -b 4096"},
+      {"optim.momentum", "0.9", "main_moco.py --momentum 0.9"},
+      {"optim.weight_decay", "1e-06", "main_moco.py --wd 1e-6"},
+      {"optim.warmup_epochs", "10", "main_moco.py --warmup-epochs 10"},
+      {"optim.schedule", "cosine", "main_moco.py adjust_learning_rate: cosine after the warm-up"},
+      {"optim.lr_update", "step", "main_moco.py adjust_learning_rate at epoch + i / iters_per_epoch"},
+      {"train.epochs", "100", "CONFIG.md R50 100-epoch; main_moco.py --epochs 100"},
+      {"data.crop_scale_min", "0.2", "CONFIG.md --crop-min=.2"},
+      {"data.image_size", "224", "main_moco.py RandomResizedCrop(224)"},
+      {"data.saturation", "0.2", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.hue", "0.1", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.jitter_prob", "0.8", "main_moco.py RandomApply([ColorJitter], p=0.8)"},
+      {"data.grayscale_prob", "0.2", "main_moco.py RandomGrayscale(p=0.2)"},
+  };
+  const auto c = run::load_config(constant_table::config_path("moco_v3_r50_imagenet.yaml"));
+  constant_table::expect_constants(c, official, "moco_v3_r50_imagenet.yaml");
+  // init_lr = 0.6 x 4096 / 256 = 9.6: linear over 10 warm-up epochs, then a cosine over the other 90.
+  EXPECT_NEAR(train::learning_rate(c, 5), 4.8, 1e-12);
+  EXPECT_NEAR(train::learning_rate(c, 10), 9.6, 1e-12);
+  EXPECT_NEAR(train::learning_rate(c, 55), 4.8, 1e-12);
+  EXPECT_NEAR(train::learning_rate(c, 100), 0.0, 1e-12);
+}
