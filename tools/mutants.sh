@@ -298,10 +298,10 @@ knn_cap_takes_the_first|src/eval/knn.cpp|? j : j * size / n;|? j : j;|^KnnTest\.
 knn_shard_padding_kept|src/eval/knn.cpp|  return {features.narrow(0, 0, rows), labels.narrow(0, 0, rows), n};|  return {features, labels, n};|^mpi\.np4$
 knn_monitor_bank_gathered|src/run/knn_monitor.cpp|  options.k = neighbours(memory.total);|  options.k = neighbours(memory.features.size(0));|^cli\.bad_input\.knn_k_above_bank$|^mpi\.np2$
 folder_lock_unwritable_fatal|src/sys/folder_lock.cpp|      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path_, std::strerror(errno));|      throw std::runtime_error(path_ + ": cannot write the lock file");|^ckpt\.fs_full_metrics$
-probe_gradients_not_averaged|src/run/online_probe.cpp|  grads.div_(group_.world_size());|  (void)0;|^cli\.train\.online_probe_np2$
+probe_gradients_not_averaged|src/run/online_probe.cpp|  grads.div_(group_.world_size());|  (void)0;|^mpi\.np2$
 probe_features_with_a_graph|src/model/moco.cpp|    if (pooled) *pooled = widened(backbone.detach());|    if (pooled) *pooled = widened(backbone);|^cli\.train\.online_probe_np2$
 probe_not_checkpointed|src/train/run_chores.cpp|    for (auto& entry : probe->state_entries()) entries.push_back(std::move(entry));|    (void)0;|^cli\.train\.online_probe_np2$
-probe_ignores_skipped_steps|src/run/online_probe.cpp|  sgd_.step(trained);|  sgd_.step();|^cli\.train\.online_probe_np2$
+probe_ignores_skipped_steps|src/run/online_probe.cpp|  sgd_.step(trained);|  sgd_.step();|^OnlineProbeTest\.
 probe_switch_on_resume_allowed|src/run/config.cpp|  if (key == "eval.online_probe" |  if (key == "eval.online_probe_" |^cli\.train\.online_probe_np2$
 baselines_block_the_first_step|src/train/run_chores.cpp|  result_.train_seconds = at_.train_seconds;
 |  result_.train_seconds = at_.train_seconds;

@@ -211,7 +211,12 @@ knn_k_above_bank)
   expect 0 "knn.k 100 is more than the 64 images of the kNN memory bank (knn.memory_size 64): k=64 used" -- \
     "$dist" --config "$tiny" train.threads=1 knn.memory_size=64 knn.k=100 train.output_dir="$out"
   [ "$(grep -c 'is more than the 64 images' "$work/last.out")" -eq 1 ] || fail "the warning is not said once"
-  grep -q "64 memory, .* k=64," "$work/last.out" || fail "the kNN line does not name the k used" ;;
+  grep -q "64 memory, .* k=64," "$work/last.out" || fail "the kNN line does not name the k used"
+  # On 2 ranks the bank is sharded (64 images a rank): k is held against the whole bank, not a shard.
+  expect 0 "" -- mpirun -np 2 --oversubscribe "$dist" --config "$tiny" train.threads=1 knn.memory_size=128 knn.k=100 \
+    train.output_dir="$out.np2"
+  ! grep -q "is more than" "$work/last.out" || fail "k held against one rank's share of the bank"
+  grep -q "128 memory, .* k=100," "$work/last.out" || fail "the kNN line does not name k=100 over the 128-image bank" ;;
 override_twice)
   # As in a file: which of two values was meant is not guessed (the last one used to win silently).
   expect 2 "command-line override 'optim.base_lr=0.2': key 'optim.base_lr' is given twice on the command line (also 'optim.base_lr=0.1')" -- \
