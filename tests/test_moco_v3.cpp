@@ -7,6 +7,7 @@
 #include "moco_v3/lars.h"
 #include "moco_v3/moco_v3.h"
 #include "moco_v3/v3_model.h"
+#include "model/vit.h"
 #include "run/config.h"
 #include "run/run_context.h"
 #include "test_world.h"
@@ -79,6 +80,45 @@ TEST(MocoV3Test, KeysCarryNoGradient) {
   out.loss.backward();
   for (const auto& item : model->encoder_k->named_parameters())
     EXPECT_FALSE(item.value().grad().defined()) << "encoder_k." << item.key() << " got a gradient";
+  for (const auto& p : model->trainable_parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+// The official MoCo_ViT: the ViT's head is the projector (3 layers, its last BN without affine) in
+// both encoders, under timm's names (encoder_q/head.N...); the optimizer trains neither the fixed
+// position embedding nor, with stop-grad-conv1, the patch projection; keys carry no gradient.
+TEST(MocoV3Test, VitHeadIsTheProjector) {
+  torch::manual_seed(4);
+  auto vit = model::vit_options_for("vit_tiny_cpu");
+  vit.image_size = 8;
+  vit.in_channels = 1;
+  vit.depth = 1;
+  vit.stop_grad_conv1 = true;
+  moco_v3::V3Options options;
+  options.dim = 8;
+  options.mlp_dim = 16;
+  options.projector_layers = 3;
+  moco_v3::MocoV3Model model([&] { return model::Backbone(model::VisionTransformer(vit)); }, options,
+                             std::make_shared<dist::LocalProcessGroup>());
+  model->train();
+  const auto names = names_of(*model->encoder_q);
+  for (const char* name : {"head.0.weight", "head.1.weight", "head.3.weight", "head.6.weight", "head.7.running_var",
+                           "pos_embed", "cls_token", "patch_embed.proj.weight"})
+    EXPECT_EQ(names.count(name), 1u) << name;
+  EXPECT_EQ(names.count("head.weight"), 0u);
+  EXPECT_EQ(names.count("head.7.weight"), 0u);  // the last BN has no affine
+  EXPECT_EQ(names, names_of(*model->encoder_k));
+  const auto trained = model->trainable_names();
+  const std::set<std::string> trained_set(trained.begin(), trained.end());
+  EXPECT_EQ(trained.size(), model->trainable_parameters().size());
+  for (const char* frozen :
+       {"encoder_q/pos_embed", "encoder_q/patch_embed.proj.weight", "encoder_q/patch_embed.proj.bias"})
+    EXPECT_EQ(trained_set.count(frozen), 0u) << frozen;
+  EXPECT_EQ(trained_set.count("encoder_q/cls_token"), 1u);
+  EXPECT_EQ(model->encoder_q->feature_dim(), 64);
+  auto out = model->forward(torch::randn({6, 1, 8, 8}), torch::randn({6, 1, 8, 8}), 0.99);
+  EXPECT_FALSE(out.k2.requires_grad());
+  EXPECT_EQ(out.features.sizes(), (std::vector<int64_t>{6, 64}));
+  out.loss.backward();
   for (const auto& p : model->trainable_parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
