@@ -1,6 +1,7 @@
 #include "run/config.h"
 
 #include "data/augment_params.h"
+#include "model/vit.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -723,6 +724,12 @@ void check_method_keys(const Config& c, const std::string& where) {
     require(c.optim.optimizer == Optimizer::kSgd, where, "optim.optimizer",
             "must be sgd with model.method v2 (MoCo v1/v2 train with SGD; lars and adamw are for model.method v3)");
     return;
+  }
+  if (is_vit(c.model.arch)) {
+    const int64_t patch = model::vit_options_for(to_string(c.model.arch)).patch_size;
+    require(c.data.augment.out_size % patch == 0, where, "data.image_size",
+            fmt::format("({}) must be a multiple of {}'s patch size {}: the ViT's grid of patches covers the image",
+                        c.data.augment.out_size, c.model.arch, patch));
   }
   const std::string v3 = "cannot be used with model.method v3";
   require(!c.model.mlp, where, "model.mlp", v3 + ": its head is the projector and predictor (v3.*)");
