@@ -7,6 +7,7 @@
 #include "moco_v3/lars.h"
 #include "moco_v3/moco_v3.h"
 #include "moco_v3/v3_model.h"
+#include "model/vit.h"
 #include "run/config.h"
 #include "run/run_context.h"
 #include "test_world.h"
@@ -79,6 +80,45 @@ TEST(MocoV3Test, KeysCarryNoGradient) {
   out.loss.backward();
   for (const auto& item : model->encoder_k->named_parameters())
     EXPECT_FALSE(item.value().grad().defined()) << "encoder_k." << item.key() << " got a gradient";
+  for (const auto& p : model->trainable_parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+// The official MoCo_ViT: the ViT's head is the projector (3 layers, its last BN without affine) in
+// both encoders, under timm's names (encoder_q/head.N...); the optimizer trains neither the fixed
+// position embedding nor, with stop-grad-conv1, the patch projection; keys carry no gradient.
+TEST(MocoV3Test, VitHeadIsTheProjector) {
+  torch::manual_seed(4);
+  auto vit = model::vit_options_for("vit_tiny_cpu");
+  vit.image_size = 8;
+  vit.in_channels = 1;
+  vit.depth = 1;
+  vit.stop_grad_conv1 = true;
+  moco_v3::V3Options options;
+  options.dim = 8;
+  options.mlp_dim = 16;
+  options.projector_layers = 3;
+  moco_v3::MocoV3Model model([&] { return model::Backbone(model::VisionTransformer(vit)); }, options,
+                             std::make_shared<dist::LocalProcessGroup>());
+  model->train();
+  const auto names = names_of(*model->encoder_q);
+  for (const char* name : {"head.0.weight", "head.1.weight", "head.3.weight", "head.6.weight", "head.7.running_var",
+                           "pos_embed", "cls_token", "patch_embed.proj.weight"})
+    EXPECT_EQ(names.count(name), 1u) << name;
+  EXPECT_EQ(names.count("head.weight"), 0u);
+  EXPECT_EQ(names.count("head.7.weight"), 0u);  // the last BN has no affine
+  EXPECT_EQ(names, names_of(*model->encoder_k));
+  const auto trained = model->trainable_names();
+  const std::set<std::string> trained_set(trained.begin(), trained.end());
+  EXPECT_EQ(trained.size(), model->trainable_parameters().size());
+  for (const char* frozen :
+       {"encoder_q/pos_embed", "encoder_q/patch_embed.proj.weight", "encoder_q/patch_embed.proj.bias"})
+    EXPECT_EQ(trained_set.count(frozen), 0u) << frozen;
+  EXPECT_EQ(trained_set.count("encoder_q/cls_token"), 1u);
+  EXPECT_EQ(model->encoder_q->feature_dim(), 64);
+  auto out = model->forward(torch::randn({6, 1, 8, 8}), torch::randn({6, 1, 8, 8}), 0.99);
+  EXPECT_FALSE(out.k2.requires_grad());
+  EXPECT_EQ(out.features.sizes(), (std::vector<int64_t>{6, 64}));
+  out.loss.backward();
   for (const auto& p : model->trainable_parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
@@ -235,4 +275,57 @@ TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
   EXPECT_NEAR(train::learning_rate(c, 10), 9.6, 1e-12);
   EXPECT_NEAR(train::learning_rate(c, 55), 4.8, 1e-12);
   EXPECT_NEAR(train::learning_rate(c, 100), 0.0, 1e-12);
+}
+
+namespace {
+
+// configs/moco_v3_vit_{small,base}_imagenet.yaml against CONFIG.md's ViT recipes (300 epochs, AdamW)
+// and main_moco.py's defaults, row by row with its source; then the lr their schedule gives.
+std::vector<constant_table::Constant> official_vit_recipe(const char* arch) {
+  return {
+      {"model.method", "v3", "MoCo v3"},
+      {"model.arch", arch, "CONFIG.md main_moco.py -a vit_small / -a vit_base; vits.py (patch 16, 12 heads)"},
+      {"model.mlp", "false", "v3's heads are the projector and predictor"},
+      {"model.dim", "256", "main_moco.py --moco-dim 256"},
+      {"v3.mlp_dim", "4096", "main_moco.py --moco-mlp-dim 4096"},
+      {"v3.projector_layers", "3", "moco/builder.py MoCo_ViT _build_mlp(3, hidden_dim, mlp_dim, dim)"},
+      {"v3.predictor_layers", "2", "moco/builder.py MoCo_ViT _build_mlp(2, dim, mlp_dim, dim)"},
+      {"v3.momentum", "0.99", "main_moco.py --moco-m 0.99 with --moco-m-cos (CONFIG.md ViT)"},
+      {"v3.temperature", "0.2", "CONFIG.md ViT --moco-t=.2"},
+      {"v3.stop_grad_conv1", "true", "CONFIG.md ViT --stop-grad-conv1"},
+      {"optim.optimizer", "adamw", "CONFIG.md ViT --optimizer=adamw"},
+      {"optim.base_lr", "1.5e-4", "CONFIG.md ViT --lr=1.5e-4 (x batch/256, main_moco.py)"},
+      {"optim.batch_size", "4096", "main_moco.py -b 4096 (CONFIG.md's released ViT models: batch 4096)"},
+      {"optim.weight_decay", "0.1", "CONFIG.md ViT --weight-decay=.1"},
+      {"optim.warmup_epochs", "40", "CONFIG.md ViT --warmup-epochs=40"},
+      {"optim.schedule", "cosine", "main_moco.py adjust_learning_rate: cosine after the warm-up"},
+      {"optim.lr_update", "step", "main_moco.py adjust_learning_rate at epoch + i / iters_per_epoch"},
+      {"train.epochs", "300", "CONFIG.md: all ViT models are pre-trained for 300 epochs"},
+      {"data.crop_scale_min", "0.08", "main_moco.py --crop-min 0.08 (default; the ViT commands leave it)"},
+      {"data.image_size", "224", "main_moco.py RandomResizedCrop(224)"},
+      {"data.saturation", "0.2", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.hue", "0.1", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.jitter_prob", "0.8", "main_moco.py RandomApply([ColorJitter], p=0.8)"},
+      {"data.grayscale_prob", "0.2", "main_moco.py RandomGrayscale(p=0.2)"},
+  };
+}
+
+void expect_vit_recipe(const char* file, const char* arch) {
+  const auto c = run::load_config(constant_table::config_path(file));
+  constant_table::expect_constants(c, official_vit_recipe(arch), file);
+  // init_lr = 1.5e-4 x 4096 / 256 = 2.4e-3: linear over 40 warm-up epochs, then a cosine over 260.
+  EXPECT_NEAR(train::learning_rate(c, 20), 1.2e-3, 1e-15);
+  EXPECT_NEAR(train::learning_rate(c, 40), 2.4e-3, 1e-15);
+  EXPECT_NEAR(train::learning_rate(c, 170), 1.2e-3, 1e-15);
+  EXPECT_NEAR(train::learning_rate(c, 300), 0.0, 1e-15);
+}
+
+}  // namespace
+
+TEST(PaperConfigTest, MocoV3VitSmallIsTheOfficialRecipe) {
+  expect_vit_recipe("moco_v3_vit_small_imagenet.yaml", "vit_small");
+}
+
+TEST(PaperConfigTest, MocoV3VitBaseIsTheOfficialRecipe) {
+  expect_vit_recipe("moco_v3_vit_base_imagenet.yaml", "vit_base");
 }

@@ -1,6 +1,8 @@
 // run::InitialWeights: the encoder's weights as copied, lent for an evaluation and given back bitwise.
 #include "run/initial_weights.h"
 
+#include "model/resnet.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -109,7 +109,7 @@ TEST(ConfigTest, EnumKeysReadAndPrintTheirNames) {
   EXPECT_EQ(config_error_of(bad, {"train.seed=1"}),
             bad +
                 " (with overrides): key 'model.arch' must be one of resnet_tiny, resnet18, resnet34, resnet50, "
-                "not 'resnet99'");
+                "vit_tiny_cpu, vit_small, vit_base, not 'resnet99'");
   EXPECT_EQ(load_config(bad, {"model.arch=resnet18"}).model.arch, moco::run::Arch::kResnet18);  // the override wins
   EXPECT_TRUE(contains(config_error_of(bad, {"model.arch=resnet7"}), "not 'resnet7'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("optim:\n  schedule: linear\n")),

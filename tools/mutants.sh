@@ -376,6 +376,19 @@ v3_config_lr_drifts|configs/moco_v3_r50_imagenet.yaml|  base_lr: 0.6 |  base_lr:
 v3_adamw_decay_off|src/moco_v3/adamw.cpp|p.mul_(1.0 - lr_ * weight_decay_);|(void)weight_decay_;|^moco_v3\.step_parity_torch_adamw$
 v3_adamw_no_bias_correction|src/moco_v3/adamw.cpp|const double step_size = lr_ / (1.0 - std::pow(kBeta1, t));|const double step_size = lr_ + 0 * t;|^moco_v3\.step_parity_torch_adamw$
 v3_adamw_steps_not_checkpointed|src/moco_v3/moco_v3.cpp|entries.push_back({"optimizer/steps", adamw_->steps()});|(void)0;|^moco_v3\.step_parity_torch_adamw$
+vit_pos_embed_trainable|src/model/vit.cpp|/*requires_grad=*/false);|/*requires_grad=*/true);|^VitTest\.|^MocoV3Test\.
+vit_patch_projection_trainable|src/model/vit.cpp|    patch_proj->weight.requires_grad_(false);|    (void)0;|^VitTest\.|^MocoV3Test\.
+vit_small_six_heads|src/model/vit.cpp|    o.num_heads = 12;               // vits.py's ViT-S|    o.num_heads = 6;               // vits.py's ViT-S|^VitTest\.
+vit_cls_token_not_prepended|src/model/vit.cpp|  tokens = torch::cat({cls_token.expand({tokens.size(0), -1, -1}), tokens}, 1) + pos_embed;|  tokens = tokens + pos_embed.narrow(1, 1, tokens.size(1));|^VitTest\.
+vit_features_not_the_cls_token|src/model/vit.cpp|  return norm(tokens).select(1, 0);|  return norm(tokens).mean(1);|^VitTest\.
+vit_sincos_coordinates_swapped|src/model/vit.cpp|  const auto first = coords[0].flatten()|  const auto first = coords[1].flatten()|^VitTest\.
+vit_qkv_init_as_one_linear|src/model/vit.cpp|xavier_uniform(linear->weight, in, qkv ? out / 3 : out);|xavier_uniform(linear->weight, in, out);|^VitTest\.
+vit_attention_scale_of_whole_dim|src/model/vit.cpp|        scale_(1.0 / std::sqrt(static_cast<double>(dim / heads))),|        scale_(1.0 / std::sqrt(static_cast<double>(dim))),|^moco_v3\.step_parity_torch_vit$
+v3_frozen_parameters_optimized|src/moco_v3/v3_model.cpp|    if (p.requires_grad()) params.push_back(p);|    params.push_back(p);|^MocoV3Test\.|^moco_v3\.step_parity_torch_vit$
+v3_vit_projector_two_layers|configs/moco_v3_vit_small_imagenet.yaml|  projector_layers: 3 |  projector_layers: 2 |^PaperConfigTest\.MocoV3Vit
+v3_vit_config_temperature_drifts|configs/moco_v3_vit_base_imagenet.yaml|  temperature: 0.2 |  temperature: 1.0 |^PaperConfigTest\.MocoV3Vit
+v3_vit_with_v2_allowed|src/run/config.cpp|    require(!is_vit(c.model.arch), where, "model.arch",|    require(true, where, "model.arch",|^cli\.bad_input\.v3_incompatible_keys$
+v3_vit_export_keeps_head|src/app/moco_ckpt_main.cpp|std::vector<std::string>{"fc.", "head."}|std::vector<std::string>{"fc."}|^cli\.train\.v3_vit_small_config_np2$
 LIST
 )
 

@@ -149,8 +149,9 @@ int export_backbone(const std::string& path, const std::string& out, const std::
     std::cerr << "moco_ckpt: removed " << stale << ", left by an interrupted export\n";
   // The official detectron2 converter keeps every encoder_q key, the head's as stem.fc.*.
   const bool all_keys = keep_head || format == moco::ckpt::ExportFormat::detectron2;
+  // The head is a ResNet's fc or a ViT's head (timm's name; the official main_lincls.py drops it too).
   const auto summary = moco::ckpt::export_module(
-      dir, module, all_keys ? std::vector<std::string>{} : std::vector<std::string>{"fc."}, out, format);
+      dir, module, all_keys ? std::vector<std::string>{} : std::vector<std::string>{"fc.", "head."}, out, format);
   std::cout << fmt::format("{}: {} tensors of {} ({:.2f} MiB) from {} (step {}), format {}\n", out, summary.tensors,
                            module, summary.bytes / 1048576.0, dir, summary.step, format_name);
   return 0;
@@ -280,7 +281,8 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("CHECKPOINT", a)->required();
   auto* export_cmd = app.add_subcommand(
       "export",
-      "write the query encoder's backbone as torchvision state_dict keys (no fc head) to OUT: HDF5, a torch.load\n"
+      "write the query encoder's backbone as torchvision (ResNet) or timm (ViT) state_dict keys, without the head\n"
+      "(fc, head), to OUT: HDF5, a torch.load\n"
       "file (torchvision, timm) or detectron2's weights (the official MoCo converter's keys, fc head included)");
   export_cmd->add_option("CHECKPOINT", a)->required();
   export_cmd->add_option("OUT", out, "output file (.h5, .pth; for detectron2 .pth, not .pkl)")->required();
@@ -290,7 +292,7 @@ int main(int argc, char** argv) {
                    "(for MODEL.WEIGHTS: a torch.load file of {model, __author__ MOCO, matching_heuristics})")
       ->capture_default_str();
   export_cmd->add_option("--module", module, "which module to export")->capture_default_str();
-  export_cmd->add_flag("--keep-head", keep_head, "keep the fc head as well");
+  export_cmd->add_flag("--keep-head", keep_head, "keep the head (fc, or a ViT's head) as well");
   export_cmd->add_flag("--force", force, "replace OUT if it exists (atomically: the old file until the new is whole)");
   auto* diff_cmd =
       app.add_subcommand("diff", "compare two checkpoints tensor by tensor, bitwise; exit 1 if any differs");

@@ -164,7 +164,7 @@ Featurizer raw_pixels(const data::AugmentOptions& normalisation) {
       [normalisation](const torch::Tensor& images) { return data::normalize_batch(images, normalisation).flatten(1); };
 }
 
-std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
+std::pair<torch::Tensor, torch::Tensor> extract_features(model::Backbone encoder, const data::Dataset& dataset,
                                                          const data::AugmentOptions& normalisation, int64_t batch_size,
                                                          int64_t limit, dist::ProcessGroup* group) {
   const bool was_training = encoder->is_training();

@@ -5,7 +5,7 @@
 #include "data/augment.h"
 #include "dist/process_group.h"
 #include "data/dataset.h"
-#include "model/resnet.h"
+#include "model/backbone.h"
 
 #include <functional>
 
@@ -69,7 +69,7 @@ Featurizer raw_pixels(const data::AugmentOptions& normalisation);
 
 // Backbone features of the normalised images, as above, in eval mode (BN running statistics); the
 // encoder's mode is restored.
-std::pair<torch::Tensor, torch::Tensor> extract_features(model::ResNet& encoder, const data::Dataset& dataset,
+std::pair<torch::Tensor, torch::Tensor> extract_features(model::Backbone encoder, const data::Dataset& dataset,
                                                          const data::AugmentOptions& normalisation, int64_t batch_size,
                                                          int64_t limit = 0, dist::ProcessGroup* group = nullptr);
 

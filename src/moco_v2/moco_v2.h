@@ -41,7 +41,7 @@ class MocoV2 final : public run::Method {
   void set_draw_counter(int64_t draws) override { moco_->set_shuffle_steps(draws); }
   void before_save() override { replicas_.broadcast_bn_for_save(); }
   void before_eval() override { replicas_.broadcast_bn_for_eval(); }
-  model::ResNet& encoder() override { return moco_->encoder_q; }
+  model::Backbone encoder() override { return moco_->encoder_q; }
   run::MethodFacts facts() override;
 
  private:

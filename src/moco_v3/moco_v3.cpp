@@ -25,7 +25,7 @@ std::vector<torch::Tensor> parameters_and_buffers(torch::nn::Module& module) {
 
 // Built, on the device, rank 0's on every rank, and said in the log.
 MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t in_channels) {
-  MocoV3Model model(run::backbone_options(c, in_channels), v3_options(c), ctx.group);
+  MocoV3Model model([&] { return run::make_backbone(c, in_channels); }, v3_options(c), ctx.group);
   model->to(ctx.device);
   if (c.dist.world_group_at_one) model::use_sync_batchnorm(*model, ctx.group);  // rehearses SyncBN's collectives
   if (c.train.channels_last) run::use_channels_last(*model);

@@ -54,7 +54,7 @@ class MocoV3 final : public run::Method {
   void set_draw_counter(int64_t) override {}
   void before_save() override { agree_on_buffers(); }
   void before_eval() override { agree_on_buffers(); }
-  model::ResNet& encoder() override { return model_->encoder_q; }
+  model::Backbone encoder() override { return model_->encoder_q; }
   run::MethodFacts facts() override;
 
   // The momentum m of step `step` (counted from 1): progress (step - 1) / total steps.

@@ -45,14 +45,20 @@ Contrast contrastive_loss(const torch::Tensor& q, const torch::Tensor& k, double
 
 MocoV3ModelImpl::MocoV3ModelImpl(const model::ResNetOptions& backbone, const V3Options& options,
                                  std::shared_ptr<dist::ProcessGroup> group)
+    : MocoV3ModelImpl([&backbone] { return model::Backbone(model::ResNet(backbone)); }, options, std::move(group)) {}
+
+MocoV3ModelImpl::MocoV3ModelImpl(const std::function<model::Backbone()>& make_backbone, const V3Options& options,
+                                 std::shared_ptr<dist::ProcessGroup> group)
     : options_(options), group_(std::move(group)) {
-  encoder_q = register_module("encoder_q", model::ResNet(backbone));
-  encoder_k = register_module("encoder_k", model::ResNet(backbone));
+  encoder_q = register_module("encoder_q", make_backbone());
+  encoder_k = register_module("encoder_k", make_backbone());
   const int64_t features = encoder_q->feature_dim();
   projector_q_ = encoder_q->replace_module(
-      "fc", make_mlp(options.projector_layers, features, options.mlp_dim, options.dim, /*last_bn=*/true));
+      encoder_q->head_name(),
+      make_mlp(options.projector_layers, features, options.mlp_dim, options.dim, /*last_bn=*/true));
   projector_k_ = encoder_k->replace_module(
-      "fc", make_mlp(options.projector_layers, features, options.mlp_dim, options.dim, /*last_bn=*/true));
+      encoder_k->head_name(),
+      make_mlp(options.projector_layers, features, options.mlp_dim, options.dim, /*last_bn=*/true));
   predictor = register_module(
       "predictor", make_mlp(options.predictor_layers, options.dim, options.mlp_dim, options.dim, /*last_bn=*/false));
   for (auto& p : encoder_k->parameters()) p.requires_grad_(false);
@@ -75,14 +81,17 @@ void MocoV3ModelImpl::momentum_update(double m) {
 }
 
 std::vector<torch::Tensor> MocoV3ModelImpl::trainable_parameters() const {
-  auto params = encoder_q->parameters();
+  std::vector<torch::Tensor> params;
+  for (const auto& p : encoder_q->parameters())
+    if (p.requires_grad()) params.push_back(p);
   for (const auto& p : predictor->parameters()) params.push_back(p);
   return params;
 }
 
 std::vector<std::string> MocoV3ModelImpl::trainable_names() const {
   std::vector<std::string> names;
-  for (const auto& item : encoder_q->named_parameters()) names.push_back("encoder_q/" + item.key());
+  for (const auto& item : encoder_q->named_parameters())
+    if (item.value().requires_grad()) names.push_back("encoder_q/" + item.key());
   for (const auto& item : predictor->named_parameters()) names.push_back("predictor/" + item.key());
   return names;
 }

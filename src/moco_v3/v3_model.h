@@ -4,11 +4,13 @@
 #pragma once
 
 #include "dist/process_group.h"
+#include "model/backbone.h"
 #include "model/resnet.h"
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,12 +53,16 @@ struct V3Output {
 
 // With more than one rank every BatchNorm is SyncBN across them (the official code converts the whole
 // model), so N ranks compute what one process does with the global batch.
-// The query encoder is a ResNet whose fc is the projector (as the official builder replaces fc, so
-// that names equal its state_dict: encoder_q.fc.0.weight ...), then the predictor; the momentum
-// encoder is a ResNet with a projector of its own and no predictor. Its parameters never require
-// grad: they move only by the momentum update, and its keys carry no graph.
+// The query encoder is a backbone whose head is the projector (as the official builder replaces a
+// ResNet's fc, MoCo_ResNet, or a ViT's head, MoCo_ViT, so that names equal its state_dict:
+// encoder_q.fc.0.weight, encoder_q.head.0.weight ...), then the predictor; the momentum encoder is a
+// backbone with a projector of its own and no predictor. Its parameters never require grad: they move
+// only by the momentum update, and its keys carry no graph.
 class MocoV3ModelImpl : public torch::nn::Module {
  public:
+  // `make_backbone` is called twice: the query encoder's, then the momentum encoder's.
+  MocoV3ModelImpl(const std::function<model::Backbone()>& make_backbone, const V3Options& options,
+                  std::shared_ptr<dist::ProcessGroup> group);
   MocoV3ModelImpl(const model::ResNetOptions& backbone, const V3Options& options,
                   std::shared_ptr<dist::ProcessGroup> group);
 
@@ -67,11 +73,13 @@ class MocoV3ModelImpl : public torch::nn::Module {
   void momentum_update(double m);
   // Makes the momentum encoder an exact copy of the query encoder (at start).
   void copy_query_to_key();
-  // What the optimizer trains: the query encoder (projector included), then the predictor; and their names.
+  // What the optimizer trains: the query encoder (projector included), then the predictor, each
+  // parameter that requires grad (not a ViT's fixed position embedding, nor its patch projection with
+  // stop_grad_conv1, which the official optimizer holds but never updates); and their names.
   std::vector<torch::Tensor> trainable_parameters() const;
   std::vector<std::string> trainable_names() const;
 
-  model::ResNet encoder_q{nullptr}, encoder_k{nullptr};
+  model::Backbone encoder_q{nullptr}, encoder_k{nullptr};
   torch::nn::Sequential predictor{nullptr};
   const V3Options& options() const { return options_; }
 
@@ -81,8 +89,8 @@ class MocoV3ModelImpl : public torch::nn::Module {
 
   V3Options options_;
   std::shared_ptr<dist::ProcessGroup> group_;
-  // The projectors, registered inside their encoders as "fc" (ResNetImpl's own fc member is then
-  // stale: this model never calls its head()).
+  // The projectors, registered inside their encoders in the head's place ("fc", "head"; the
+  // backbone's own head member is then stale: this model never calls it).
   torch::nn::Sequential projector_q_{nullptr}, projector_k_{nullptr};
 };
 TORCH_MODULE(MocoV3Model);

@@ -6,6 +6,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include "model/backbone.h"
 #include "model/split_batchnorm.h"
 
 #include <array>
@@ -33,14 +34,15 @@ ResNetOptions resnet_options_for(const std::string& arch);
 
 // Parameter and buffer names equal torchvision's state_dict keys (conv1.weight,
 // layer1.0.bn1.running_mean, layer2.0.downsample.0.weight, fc.weight / fc.0.weight, ...).
-class ResNetImpl : public torch::nn::Module {
+class ResNetImpl : public BackboneImpl {
  public:
   explicit ResNetImpl(const ResNetOptions& options);
 
-  torch::Tensor forward(const torch::Tensor& x);   // head(features(x))
-  torch::Tensor features(const torch::Tensor& x);  // pooled backbone output [n, feature_dim]
-  torch::Tensor head(const torch::Tensor& f);      // fc: the linear or MLP head on pooled features
-  int64_t feature_dim() const { return feature_dim_; }
+  torch::Tensor forward(const torch::Tensor& x);            // head(features(x))
+  torch::Tensor features(const torch::Tensor& x) override;  // pooled backbone output [n, feature_dim]
+  torch::Tensor head(const torch::Tensor& f);               // fc: the linear or MLP head on pooled features
+  int64_t feature_dim() const override { return feature_dim_; }
+  std::string head_name() const override { return "fc"; }
   const ResNetOptions& options() const { return options_; }
 
  private:

@@ -1,6 +1,7 @@
 #include "run/config.h"
 
 #include "data/augment_params.h"
+#include "model/vit.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -30,8 +31,11 @@ const Choices<Arch>& choices(Arch) {
   static const Choices<Arch> c{{{Arch::kResnetTiny, "resnet_tiny"},
                                 {Arch::kResnet18, "resnet18"},
                                 {Arch::kResnet34, "resnet34"},
-                                {Arch::kResnet50, "resnet50"}},
-                               "one of resnet_tiny, resnet18, resnet34, resnet50"};
+                                {Arch::kResnet50, "resnet50"},
+                                {Arch::kVitTinyCpu, "vit_tiny_cpu"},
+                                {Arch::kVitSmall, "vit_small"},
+                                {Arch::kVitBase, "vit_base"}},
+                               "one of resnet_tiny, resnet18, resnet34, resnet50, vit_tiny_cpu, vit_small, vit_base"};
   return c;
 }
 const Choices<Dataset>& choices(Dataset) {
@@ -242,7 +246,10 @@ std::vector<Field> model_moco_fields() {
       MOCO_FIELD(model.method,
                  "v2: MoCo v1/v2 with the queue (v1 or v2 as model.mlp, moco.temperature and data.augmentation say); "
                  "v3: MoCo v3 (projector and predictor, symmetric loss over the gathered keys, the v3.* keys)"),
-      MOCO_FIELD(model.arch, "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50"),
+      MOCO_FIELD(model.arch,
+                 "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50; with "
+                 "model.method v3 also vit_small, vit_base (MoCo v3's ViT-S/16, ViT-B/16) and vit_tiny_cpu (patch 4, "
+                 "dim 64, 4 blocks of 4 heads, for 28-32 px images); a ViT is built for data.image_size"),
       MOCO_FIELD(model.small_stem, "3x3 stride-1 first conv and no max-pool, for 28-32 px images"),
       MOCO_FIELD(
           model.stem_stride,
@@ -266,7 +273,7 @@ std::vector<Field> model_moco_fields() {
       MOCO_FIELD(v3.mlp_dim, "model.method v3: hidden width of the projector and predictor MLPs").must(positive),
       MOCO_FIELD(v3.projector_layers,
                  "model.method v3: Linear layers of the projector on the pooled features (2: the official ResNet "
-                 "builder; BN and ReLU between, a BN without affine last; its output is model.dim)")
+                 "builder, 3: its ViT builder; BN and ReLU between, a BN without affine last; its output is model.dim)")
           .must(at_least_one),
       MOCO_FIELD(v3.predictor_layers,
                  "model.method v3: Linear layers of the predictor on the query side (BN and ReLU between, none last)")
@@ -276,6 +283,9 @@ std::vector<Field> model_moco_fields() {
                  "progress p of the run")
           .must(in_closed(0, 1)),
       MOCO_FIELD(v3.temperature, "model.method v3: T of the logits; each loss term is scaled by 2T").must(positive),
+      MOCO_FIELD(v3.stop_grad_conv1,
+                 "model.method v3 with a ViT: the patch projection (patch_embed.proj) keeps its random initialisation, "
+                 "no gradient (main_moco.py --stop-grad-conv1)"),
   };
 }
 
@@ -609,6 +619,7 @@ int64_t global_batch(const Config& c, Job job) {
 const char* global_batch_key(Job job) { return job == Job::kLincls ? "lincls.batch_size" : "optim.batch_size"; }
 
 const char* to_string(Arch arch) { return name_of(arch); }
+bool is_vit(Arch arch) { return arch == Arch::kVitTinyCpu || arch == Arch::kVitSmall || arch == Arch::kVitBase; }
 const char* to_string(Dataset dataset) { return name_of(dataset); }
 const char* to_string(Schedule schedule) { return name_of(schedule); }
 const char* to_string(LrUpdate update) { return name_of(update); }
@@ -637,6 +648,8 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
           fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share",
                       global_batch(c, job), world_size));
   if (job == Job::kMoco) check_queue_fits(c, where);
+  require(job != Job::kLincls || !is_vit(c.model.arch), where, "model.arch",
+          fmt::format("{}: moco_lincls and --eval-only read ResNet backbones only yet", c.model.arch));
   check_batch_fits(c, world_size, where, job);
 }
 
@@ -709,9 +722,17 @@ void check_normalisation(const Config& c, const std::string& where) {
 // and, in this first slice, neither bf16, the queue's invariants nor a time budget.
 void check_method_keys(const Config& c, const std::string& where) {
   if (c.model.method == MocoVersion::kV2) {
+    require(!is_vit(c.model.arch), where, "model.arch",
+            fmt::format("{} needs model.method v3 (MoCo v1/v2 train ResNets only)", c.model.arch));
     require(c.optim.optimizer == Optimizer::kSgd, where, "optim.optimizer",
             "must be sgd with model.method v2 (MoCo v1/v2 train with SGD; lars and adamw are for model.method v3)");
     return;
+  }
+  if (is_vit(c.model.arch)) {
+    const int64_t patch = model::vit_options_for(to_string(c.model.arch)).patch_size;
+    require(c.data.augment.out_size % patch == 0, where, "data.image_size",
+            fmt::format("({}) must be a multiple of {}'s patch size {}: the ViT's grid of patches covers the image",
+                        c.data.augment.out_size, c.model.arch, patch));
   }
   const std::string v3 = "cannot be used with model.method v3";
   require(!c.model.mlp, where, "model.mlp", v3 + ": its head is the projector and predictor (v3.*)");

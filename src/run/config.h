@@ -20,7 +20,9 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch { kResnetTiny, kResnet18, kResnet34, kResnet50 };
+enum class Arch { kResnetTiny, kResnet18, kResnet34, kResnet50, kVitTinyCpu, kVitSmall, kVitBase };
+// The vision transformers (model::VisionTransformer), which only model.method v3 trains.
+bool is_vit(Arch arch);
 enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
 enum class Schedule { kStep, kCosine };
 enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
@@ -63,8 +65,9 @@ struct Config {
     int64_t mlp_dim = 4096;        // hidden width of the projector and the predictor
     int64_t projector_layers = 2;  // the official builder's for ResNet (3 for ViT)
     int64_t predictor_layers = 2;
-    double momentum = 0.99;    // m0: the momentum encoder's m rises from it to 1 on a half cosine
-    double temperature = 1.0;  // T; each loss term is scaled by 2T
+    double momentum = 0.99;        // m0: the momentum encoder's m rises from it to 1 on a half cosine
+    double temperature = 1.0;      // T; each loss term is scaled by 2T
+    bool stop_grad_conv1 = false;  // ViT: the patch projection frozen at its initialisation (main_moco.py flag)
   } v3;
   struct Data {
     Dataset dataset = Dataset::kFashionMnist;

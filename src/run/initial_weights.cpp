@@ -7,7 +7,7 @@
 namespace moco::run {
 namespace {
 
-std::vector<std::pair<std::string, torch::Tensor>> named_tensors(model::ResNetImpl& net) {
+std::vector<std::pair<std::string, torch::Tensor>> named_tensors(model::BackboneImpl& net) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& item : net.named_parameters()) out.emplace_back(item.key(), item.value());
   for (const auto& item : net.named_buffers()) out.emplace_back(item.key(), item.value());
@@ -16,14 +16,14 @@ std::vector<std::pair<std::string, torch::Tensor>> named_tensors(model::ResNetIm
 
 }  // namespace
 
-InitialWeights::InitialWeights(model::ResNet& encoder) {
+InitialWeights::InitialWeights(model::Backbone encoder) {
   torch::NoGradGuard no_grad;
   // On the host: a device's memory is the step's, and the copy is used once or twice in a run.
   for (auto& [name, tensor] : named_tensors(*encoder))
     tensors_.emplace_back(name, tensor.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
 }
 
-void InitialWeights::lend(model::ResNet& encoder, const std::function<void()>& use) const {
+void InitialWeights::lend(model::Backbone encoder, const std::function<void()>& use) const {
   torch::NoGradGuard no_grad;
   auto live = named_tensors(*encoder);
   if (live.size() != tensors_.size())

@@ -3,7 +3,7 @@
 // first step waits for no evaluation)
 #pragma once
 
-#include "model/resnet.h"
+#include "model/backbone.h"
 
 #include <functional>
 #include <string>
@@ -15,10 +15,10 @@ namespace moco::run {
 class InitialWeights {
  public:
   // A copy of `encoder`'s parameters and buffers as they are now: before the first step or a resume.
-  explicit InitialWeights(model::ResNet& encoder);
+  explicit InitialWeights(model::Backbone encoder);
   // Calls `use` with `encoder` holding the copied weights, then gives it back its own, bitwise.
   // The encoder must be the one copied (the same tensors by name).
-  void lend(model::ResNet& encoder, const std::function<void()>& use) const;
+  void lend(model::Backbone encoder, const std::function<void()>& use) const;
 
  private:
   std::vector<std::pair<std::string, torch::Tensor>> tensors_;

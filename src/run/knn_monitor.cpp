@@ -10,7 +10,8 @@ namespace moco::run {
 KnnMonitor::KnnMonitor(const Config& c, Splits splits, metrics::MetricsLog* metrics, dist::ProcessGroup& group)
     : config_(c), splits_(std::move(splits)), metrics_(metrics), group_(group), normalisation_(augment_options(c)) {}
 
-double KnnMonitor::evaluate(model::ResNet& encoder, const std::string& label, int64_t step, double epoch, bool record) {
+double KnnMonitor::evaluate(model::Backbone encoder, const std::string& label, int64_t step, double epoch,
+                            bool record) {
   const bool was_training = encoder->is_training();
   encoder->eval();
   const auto device = encoder->parameters().front().device();

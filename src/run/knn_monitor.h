@@ -5,7 +5,7 @@
 #include "dist/process_group.h"
 #include "eval/knn.h"
 #include "metrics/metrics_log.h"
-#include "model/resnet.h"
+#include "model/backbone.h"
 #include "run/config.h"
 #include "run/setup.h"
 
@@ -19,7 +19,7 @@ class KnnMonitor {
   KnnMonitor(const Config& config, Splits splits, metrics::MetricsLog* metrics, dist::ProcessGroup& group);
 
   // Top-1 (%) of the encoder's backbone features (eval mode; its mode is restored). Collective.
-  double evaluate(model::ResNet& encoder, const std::string& label, int64_t step, double epoch, bool record = true);
+  double evaluate(model::Backbone encoder, const std::string& label, int64_t step, double epoch, bool record = true);
   // The same for any featurizer; `record`: write the metrics row (the log line is always written).
   double evaluate(const eval::Featurizer& featurizer, const std::string& label, int64_t step, double epoch,
                   bool record = true);

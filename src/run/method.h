@@ -5,7 +5,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "data/loader.h"
-#include "model/resnet.h"
+#include "model/backbone.h"
 
 #include <torch/types.h>
 
@@ -60,7 +60,7 @@ class Method {
   // Brings the statistics evaluation uses to agreement across ranks (collective).
   virtual void before_eval() = 0;
   // The encoder whose backbone the kNN monitor judges.
-  virtual model::ResNet& encoder() = 0;
+  virtual model::Backbone encoder() = 0;
   virtual MethodFacts facts() = 0;
 };
 

@@ -37,7 +37,7 @@ void OnlineProbe::train(const torch::Tensor& features, const torch::Tensor& labe
   sgd_.step(trained);
 }
 
-double OnlineProbe::score(model::ResNet& encoder, const data::Dataset& test,
+double OnlineProbe::score(model::Backbone encoder, const data::Dataset& test,
                           const data::AugmentOptions& normalisation) {
   const auto [features, labels] = eval::extract_features(encoder, test, normalisation, config_.knn.batch_size,
                                                          config_.eval.probe_val_size, &group_);

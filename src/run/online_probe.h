@@ -6,7 +6,7 @@
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "dist/process_group.h"
-#include "model/resnet.h"
+#include "model/backbone.h"
 #include "run/config.h"
 #include "run/sgd.h"
 
@@ -29,7 +29,7 @@ class OnlineProbe {
   void train(const torch::Tensor& features, const torch::Tensor& labels, const torch::Tensor& trained);
   // Top-1 (%) on eval.probe_val_size test images of the encoder's backbone features (eval mode; its
   // mode is restored). Collective.
-  double score(model::ResNet& encoder, const data::Dataset& test, const data::AugmentOptions& normalisation);
+  double score(model::Backbone encoder, const data::Dataset& test, const data::AugmentOptions& normalisation);
   // probe/weight, probe/bias and their momentum buffers, for checkpoints.
   std::vector<ckpt::StateEntry> state_entries() const;
 

@@ -132,4 +132,18 @@ model::ResNetOptions backbone_options(const Config& c, int64_t in_channels) {
   return e;
 }
 
+model::ViTOptions vit_options(const Config& c, int64_t in_channels) {
+  auto o = model::vit_options_for(to_string(c.model.arch));
+  o.image_size = c.data.augment.out_size;
+  o.in_channels = in_channels;
+  o.out_dim = c.model.dim;
+  o.stop_grad_conv1 = c.v3.stop_grad_conv1;
+  return o;
+}
+
+model::Backbone make_backbone(const Config& c, int64_t in_channels) {
+  if (is_vit(c.model.arch)) return model::VisionTransformer(vit_options(c, in_channels));
+  return model::ResNet(backbone_options(c, in_channels));
+}
+
 }  // namespace moco::run

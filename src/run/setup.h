@@ -1,10 +1,13 @@
 // defines: Splits and load_splits (the configured dataset's train and test splits), augment_options
-// (data.* as augmentation and normalisation settings), backbone_options (the encoder model.* describes)
+// (data.* as augmentation and normalisation settings), backbone_options, vit_options and make_backbone (the
+// encoder model.* describes)
 #pragma once
 
 #include "data/augment.h"
 #include "data/dataset.h"
+#include "model/backbone.h"
 #include "model/resnet.h"
+#include "model/vit.h"
 #include "run/config.h"
 
 #include <memory>
@@ -33,5 +36,10 @@ data::AugmentOptions augment_options(const Config& config);
 
 // The encoder of model.* for images of in_channels: arch, stem, width, head (one BatchNorm group).
 model::ResNetOptions backbone_options(const Config& config, int64_t in_channels);
+// The ViT of model.arch for images of in_channels at data.image_size, its head model.dim wide,
+// v3.stop_grad_conv1 as set.
+model::ViTOptions vit_options(const Config& config, int64_t in_channels);
+// The encoder model.arch names, initialised (draws from the global generator): a ResNet or a ViT.
+model::Backbone make_backbone(const Config& config, int64_t in_channels);
 
 }  // namespace moco::run

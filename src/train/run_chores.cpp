@@ -80,7 +80,7 @@ void RunChores::score_baselines() {
   result_.knn_raw_pixels =
       knn_.raw_baseline_enabled() ? knn_.evaluate_raw_pixels(0, 0, /*record=*/fresh) : std::nan("");
   if (!fresh) return;
-  auto& encoder = run_.method->encoder();
+  auto encoder = run_.method->encoder();
   initial_->lend(encoder, [&] { result_.knn_random_init = knn_.evaluate(encoder, "random_init", 0, 0); });
   at_.knn_random_init = result_.knn_random_init;
   initial_.reset();

@@ -85,6 +85,12 @@ v3_incompatible_keys)
   no_work_done
   expect 2 "$tiny (with overrides): key 'model.method' must be v2 or v3, not 'v4'" -- \
     "$dist" --config "$tiny" model.method=v4 train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'model.arch' vit_tiny_cpu needs model.method v3" -- \
+    "$dist" --config "$tiny" model.arch=vit_tiny_cpu train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'data.image_size' (30) must be a multiple of vit_tiny_cpu's patch size 4" -- \
+    "$dist" --config "$tiny" model.method=v3 model.mlp=false model.arch=vit_tiny_cpu data.image_size=30 train.output_dir="$out"
   no_work_done ;;
 duplicate_key)
   printf 'optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n' >"$work/dup.yaml"

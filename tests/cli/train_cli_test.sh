@@ -241,6 +241,44 @@ PY
   "$build/moco_ckpt" export "$work/run" "$work/backbone.pth" --format torch
   "$py" -c "import sys, torch; sd = torch.load(sys.argv[1]); assert 'conv1.weight' in sd and not [k for k in sd if k.startswith('fc.')], sorted(sd)" "$work/backbone.pth"
   ;;
+v3_vit_small_config_np2)
+  # configs/moco_v3_vit_small_imagenet.yaml (vit_small itself: 12 blocks of 12 heads, AdamW,
+  # stop-grad-conv1, the 3-layer projector) on 2 ranks with small overrides: 32 px images (a 2x2 grid of
+  # 16 px patches), small heads, 6 steps. It trains with finite losses, the lr warms up and falls,
+  # kNN and the online probe read its cls-token features, and its export loads into a timm-layout ViT.
+  "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 24 --val 8
+  mpirun -np 2 --oversubscribe "$dist" --config "$src/configs/moco_v3_vit_small_imagenet.yaml" data.root="$work/data" \
+    data.image_size=32 optim.batch_size=16 model.dim=32 v3.mlp_dim=64 train.epochs=1 optim.warmup_epochs=0.5 \
+    knn.memory_size=0 knn.query_size=0 knn.k=5 data.workers=1 train.threads=1 eval.online_probe=true \
+    eval.probe_val_size=0 ckpt.every_minutes=0 train.log_every=1 train.output_dir="$work/run" >"$work/run.console" 2>&1 ||
+    { cat "$work/run.console"; exit 1; }
+  "$py" - "$work/run/metrics.jsonl" <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+train = [r for r in rows if r["event"] == "train"]
+knn = {r["encoder"] for r in rows if r["event"] == "knn"}
+assert len(train) == 6 and all(math.isfinite(r["loss"]) for r in train), f"{len(train)} steps"
+lrs = [r["lr"] for r in train]
+assert lrs[0] == 0 and lrs[2] > lrs[1] > 0 and lrs[-1] < lrs[3], f"lr {lrs}"
+assert {"raw_pixels", "random_init", "trained"} <= knn, f"kNN rows: {knn}"
+assert any(r["event"] == "probe" for r in rows), "no online-probe row"
+print(f"{len(train)} steps, loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}, lr {lrs}")
+PY
+  # The query backbone exports under timm's names without the head (the projector), as the official
+  # main_lincls.py loads it: every key into a ViT-S/16 of timm's layout (the parity test's), strictly.
+  "$build/moco_ckpt" export "$work/run" "$work/backbone.pth" --format torch
+  "$py" - "$work/backbone.pth" "$src/tests/parity" <<'PY'
+import sys, torch
+sys.path.insert(0, sys.argv[2])
+from moco_v3_step_parity import VisionTransformer
+sd = torch.load(sys.argv[1])
+assert not [k for k in sd if k.startswith("head.")], sorted(sd)
+net = VisionTransformer({"embed_dim": 384, "patch_size": 16, "image_size": 32, "in_channels": 3, "depth": 12,
+                         "heads": 12, "stop_grad_conv1": True})
+net.load_state_dict(sd, strict=True)  # the reference has no head: every key and shape must match
+print(f"{len(sd)} timm keys load into a ViT-S/16 of timm's layout")
+PY
+  ;;
 hdf5_pack_np2)
   # The same generated ImageFolder packed by moco_pack into 3 shards per split, then trained from on
   # 2 ranks (data.dataset=hdf5): the run trains and evaluates, and each broken file is logged with

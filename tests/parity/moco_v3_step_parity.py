@@ -20,7 +20,15 @@ weight matrix by ~lr x 0.001 |w|, far below 1e-5, so the first bound alone would
 in it. Lines name the tensors that fail. (With batch 8 the heads' BatchNorm over 8 rows is ill-conditioned: fp32 and
 fp64 PyTorch then differ by 2e-2 in a gradient, so the batch is 32, where both agree within 3e-6.)
 
-usage: moco_v3_step_parity.py TOOL [lars|adamw]
+With `vit_adamw`: the backbone is a small ViT (vits.py's VisionTransformerMoCo on timm's layout, patch
+4 on 32 px, dim 64, 4 blocks of 4 heads: vit_tiny_cpu), the projector of 3 layers (the official MoCo_ViT), stop-grad-conv1, AdamW, one
+step; the fixed position embedding is also checked against vits.py's formula, and the frozen patch
+projection and position embedding must come out of the step as they went in. Two parts of a ViT
+have gradients that are exactly 0 in exact arithmetic (the key third of each qkv bias, the final
+norm's bias); AdamW turns their rounding into steps of +-lr, so they are held to 4 lr, after their
+gradients are checked to be below 1e-6 (rounding_only_elements).
+
+usage: moco_v3_step_parity.py TOOL [lars|adamw|vit_adamw]
 """
 import json
 import math
@@ -36,6 +44,9 @@ import torchvision
 from torch import nn
 
 TOLERANCE = 1e-5
+# A gradient that is 0 in exact arithmetic comes out below this (~1e-8 seen), and AdamW's m / sqrt(v)
+# makes of it a full step of arbitrary sign (see rounding_only_elements).
+ROUNDING_GRADIENT, ADAMW_STEP_BOUND = 1e-6, 4.0
 CHANGE_TOLERANCE, CHANGE_FLOOR = 1e-3, 1e-7
 
 
@@ -60,7 +71,75 @@ def mlp(layers, in_dim, hidden, out_dim, last_bn):
     return nn.Sequential(*modules)
 
 
+class Attention(nn.Module):
+    """timm's: one qkv Linear with bias, softmax(q k^T / sqrt(head dim)) v over the heads, proj."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads, self.scale = heads, (dim // heads) ** -0.5
+        self.qkv, self.proj = nn.Linear(dim, dim * 3), nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        attention = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-1)
+        return self.proj((attention @ v).transpose(1, 2).reshape(b, n, c))
+
+
+class Block(nn.Module):
+    """timm's pre-norm block: x + attn(norm1(x)), then + mlp(norm2(x)), LayerNorm eps 1e-6, GELU."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1, self.attn = nn.LayerNorm(dim, eps=1e-6), Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = nn.Sequential()
+        self.mlp.fc1, self.mlp.act, self.mlp.fc2 = nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+def sincos_position_embedding(grid, dim):
+    """vits.py build_2d_sincos_position_embedding: cls position zeros, then sin/cos of both coordinates."""
+    grid_w, grid_h = torch.meshgrid(torch.arange(grid, dtype=torch.float32),
+                                    torch.arange(grid, dtype=torch.float32), indexing="ij")
+    omega = 1.0 / (10000.0 ** (torch.arange(dim // 4, dtype=torch.float32) / (dim // 4)))
+    out_w = torch.einsum("m,d->md", grid_w.flatten(), omega)
+    out_h = torch.einsum("m,d->md", grid_h.flatten(), omega)
+    patches = torch.cat([out_w.sin(), out_w.cos(), out_h.sin(), out_h.cos()], dim=1)
+    return torch.cat([torch.zeros(1, dim), patches])[None]
+
+
+class VisionTransformer(nn.Module):
+    """timm's VisionTransformer as vits.py's VisionTransformerMoCo uses it, under timm's names; features
+    are the final norm's cls token; the position embedding and (stop-grad-conv1) the patch
+    projection do not train."""
+
+    def __init__(self, meta):
+        super().__init__()
+        dim, patch, grid = meta["embed_dim"], meta["patch_size"], meta["image_size"] // meta["patch_size"]
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(sincos_position_embedding(grid, dim), requires_grad=False)
+        self.patch_embed = nn.Module()
+        self.patch_embed.proj = nn.Conv2d(meta["in_channels"], dim, patch, stride=patch)
+        self.patch_embed.proj.requires_grad_(not meta["stop_grad_conv1"])
+        self.blocks = nn.Sequential(*[Block(dim, meta["heads"]) for _ in range(meta["depth"])])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Identity()
+
+    def forward(self, x):
+        x = self.patch_embed.proj(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
 def backbone_with_projector(meta):
+    if meta.get("arch") == "vit_tiny_cpu":
+        net = VisionTransformer(meta)
+        net.head = mlp(meta["projector_layers"], meta["embed_dim"], meta["mlp_dim"], meta["dim"], last_bn=True)
+        return net
     net = torchvision.models.resnet18()
     net.fc = mlp(2, net.fc.in_features, meta["mlp_dim"], meta["dim"], last_bn=True)
     return net
@@ -105,6 +184,24 @@ def adamw_from(named, meta, before):
     return optimizer
 
 
+def rounding_only_elements(named, meta):
+    """{name: mask} of a ViT's elements whose gradient is exactly zero but for rounding: the key part
+    of each qkv bias (the softmax over the keys ignores a shift that all keys share) and the final
+    norm's bias (the projector's first BN removes a shift that all rows share). AdamW moves such an
+    element by about lr whatever its gradient's size (m / sqrt(v)), so C++ and PyTorch step it by +-lr
+    at random: these are held to |diff| <= 4 lr, after their gradients are checked to be ~0."""
+    dim, grads = meta["embed_dim"], {name: p.grad for name, p in named}
+    out = {"encoder_q/norm.bias": torch.ones(dim, dtype=torch.bool)}
+    for block in range(meta["depth"]):
+        key_part = torch.zeros(3 * dim, dtype=torch.bool)
+        key_part[dim:2 * dim] = True
+        out[f"encoder_q/blocks.{block}.attn.qkv.bias"] = key_part
+    for name, mask in out.items():
+        largest = grads[name][mask].abs().max().item()
+        assert largest <= ROUNDING_GRADIENT, f"{name}: a gradient of {largest:.2e} where the model's is 0"
+    return out
+
+
 def optimizer_state(optimizer, named):
     """The optimizer's state under the names the C++ checkpoint gives it."""
     if isinstance(optimizer, Lars):
@@ -130,7 +227,7 @@ def main():
     after = {k[len("after/"):]: v for k, v in tensors.items() if k.startswith("after/")}
 
     query, keys = backbone_with_projector(meta), backbone_with_projector(meta)
-    predictor = mlp(2, meta["dim"], meta["mlp_dim"], meta["dim"], last_bn=False)
+    predictor = mlp(meta.get("predictor_layers", 2), meta["dim"], meta["mlp_dim"], meta["dim"], last_bn=False)
     load(query, before, "encoder_q/")
     load(keys, before, "encoder_k/")
     load(predictor, before, "predictor/")
@@ -138,7 +235,14 @@ def main():
         module.train()
     for p in keys.parameters():
         p.requires_grad_(False)
-    named = [("encoder_q/" + n, p) for n, p in query.named_parameters()]
+    if "encoder_q/pos_embed" in before:  # the fixed embedding, as vits.py builds it (the C++ one loaded above)
+        expected_pos = sincos_position_embedding(meta["image_size"] // meta["patch_size"], meta["embed_dim"])
+        pos_diff = (before["encoder_q/pos_embed"] - expected_pos).abs().max().item()
+        print(f"pos_embed: max |diff| against vits.py's formula {pos_diff:.2e}")
+        if not pos_diff <= TOLERANCE:
+            return 1
+    # What the optimizer trains (torch.optim skips a parameter without a gradient, as the frozen ones).
+    named = [("encoder_q/" + n, p) for n, p in query.named_parameters() if p.requires_grad]
     named += [("predictor/" + n, p) for n, p in predictor.named_parameters()]
     if meta["optimizer"] == "adamw":
         optimizer = adamw_from(named, meta, before)
@@ -175,8 +279,17 @@ def main():
         print("names differ:", sorted(set(expected) ^ set(after)))
         return 1
     worst, worst_name = 0.0, ""
+    rounding_only = rounding_only_elements(named, meta) if meta.get("arch") == "vit_tiny_cpu" else {}
     for name, value in expected.items():
         got = after[name]
+        if name in rounding_only:  # AdamW's arbitrary-sign steps on exact zeros: bounded by the step size
+            mask = rounding_only[name]
+            step_diff = (got - value.float()).abs()[mask]
+            if step_diff.numel() and not step_diff.max().item() <= ADAMW_STEP_BOUND * meta["lr"]:
+                print(f"{name}: an element of rounding-only gradient moved {step_diff.max().item():.2e}")
+                failures += 1
+            got, value = got.clone(), value.float().clone()
+            got[mask] = value[mask]
         if got.dtype == torch.int64:
             if not torch.equal(got, value.to(torch.int64)):
                 print(f"{name}: {got.tolist()} vs {value.tolist()}")
@@ -197,6 +310,9 @@ def main():
             print(f"{name}: max |diff| {diff:.2e} against a change of {moved:.2e}")
             failures += 1
     print(f"{len(expected)} tensors after {len(meta['steps'])} steps; largest |diff| {worst:.2e} ({worst_name})")
+    if rounding_only:
+        print(f"{sum(int(m.sum()) for m in rounding_only.values())} elements of rounding-only gradient in "
+              f"{', '.join(rounding_only)}, held to {ADAMW_STEP_BOUND:g} lr")
     return 1 if failures else 0
 
 

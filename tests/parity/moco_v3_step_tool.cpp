@@ -9,11 +9,15 @@
 // buffers, LARS buffers), input/x1_<step>, input/x2_<step>; meta: the config's constants, the steps,
 // the run's length, each step's loss.
 //
-// usage: moco_v3_step_tool OUT_DIR [lars|adamw]
+// vit_adamw: the backbone is vit_tiny_cpu on 32 px views (a ViT of timm's layout), the projector of
+// 3 layers (the official MoCo_ViT), stop_grad_conv1, AdamW; one recorded step.
+//
+// usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw]
 #include "dist/process_group.h"
 #include "moco_v3/moco_v3.h"
 #include "run/config.h"
 #include "run/run_context.h"
+#include "run/setup.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -35,6 +39,13 @@ constexpr const char* kConfig = R"(
 model: {method: v3, arch: resnet18, small_stem: false, dim: 32}
 v3: {mlp_dim: 64, projector_layers: 2, predictor_layers: 2, momentum: 0.9, temperature: 0.5}
 optim: {optimizer: OPTIMIZER, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.01}
+moco: {bn_splits: 1}
+)";
+constexpr const char* kVitConfig = R"(
+model: {method: v3, arch: vit_tiny_cpu, dim: 32}
+v3: {mlp_dim: 64, projector_layers: 3, predictor_layers: 2, momentum: 0.9, temperature: 0.5, stop_grad_conv1: true}
+optim: {optimizer: adamw, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.1}
+data: {image_size: 32}
 moco: {bn_splits: 1}
 )";
 constexpr int64_t kTotalSteps = 10;
@@ -61,24 +72,41 @@ void write_state(const fs::path& dir, const std::string& prefix, run::Method& me
   for (const auto& entry : method.state_entries()) write_tensor(dir, prefix + entry.name, entry.tensor, index);
 }
 
+// The ViT's shape, for the reference to build the same one.
+void add_vit_meta(const run::Config& config, nlohmann::json& meta) {
+  const auto o = run::vit_options(config, /*in_channels=*/3);
+  meta.update({{"arch", "vit_tiny_cpu"},
+               {"image_size", o.image_size},
+               {"patch_size", o.patch_size},
+               {"in_channels", o.in_channels},
+               {"embed_dim", o.embed_dim},
+               {"depth", o.depth},
+               {"heads", o.num_heads},
+               {"stop_grad_conv1", o.stop_grad_conv1},
+               {"projector_layers", config.v3.projector_layers},
+               {"predictor_layers", config.v3.predictor_layers}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string optimizer = argc == 3 ? argv[2] : "lars";
-  if (argc < 2 || argc > 3 || (optimizer != "lars" && optimizer != "adamw")) {
-    std::cerr << "usage: moco_v3_step_tool OUT_DIR [lars|adamw]\n";
+  const std::string mode = argc == 3 ? argv[2] : "lars";
+  if (argc < 2 || argc > 3 || (mode != "lars" && mode != "adamw" && mode != "vit_adamw")) {
+    std::cerr << "usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw]\n";
     return 2;
   }
+  const bool vit = mode == "vit_adamw";
+  const std::string optimizer = vit ? "adamw" : mode;
   const fs::path dir = argv[1];
   const double lr = optimizer == "adamw" ? kAdamwLr : kLarsLr;
   fs::create_directories(dir);
   torch::set_num_threads(1);
   torch::manual_seed(7);
-  std::string text = kConfig;
-  text.replace(text.find("OPTIMIZER"), 9, optimizer);
+  std::string text = vit ? kVitConfig : kConfig;
+  if (!vit) text.replace(text.find("OPTIMIZER"), 9, optimizer);
   // AdamW: the official ViT recipe's weight decay, 0.1 (CONFIG.md), so that its decoupled decay
   // (p *= 1 - lr wd) moves a weight of 0.1 by 1e-5 in the step: visible at the test's bound.
-  if (optimizer == "adamw") text.replace(text.find("weight_decay: 0.01"), 18, "weight_decay: 0.1");
+  if (optimizer == "adamw" && !vit) text.replace(text.find("weight_decay: 0.01"), 18, "weight_decay: 0.1");
   const auto config = run::load_config_text(text, "moco_v3_step_tool");
   run::RunContext context;
   context.group = std::make_shared<dist::LocalProcessGroup>();
@@ -104,17 +132,18 @@ int main(int argc, char** argv) {
     losses.push_back(method.step(batch, step).loss.item<double>());
   }
   write_state(dir, "after/", method, tensors);
-  const nlohmann::json meta = {{"steps", steps},
-                               {"total_steps", kTotalSteps},
-                               {"lr", lr},
-                               {"optimizer", optimizer},
-                               {"m0", config.v3.momentum},
-                               {"temperature", config.v3.temperature},
-                               {"dim", config.model.dim},
-                               {"mlp_dim", config.v3.mlp_dim},
-                               {"weight_decay", config.optim.weight_decay},
-                               {"momentum", config.optim.momentum},
-                               {"losses", losses}};
+  nlohmann::json meta = {{"steps", steps},
+                         {"total_steps", kTotalSteps},
+                         {"lr", lr},
+                         {"optimizer", optimizer},
+                         {"m0", config.v3.momentum},
+                         {"temperature", config.v3.temperature},
+                         {"dim", config.model.dim},
+                         {"mlp_dim", config.v3.mlp_dim},
+                         {"weight_decay", config.optim.weight_decay},
+                         {"momentum", config.optim.momentum},
+                         {"losses", losses}};
+  if (vit) add_vit_meta(config, meta);
   std::ofstream(dir / "index.json") << nlohmann::json{{"meta", meta}, {"tensors", tensors}}.dump(1);
   return 0;
 }
