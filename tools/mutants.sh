@@ -229,7 +229,7 @@ pil_blur_edge_weight_dropped|src/data/pil_blur.cpp|b.edge = ((1u << 24) - static
 pil_blur_radius_not_extended|src/data/pil_blur.cpp|  return whole + fraction;|  return whole;|^PilOpsTest\.|^data\.augment_parity_torchvision$
 pil_blur_first_window_short|src/data/pil_blur.cpp|static_cast<uint32_t>(src[x]) * static_cast<uint32_t>(r + 1)|static_cast<uint32_t>(src[x]) * static_cast<uint32_t>(r)|^PilOpsTest\.|^data\.augment_parity_torchvision$
 pil_blur_truncated|src/data/pil_blur.cpp|edge + (1u << 23)) >> 24|edge) >> 24|^PilOpsTest\.|^data\.augment_parity_torchvision$
-pil_view_tensor_blur|src/data/view_augment.cpp|pil::color_jitter, pil_gaussian_blur};|pil::color_jitter, gaussian_blur};|^data\.augment_parity_torchvision$
+pil_view_tensor_blur|src/data/view_augment.cpp|pil::color_jitter, pil_gaussian_blur,|pil::color_jitter, gaussian_blur,|^data\.augment_parity_torchvision$
 pil_view_tensor_resize|src/data/view_augment.cpp|static const ViewOps pil{pil_resized_crop,|static const ViewOps pil{resized_crop,|^data\.augment_parity_torchvision$
 pil_view_tensor_jitter|src/data/view_augment.cpp|pil::to_grayscale, pil::color_jitter,|pil::to_grayscale, color_jitter,|^data\.augment_parity_torchvision$
 batch_ignores_transforms|src/data/augment.cpp|augment_view(image, params, o.recipe, o.transforms, o.out_size)|augment_view(image, params, o.recipe, Transforms::kTensor, o.out_size)|^ViewAugmentTest\.

@@ -47,8 +47,9 @@ const Choices<data::Recipe>& choices(data::Recipe) {
   using data::Recipe;
   static const Choices<Recipe> c{{{Recipe::kSimple, data::recipe_name(Recipe::kSimple)},
                                   {Recipe::kV1, data::recipe_name(Recipe::kV1)},
-                                  {Recipe::kV2, data::recipe_name(Recipe::kV2)}},
-                                 "simple, v1 or v2"};
+                                  {Recipe::kV2, data::recipe_name(Recipe::kV2)},
+                                  {Recipe::kV3, data::recipe_name(Recipe::kV3)}},
+                                 "simple, v1, v2 or v3"};
   return c;
 }
 const Choices<data::Transforms>& choices(data::Transforms) {
@@ -305,7 +306,7 @@ std::vector<Field> data_fields() {
       MOCO_FIELD(data.dataset,
                  "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder "
                  "(data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs "
-                 "data.augmentation v1 or v2), or hdf5 (an ImageFolder packed by moco_pack: "
+                 "data.augmentation v1, v2 or v3), or hdf5 (an ImageFolder packed by moco_pack: "
                  "data.root/<split>-SSSSS-of-NNNNN.h5, the same samples in the same order; as imagefolder otherwise)"),
       MOCO_FIELD(data.root, "folder of the IDX files, or of the ImageFolder splits"),
       MOCO_FIELD(data.train_dir,
@@ -729,7 +730,7 @@ void validate(const Reading& reading, const std::string& where) {
   require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
           "must be >= 1 and divide optim.batch_size");
   require(!is_encoded_dataset(c) || c.data.augment.recipe != data::Recipe::kSimple, where, "data.augmentation",
-          fmt::format("must be v1 or v2 with data.dataset {} (the simple recipe needs images of one size)",
+          fmt::format("must be v1, v2 or v3 with data.dataset {} (the simple recipe needs images of one size)",
                       c.data.dataset));
   require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
   require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size",
