@@ -371,6 +371,20 @@ v3_config_lr_drifts|configs/moco_v3_r50_imagenet.yaml|  base_lr: 0.6 |  base_lr:
 v3_adamw_decay_off|src/moco_v3/adamw.cpp|p.mul_(1.0 - lr_ * weight_decay_);|(void)weight_decay_;|^moco_v3\.step_parity_torch_adamw$
 v3_adamw_no_bias_correction|src/moco_v3/adamw.cpp|const double step_size = lr_ / (1.0 - std::pow(kBeta1, t));|const double step_size = lr_ + 0 * t;|^moco_v3\.step_parity_torch_adamw$
 v3_adamw_steps_not_checkpointed|src/moco_v3/moco_v3.cpp|entries.push_back({"optimizer/steps", adamw_->steps()});|(void)0;|^moco_v3\.step_parity_torch_adamw$
+v3_solarize_threshold_129|src/data/pil_color.cpp|constexpr int kThreshold = 128;|constexpr int kThreshold = 129;|^PilColorTest\.|^data\.augment_parity_torchvision$
+v3_solarize_before_blur|src/data/view_augment.cpp|    if (p.blur) ops.blur(view, p.sigma);
+    if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);|    if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);
+    if (p.blur) ops.blur(view, p.sigma);|^ViewAugmentTest\.|^data\.augment_parity_torchvision$
+v3_solarize_in_v2|src/data/view_augment.cpp|if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);|if (p.solarize) ops.solarize(view);|^ViewAugmentTest\.|^data\.augment_parity_torchvision$
+v3_view_probabilities_swapped|src/data/augment.cpp|options.recipe == Recipe::kV3 && view == 1|options.recipe == Recipe::kV3 && view == 0|^ViewParamsTest\.|^PaperConfigTest\.|^data\.augment_parity_torchvision$
+v3_query_view_solarized|src/data/loader.cpp|augment_batch(images, options_of_view(augment, 0), query_seeds)|augment_batch(images, options_of_view(augment, 1), query_seeds)|^ViewAugmentTest\.
+v3_encoded_key_view_as_query|src/data/encoded_views.cpp|k = draw_view_params(*key_seed, full.height, full.width, options_of_view(o, 1));|k = draw_view_params(*key_seed, full.height, full.width, o);|^ImageFolderTest\.
+v3_never_blurs|src/data/view_params.cpp|o.recipe == Recipe::kV3) && blur_gate;|o.recipe == Recipe::kV1) && blur_gate;|^ViewParamsTest\.|^PaperConfigTest\.|^data\.augment_parity_torchvision$
+v3_solarize_gate_before_flip|src/data/view_params.cpp|  p.flip = detail::uniform01(rng) < o.flip_prob;|  const bool gate_in_pipeline_order = detail::uniform01(rng) < o.solarize_prob;
+  (void)gate_in_pipeline_order;
+  p.flip = detail::uniform01(rng) < o.flip_prob;|^ViewAugmentTest\.V1AndV2ViewsAreAsPinned$
+v3_config_blur_stand_in|configs/moco_v3_r50_imagenet.yaml|  blur_prob: 1.0 |  blur_prob: 0.5 |^PaperConfigTest\.
+v3_config_key_solarize_drifts|configs/moco_v3_r50_imagenet.yaml|  key_solarize_prob: 0.2 |  key_solarize_prob: 0.1 |^PaperConfigTest\.
 LIST
 )
 
