@@ -384,6 +384,7 @@ v3_solarize_gate_before_flip|src/data/view_params.cpp|  p.flip = detail::uniform
   (void)gate_in_pipeline_order;
   p.flip = detail::uniform01(rng) < o.flip_prob;|^ViewAugmentTest\.V1AndV2ViewsAreAsPinned$
 v3_config_blur_stand_in|configs/moco_v3_r50_imagenet.yaml|  blur_prob: 1.0 |  blur_prob: 0.5 |^PaperConfigTest\.
+v3_view_keys_accepted_elsewhere|src/run/config.cpp|  if (a.recipe == data::Recipe::kV3) return;|  return;|^cli\.bad_input\.v3_augmentation_keys$
 v3_config_key_solarize_drifts|configs/moco_v3_r50_imagenet.yaml|  key_solarize_prob: 0.2 |  key_solarize_prob: 0.1 |^PaperConfigTest\.
 LIST
 )

@@ -703,6 +703,18 @@ void check_normalisation(const Config& c, const std::string& where) {
   for (double s : a.std) require(s > 0, where, "data.std", "values must be positive");
 }
 
+// v3's per-view keys do nothing in the other recipes: a value other than the default there would be
+// silently ignored, so it is refused, naming the key.
+void check_v3_view_keys(const Config& c, const std::string& where) {
+  const data::AugmentOptions& a = c.data.augment;
+  if (a.recipe == data::Recipe::kV3) return;
+  const data::AugmentOptions defaults;
+  const std::string only = "applies to data.augmentation v3 only, not " + std::string(data::recipe_name(a.recipe));
+  require(a.key_blur_prob == defaults.key_blur_prob, where, "data.key_blur_prob", only);
+  require(a.solarize_prob == defaults.solarize_prob, where, "data.solarize_prob", only);
+  require(a.key_solarize_prob == defaults.key_solarize_prob, where, "data.key_solarize_prob", only);
+}
+
 // Combinations that would not run as they read: v1/v2 train with SGD only; v3 has heads of its own
 // and, in this first slice, neither bf16, the queue's invariants nor a time budget.
 void check_method_keys(const Config& c, const std::string& where) {
@@ -736,6 +748,7 @@ void validate(const Reading& reading, const std::string& where) {
   require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size",
           "must be positive");
   check_normalisation(c, where);
+  check_v3_view_keys(c, where);
   require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb",
           "must be positive");
   require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");
