@@ -132,6 +132,49 @@ TEST(DistMocoV3Test, LabelsAreOffsetByRank) {
   EXPECT_TRUE(torch::equal(got.positive_rank, ranks));
 }
 
+// The whole v3 forward and backward on each rank's share (SyncBN in the backbone and both heads, the
+// keys gathered, the labels offset) against one process with the global batch: the ranks' losses
+// averaged are its loss, their gradients averaged (DDP) are its gradients, and every BatchNorm's running
+// statistics are its. Also under mpirun (mpi.np2, mpi.np4).
+TEST(DistMocoV3Test, RanksEqualOneProcessWithTheGlobalBatch) {
+  auto group = test_world_group();
+  const int64_t world = group->world_size(), rank = group->rank(), n = 3;
+  moco_v3::V3Options options;
+  options.dim = 8;
+  options.mlp_dim = 16;
+  options.temperature = 0.2;
+  torch::manual_seed(21);
+  moco_v3::MocoV3Model one_process(tiny_backbone(), options, std::make_shared<dist::LocalProcessGroup>());
+  torch::manual_seed(21);
+  moco_v3::MocoV3Model ranked(tiny_backbone(), options, group);
+  one_process->train();
+  ranked->train();
+  const auto x1 = torch::randn({n * world, 1, 12, 12}), x2 = torch::randn({n * world, 1, 12, 12});
+  auto want = one_process->forward(x1, x2, 0.99);
+  want.loss.backward();
+  auto got = ranked->forward(x1.narrow(0, rank * n, n), x2.narrow(0, rank * n, n), 0.99);
+  got.loss.backward();
+
+  auto loss = got.loss.detach().reshape({1}).clone();
+  group->all_reduce(loss, dist::ReduceOp::kAvg);
+  EXPECT_NEAR(loss.item<double>(), want.loss.item<double>(), 1e-5) << "rank " << rank;
+  const auto names = ranked->trainable_names();
+  const auto want_params = one_process->trainable_parameters(), got_params = ranked->trainable_parameters();
+  for (size_t i = 0; i < got_params.size(); ++i) {
+    auto grad = got_params[i].grad().clone();
+    group->all_reduce(grad, dist::ReduceOp::kAvg);
+    EXPECT_TRUE(torch::allclose(grad, want_params[i].grad(), 1e-3, 1e-5))
+        << names[i] << " on rank " << rank << ": max difference "
+        << (grad - want_params[i].grad()).abs().max().item<double>();
+  }
+  const auto want_buffers = one_process->named_buffers(), got_buffers = ranked->named_buffers();
+  for (const auto& item : got_buffers) {
+    if (item.value().scalar_type() != torch::kFloat) continue;  // num_batches_tracked
+    EXPECT_TRUE(torch::allclose(item.value(), want_buffers[item.key()], 1e-4, 1e-5))
+        << item.key() << " on rank " << rank;
+  }
+}
+
 // A checkpoint holds one model: BN running statistics, rank-local while training (each rank
 // normalises its own batch), are rank 0's on every rank after before_save (and before_eval), so that
 // the replicated entries written by whichever rank are the same. Also under mpirun (mpi.np2, mpi.np4).

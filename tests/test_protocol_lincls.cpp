@@ -208,6 +208,33 @@ TEST(LinclsProtocolTest, LrOfEveryEpochAroundTheMilestones) {
   EXPECT_LT(relative_gap(lincls::learning_rate(big, 60), 6.0), 1e-12);
 }
 
+// configs/moco_v3_lincls_r50_imagenet.yaml against facebookresearch/moco-v3's main_lincls.py defaults
+// (CONFIG.md "ResNet-50, linear classification" passes none), then its cosine lr at each epoch's start.
+TEST(LinclsProtocolTest, MocoV3R50IsMainLinclsPys) {
+  const std::vector<Constant> official = {
+      {"lincls.epochs", "90", "moco-v3 main_lincls.py --epochs default 90"},
+      {"lincls.base_lr", "0.1", "moco-v3 main_lincls.py --lr default 0.1, init_lr = lr * batch_size / 256"},
+      {"lincls.batch_size", "1024", "moco-v3 main_lincls.py -b default 1024"},
+      {"lincls.momentum", "0.9", "moco-v3 main_lincls.py --momentum default 0.9"},
+      {"lincls.weight_decay", "0", "moco-v3 main_lincls.py --wd default 0."},
+      {"lincls.schedule", "cosine",
+       "moco-v3 main_lincls.py adjust_learning_rate: 0.5 * (1 + cos(pi * epoch / epochs))"},
+      {"lincls.crop_scale_min", "0.08", "moco-v3 main_lincls.py RandomResizedCrop(224): scale=(0.08, 1.0)"},
+      {"lincls.cached_features", "false", "moco-v3 main_lincls.py: a new RandomResizedCrop + flip view every step"},
+      {"lincls.standardize", "false", "moco-v3 main_lincls.py: the fc sees the pooled features as they are"},
+      {"data.image_size", "224", "moco-v3 main_lincls.py RandomResizedCrop(224), CenterCrop(224)"},
+      {"model.arch", "resnet50", "moco-v3 main_lincls.py -a default resnet50"},
+      {"model.small_stem", "false", "torchvision's resnet50"},
+  };
+  const auto c = run::load_config(constant_table::config_path("moco_v3_lincls_r50_imagenet.yaml"));
+  constant_table::expect_constants(c, official, "moco_v3_lincls_r50_imagenet.yaml");
+  const double init_lr = 0.1 * 1024 / 256;
+  for (const int64_t epoch : {0, 1, 45, 89})
+    EXPECT_LT(relative_gap(lincls::learning_rate(c, epoch), init_lr * 0.5 * (1 + std::cos(M_PI * epoch / 90.0))), 1e-12)
+        << "epoch " << epoch;
+  EXPECT_LT(relative_gap(lincls::learning_rate(c, 45), init_lr / 2), 1e-12);
+}
+
 TEST(LinclsProtocolTest, ConfigsAndDefaultsAreMainLinclsPys) {
   constant_table::expect_constants(run::Config{}, kMainLincls, "run::Config defaults (lincls.*)");
   constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v1_lincls_imagenet.yaml")),

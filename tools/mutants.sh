@@ -367,6 +367,11 @@ v3_lars_adapts_vectors|src/moco_v3/lars.cpp|if (p.dim() <= 1) return g;|if (p.di
 v3_warmup_skipped|src/train/schedule.cpp|  if (epoch < warmup) return peak * epoch / warmup;|  (void)0;|^PaperConfigTest\.MocoV3
 v3_keys_not_gathered|src/moco_v3/v3_model.cpp|const auto all_keys = group.all_gather(kn);|const auto all_keys = kn;|^mpi\.np2$|^cli\.train\.v3_r50_config_np2$
 v3_bn_buffers_not_agreed_at_save|src/moco_v3/moco_v3.h|void before_save() override { agree_on_buffers(); }|void before_save() override {}|^mpi\.np2$
+v3_syncbn_local|src/moco_v3/v3_model.cpp|if (group_->world_size() > 1) model::use_sync_batchnorm(*this, group_);|(void)0;|^mpi\.np2$
+syncbn_backward_local|src/model/sync_batchnorm.cpp|group->all_reduce(grad, dist::ReduceOp::kSum);|(void)grad;|^mpi\.np2$
+syncbn_running_var_biased|src/model/sync_batchnorm.cpp|(count / (count - 1))|(count / count)|^SyncBatchNormTest\.
+syncbn_split_groups_synced|src/model/split_batchnorm.cpp|if (splits_ != 1)|if (false)|^SyncBatchNormTest\.
+lincls_cosine_ignored|src/lincls/lincls.cpp|if (c.lincls.schedule == run::Schedule::kCosine)|if (false)|^LinclsProtocolTest\.
 v3_config_lr_drifts|configs/moco_v3_r50_imagenet.yaml|  base_lr: 0.6 |  base_lr: 0.45 |^PaperConfigTest\.MocoV3
 v3_adamw_decay_off|src/moco_v3/adamw.cpp|p.mul_(1.0 - lr_ * weight_decay_);|(void)weight_decay_;|^moco_v3\.step_parity_torch_adamw$
 v3_adamw_no_bias_correction|src/moco_v3/adamw.cpp|const double step_size = lr_ / (1.0 - std::pow(kBeta1, t));|const double step_size = lr_ + 0 * t;|^moco_v3\.step_parity_torch_adamw$

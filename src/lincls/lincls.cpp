@@ -19,9 +19,11 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <tuple>
 
 namespace moco::lincls {
@@ -36,6 +38,8 @@ using run::seconds_since;
 
 double learning_rate(const Config& c, int64_t epoch) {
   double lr = c.lincls.base_lr * static_cast<double>(c.lincls.batch_size) / 256.0;
+  if (c.lincls.schedule == run::Schedule::kCosine)
+    return lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(epoch) / static_cast<double>(c.lincls.epochs)));
   for (double milestone : c.lincls.milestones)
     if (static_cast<double>(epoch) >= milestone) lr *= c.lincls.gamma;
   return lr;
@@ -75,13 +79,15 @@ void log_lincls_plan(const Config& config, const Backbone& backbone, const run::
                      const run::RunContext& context) {
   const auto& lc = config.lincls;
   spdlog::info(
-      "lincls: {} ({}-dim features), {} classes, {}; lr {} (batch {}), x{} at epochs [{}], momentum {}, weight decay "
-      "{}, {} epochs; "
+      "lincls: {} ({}-dim features), {} classes, {}; lr {} (batch {}), {}, momentum {}, weight decay {}, {} epochs; "
       "{} rank(s) on {}",
       backbone.description(), backbone.feature_dim(), splits.train->num_classes(),
       lc.cached_features ? "cached features of the un-augmented images" : "a new augmented view every step",
-      learning_rate(config, 0), lc.batch_size, lc.gamma, fmt::join(lc.milestones, ", "), lc.momentum, lc.weight_decay,
-      lc.epochs, context.group->world_size(), context.device.str());
+      learning_rate(config, 0), lc.batch_size,
+      lc.schedule == run::Schedule::kCosine
+          ? std::string("cosine")
+          : fmt::format("x{} at epochs [{}]", lc.gamma, fmt::join(lc.milestones, ", ")),
+      lc.momentum, lc.weight_decay, lc.epochs, context.group->world_size(), context.device.str());
 }
 
 // The frozen backbone's features of the un-augmented (center-view) images.

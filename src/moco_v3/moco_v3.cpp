@@ -1,5 +1,6 @@
 #include "moco_v3/moco_v3.h"
 
+#include "model/sync_batchnorm.h"
 #include "run/device.h"
 #include "run/setup.h"
 
@@ -26,6 +27,7 @@ std::vector<torch::Tensor> parameters_and_buffers(torch::nn::Module& module) {
 MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t in_channels) {
   MocoV3Model model(run::backbone_options(c, in_channels), v3_options(c), ctx.group);
   model->to(ctx.device);
+  if (c.dist.world_group_at_one) model::use_sync_batchnorm(*model, ctx.group);  // rehearses SyncBN's collectives
   if (c.train.channels_last) run::use_channels_last(*model);
   if (ctx.group->world_size() > 1 || c.dist.world_group_at_one)
     dist::broadcast_parameters(parameters_and_buffers(*model), *ctx.group);

@@ -62,8 +62,8 @@ class MocoV3 final : public run::Method {
   MocoV3Model& model() { return model_; }
 
  private:
-  // BN running statistics are rank-local (each rank normalises its own batch): rank 0's everywhere,
-  // so that a checkpoint and an evaluation see one model.
+  // BN running statistics move by global statistics (SyncBN) and so agree already; rank 0's are
+  // given to every rank anyway, so that a checkpoint and an evaluation see one model bit for bit.
   void agree_on_buffers();
 
   const run::Config& config_;

@@ -1,5 +1,7 @@
 #include "moco_v3/v3_model.h"
 
+#include "model/sync_batchnorm.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -15,10 +17,10 @@ nn::Sequential make_mlp(int64_t layers, int64_t in_dim, int64_t hidden_dim, int6
     const int64_t from = l == 0 ? in_dim : hidden_dim, to = last ? out_dim : hidden_dim;
     mlp->push_back(nn::Linear(nn::LinearOptions(from, to).bias(false)));
     if (!last) {
-      mlp->push_back(nn::BatchNorm1d(to));
+      mlp->push_back(model::SyncBatchNorm(to, /*affine=*/true));
       mlp->push_back(nn::ReLU());
     } else if (last_bn) {
-      mlp->push_back(nn::BatchNorm1d(nn::BatchNormOptions(to).affine(false)));
+      mlp->push_back(model::SyncBatchNorm(to, /*affine=*/false));
     }
   }
   return mlp;
@@ -54,6 +56,7 @@ MocoV3ModelImpl::MocoV3ModelImpl(const model::ResNetOptions& backbone, const V3O
   predictor = register_module(
       "predictor", make_mlp(options.predictor_layers, options.dim, options.mlp_dim, options.dim, /*last_bn=*/false));
   for (auto& p : encoder_k->parameters()) p.requires_grad_(false);
+  if (group_->world_size() > 1) model::use_sync_batchnorm(*this, group_);
   copy_query_to_key();
 }
 

@@ -24,7 +24,7 @@ struct V3Options {
 };
 
 // The official builder's MLP: `layers` Linear layers without bias, each but the last followed by
-// BatchNorm1d and ReLU; the last by BatchNorm1d without affine when last_bn (SimCLR's design, the
+// BatchNorm and ReLU; the last by BatchNorm without affine when last_bn (SimCLR's design, the
 // projector), by nothing otherwise (the predictor). Indices as torch.nn.Sequential numbers them.
 torch::nn::Sequential make_mlp(int64_t layers, int64_t in_dim, int64_t hidden_dim, int64_t out_dim, bool last_bn);
 
@@ -49,6 +49,8 @@ struct V3Output {
   torch::Tensor features;       // the first view's pooled backbone features, no graph
 };
 
+// With more than one rank every BatchNorm is SyncBN across them (the official code converts the whole
+// model), so N ranks compute what one process does with the global batch.
 // The query encoder is a ResNet whose fc is the projector (as the official builder replaces fc, so
 // that names equal its state_dict: encoder_q.fc.0.weight ...), then the predictor; the momentum
 // encoder is a ResNet with a projector of its own and no predictor. Its parameters never require

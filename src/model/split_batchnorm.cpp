@@ -1,5 +1,7 @@
 #include "model/split_batchnorm.h"
 
+#include "model/sync_batchnorm.h"
+
 #include <torch/torch.h>
 
 #include <stdexcept>
@@ -20,6 +22,13 @@ void SplitBatchNorm2dImpl::reset() {
   num_batches_tracked = register_buffer("num_batches_tracked", torch::zeros({}, torch::kLong));
 }
 
+void SplitBatchNorm2dImpl::set_group(std::shared_ptr<dist::ProcessGroup> group) {
+  if (splits_ != 1)
+    throw std::invalid_argument("SplitBatchNorm2d: " + std::to_string(splits_) +
+                                " splits normalise groups apart; it cannot also normalise across ranks");
+  group_ = std::move(group);
+}
+
 torch::Tensor SplitBatchNorm2dImpl::forward(const torch::Tensor& input) {
   if (!is_training()) {
     return torch::batch_norm(input, weight, bias, running_mean, running_var, false, momentum_, eps_, true);
@@ -28,6 +37,7 @@ torch::Tensor SplitBatchNorm2dImpl::forward(const torch::Tensor& input) {
     torch::NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
+  if (group_) return sync_batch_norm(input, weight, bias, running_mean, running_var, momentum_, eps_, *group_);
   if (splits_ == 1) {
     return torch::batch_norm(input, weight, bias, running_mean, running_var, true, momentum_, eps_, true);
   }

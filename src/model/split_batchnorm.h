@@ -1,7 +1,11 @@
 // defines: SplitBatchNorm2d, BatchNorm over G contiguous groups of the batch (shuffle-BN on one device)
 #pragma once
 
+#include "dist/process_group.h"
+
 #include <torch/nn/cloneable.h>
+
+#include <memory>
 
 namespace moco::model {
 
@@ -16,12 +20,16 @@ class SplitBatchNorm2dImpl : public torch::nn::Cloneable<SplitBatchNorm2dImpl> {
   void reset() override;
   torch::Tensor forward(const torch::Tensor& input);
   int64_t splits() const { return splits_; }
+  // From now on training normalises with the statistics of every rank of `group` (sync_batch_norm;
+  // MoCo v3's SyncBN). Throws std::invalid_argument with several splits.
+  void set_group(std::shared_ptr<dist::ProcessGroup> group);
 
   torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
   int64_t channels_, splits_;
   double momentum_ = 0.1, eps_ = 1e-5;
+  std::shared_ptr<dist::ProcessGroup> group_;
 };
 TORCH_MODULE(SplitBatchNorm2d);
 

@@ -468,7 +468,10 @@ std::vector<Field> knn_lincls_fields() {
       MOCO_FIELD(lincls.batch_size, "moco_lincls: images per step (the global batch)").must(positive),
       MOCO_FIELD(lincls.momentum, "moco_lincls: SGD momentum").must(in_closed_open(0, 1)),
       MOCO_FIELD(lincls.weight_decay, "moco_lincls: SGD weight decay").must(non_negative),
-      MOCO_FIELD(lincls.milestones, "moco_lincls: epochs at which the lr is multiplied by lincls.gamma")
+      MOCO_FIELD(lincls.schedule,
+                 "moco_lincls: step (x lincls.gamma at each milestone; MoCo v1/v2's main_lincls.py) or cosine over "
+                 "lincls.epochs, set at each epoch's start (MoCo v3's)"),
+      MOCO_FIELD(lincls.milestones, "moco_lincls: epochs at which the lr is multiplied by lincls.gamma (step)")
           .must(milestone_epochs),
       MOCO_FIELD(lincls.gamma, "moco_lincls: factor of the step schedule").must(positive),
       MOCO_FIELD(lincls.crop_scale_min,

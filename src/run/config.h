@@ -149,6 +149,7 @@ struct Config {
     int64_t batch_size = 256;  // global
     double momentum = 0.9;
     double weight_decay = 0;
+    Schedule schedule = Schedule::kStep;     // MoCo v3's main_lincls.py: cosine
     std::vector<double> milestones{60, 80};  // epochs at which the lr is multiplied by gamma
     double gamma = 0.1;
     double crop_scale_min = 0.08;   // RandomResizedCrop of the training view
