@@ -34,7 +34,7 @@ TEST(AugmentParamsTest, EveryRowIsADataKeyWithHelpAndAnEvaluationRule) {
     EXPECT_FALSE(std::string(param.help).empty()) << key;
     EXPECT_NE(param.eval, EvalRule::kUnstated) << key;  // augment_params.cpp refuses it at compile time too
   }
-  EXPECT_EQ(keys.size(), 16u);
+  EXPECT_EQ(keys.size(), 19u);
 }
 
 TEST(AugmentParamsTest, RangesGiveTheConfigsMessages) {
@@ -81,7 +81,7 @@ TEST(AugmentParamsTest, AugmentBatchChecksTheRowsRanges) {
 // the protocol's; the members without a row (scale_max, ratio) the protocol's.
 TEST(AugmentParamsTest, EvaluationOptionsFollowTheEvaluationColumn) {
   AugmentOptions pretraining;  // every member unlike the protocol's and the defaults
-  pretraining.recipe = Recipe::kV2;
+  pretraining.recipe = Recipe::kV3;
   pretraining.transforms = Transforms::kTensor;
   pretraining.dct_scaling = false;
   pretraining.out_size = 77;
@@ -89,6 +89,7 @@ TEST(AugmentParamsTest, EvaluationOptionsFollowTheEvaluationColumn) {
   pretraining.flip_prob = 0.7, pretraining.jitter_prob = 0.9, pretraining.grayscale_prob = 0.3;
   pretraining.blur_prob = 0.6, pretraining.brightness = 0.31, pretraining.contrast = 0.32;
   pretraining.saturation = 0.33, pretraining.hue = 0.34, pretraining.blur_sigma = {0.2, 1.5};
+  pretraining.key_blur_prob = 0.35, pretraining.solarize_prob = 0.36, pretraining.key_solarize_prob = 0.37;
   pretraining.mean = {0.4, 0.5, 0.6}, pretraining.std = {0.2, 0.3, 0.4};
   AugmentOptions protocol;
   protocol.recipe = Recipe::kV1;
@@ -109,7 +110,7 @@ TEST(AugmentParamsTest, EvaluationOptionsFollowTheEvaluationColumn) {
   // The column as main_lincls.py's view needs it: no colour change and no blur, at the
   // pre-training's size, implementation and normalisation; the crop and flip the protocol's.
   for (double off : {view.jitter_prob, view.brightness, view.contrast, view.saturation, view.hue, view.grayscale_prob,
-                     view.blur_prob})
+                     view.blur_prob, view.key_blur_prob, view.solarize_prob, view.key_solarize_prob})
     EXPECT_EQ(off, 0.0);
   EXPECT_EQ(view.out_size, 77);
   EXPECT_EQ(view.transforms, Transforms::kTensor);

@@ -178,6 +178,30 @@ TEST(ImageFolderTest, EncodedTrainViewsAugmentTheDecodedImageWithTheirTransforms
   EXPECT_NE(views[0], views[1]);
 }
 
+// v3's two views of the bytes: the query view drawn with the first view's options, the key view with
+// the second's (blur p 1.0 / 0.1, solarize p 0 / 0.2), each augment_view of the one decode.
+TEST(ImageFolderTest, EncodedV3ViewsAreDrawnWithTheirViewsOptions) {
+  const auto bytes = jpeg_bytes(pattern(70, 90, 6), 70, 90);
+  const Image decoded = decode_image(bytes.data(), bytes.size()).image;
+  AugmentOptions o;
+  o.recipe = Recipe::kV3;
+  o.out_size = 32;
+  o.blur_prob = 1.0, o.solarize_prob = 0.0, o.key_blur_prob = 0.0, o.key_solarize_prob = 1.0;
+  o.mean = {0.485, 0.456, 0.406};
+  o.std = {0.229, 0.224, 0.225};
+  const uint64_t seeds[2] = {17, 18};
+  std::vector<float> views[2] = {std::vector<float>(3 * 32 * 32), std::vector<float>(3 * 32 * 32)};
+  encoded_train_views(bytes.data(), bytes.size(), o, false, seeds[0], views[0].data(), &seeds[1], views[1].data());
+  for (int v = 0; v < 2; ++v) {
+    const ViewParams p = draw_view_params(seeds[v], 70, 90, options_of_view(o, v));
+    EXPECT_EQ(p.blur, v == 0);
+    EXPECT_EQ(p.solarize, v == 1);
+    std::vector<float> expected(views[v].size());
+    normalize_into(augment_view(decoded, p, o.recipe, o.transforms, 32), o.mean, o.std, expected.data());
+    EXPECT_EQ(views[v], expected) << "view " << v;
+  }
+}
+
 TEST(ImageFolderTest, LoaderMakesTwoDifferentViewsPerSampleWithItsLabel) {
   const fs::path root = temp_dir("loader");
   for (int i = 0; i < 12; ++i) {

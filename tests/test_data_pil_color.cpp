@@ -89,6 +89,19 @@ TEST(PilColorTest, OneChannelImages) {
   EXPECT_EQ(c.pixels, (std::vector<uint8_t>{118, 118, 118}));
 }
 
+// ImageOps.solarize(im) (moco-v3's Solarize) of Pillow 9.4 on an "L" row across the threshold and on
+// two RGB pixels, each channel mapped alike: 128 is the first value inverted.
+TEST(PilColorTest, SolarizeInvertsFrom128UpAsPillow) {
+  Image l(1, 1, 10);
+  l.pixels = {0, 1, 64, 126, 127, 128, 129, 200, 254, 255};
+  pil::solarize(l);
+  EXPECT_EQ(l.pixels, (std::vector<uint8_t>{0, 1, 64, 126, 127, 127, 126, 55, 1, 0}));
+  Image rgb(3, 1, 2);  // planar: R of both pixels, then G, then B
+  rgb.pixels = {0, 129, 127, 255, 128, 64};
+  pil::solarize(rgb);
+  EXPECT_EQ(rgb.pixels, (std::vector<uint8_t>{0, 126, 127, 0, 127, 64}));
+}
+
 TEST(PilColorTest, BadFactorsAreRefused) {
   Image x = six_pixels();
   EXPECT_THROW(pil::adjust_brightness(x, -0.1), std::invalid_argument);

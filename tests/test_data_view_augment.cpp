@@ -1,4 +1,4 @@
-// The v1/v2 augmentations: the random parameters follow the configured distributions, the
+// The v1/v2/v3 augmentations: the random parameters follow the configured distributions, the
 // operations do what they say on known pixels, and the loader's two views of a sample are two
 // different augmentations of that sample's image. (Parity with torchvision itself:
 // tests/parity/augment_parity.py, ctest data.augment_parity_torchvision.)
@@ -6,6 +6,9 @@
 #include "data/color_jitter.h"
 #include "data/gaussian_blur.h"
 #include "data/loader.h"
+#include "data/pil_blur.h"
+#include "data/pil_color.h"
+#include "data/pil_resize.h"
 #include "data/resize.h"
 #include "data/synthetic.h"
 #include "data/view_augment.h"
@@ -32,6 +35,16 @@ AugmentOptions v2_options() {
   o.out_size = 32;
   o.mean = {0.485, 0.456, 0.406};
   o.std = {0.229, 0.224, 0.225};
+  return o;
+}
+
+// moco-v3's main_moco.py: augmentation1 blurs always and never solarizes, augmentation2 blurs with
+// p 0.1 and solarizes with p 0.2.
+AugmentOptions v3_options() {
+  AugmentOptions o = v2_options();
+  o.recipe = Recipe::kV3;
+  o.blur_prob = 1.0, o.solarize_prob = 0.0;
+  o.key_blur_prob = 0.1, o.key_solarize_prob = 0.2;
   return o;
 }
 
@@ -149,6 +162,37 @@ TEST(ViewParamsTest, GatesFireWithTheirProbabilities) {
   }
 }
 
+// Each of v3's views draws its blur and solarize gates with its own probabilities; the other gates
+// and the v2 views' blur are as the options say whichever the view.
+TEST(ViewParamsTest, V3ViewsBlurAndSolarizeWithTheirOwnProbabilities) {
+  const double want_blur[2] = {1.0, 0.1}, want_solarize[2] = {0.0, 0.2};
+  for (int view = 0; view < 2; ++view) {
+    const AugmentOptions o = options_of_view(v3_options(), view);
+    int jitter = 0, gray = 0, blur = 0, solarize = 0, flip = 0;
+    for (int i = 0; i < kDraws; ++i) {
+      const ViewParams p = draw_view_params(view_seed(9, 1, i, view), 64, 48, o);
+      jitter += p.jitter, gray += p.grayscale, blur += p.blur, solarize += p.solarize, flip += p.flip;
+    }
+    const double n = kDraws;
+    EXPECT_NEAR(blur / n, want_blur[view], 0.012) << "view " << view;
+    EXPECT_NEAR(solarize / n, want_solarize[view], 0.015) << "view " << view;
+    EXPECT_NEAR(jitter / n, 0.8, 0.015) << "view " << view;
+    EXPECT_NEAR(gray / n, 0.2, 0.015) << "view " << view;
+    EXPECT_NEAR(flip / n, 0.5, 0.018) << "view " << view;
+  }
+  EXPECT_EQ(options_of_view(v3_options(), 0).blur_prob, 1.0);
+  EXPECT_EQ(options_of_view(v3_options(), 0).solarize_prob, 0.0);
+  // v2 blurs both views alike and never solarizes, whatever the v3 keys say.
+  AugmentOptions v2 = v3_options();
+  v2.recipe = Recipe::kV2;
+  v2.solarize_prob = 1.0;
+  for (int view = 0; view < 2; ++view) {
+    const ViewParams p = draw_view_params(view_seed(9, 1, 0, view), 64, 48, options_of_view(v2, view));
+    EXPECT_TRUE(p.blur) << "view " << view;
+    EXPECT_FALSE(p.solarize) << "view " << view;
+  }
+}
+
 TEST(ViewParamsTest, AViewIsAFunctionOfItsSeed) {
   const AugmentOptions o = v2_options();
   const ViewParams a = draw_view_params(17, 100, 80, o), b = draw_view_params(17, 100, 80, o);
@@ -157,6 +201,13 @@ TEST(ViewParamsTest, AViewIsAFunctionOfItsSeed) {
   EXPECT_EQ(a.jitter_params.order, b.jitter_params.order);
   EXPECT_EQ(a.jitter_params.hue, b.jitter_params.hue);
   EXPECT_EQ(a.sigma, b.sigma);
+  const AugmentOptions v3 = options_of_view(v3_options(), 1);
+  int same = 0;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    const ViewParams c = draw_view_params(seed, 100, 80, v3), d = draw_view_params(seed, 100, 80, v3);
+    same += c.solarize == d.solarize && c.blur == d.blur && c.flip == d.flip && c.box.left == d.box.left;
+  }
+  EXPECT_EQ(same, 50);
 }
 
 Image ramp(int64_t c, int64_t h, int64_t w) {
@@ -244,10 +295,71 @@ TEST(ViewAugmentTest, BatchEqualsThePerSampleViews) {
   }
 }
 
-TEST(ViewAugmentTest, TheTwoViewsOfASampleComeFromItsImageAndDiffer) {
-  for (Recipe recipe : {Recipe::kV1, Recipe::kV2}) {
-    auto dataset = std::make_shared<SyntheticDataset>(24, 3, 40, 36, 3, /*seed=*/8);
+// v3's view: v2's steps, then the solarize after the blur, then the flip; v2 leaves a solarize
+// gate alone. Each step as pil_*() does it on the PIL path.
+TEST(ViewAugmentTest, V3SolarizesAfterTheBlurAndBeforeTheFlip) {
+  SyntheticDataset dataset(1, 3, 40, 36, 3, /*seed=*/6);
+  const torch::Tensor image = dataset.get(0).image;
+  Image x(3, 40, 36);
+  std::copy(image.data_ptr<uint8_t>(), image.data_ptr<uint8_t>() + x.pixels.size(), x.pixels.begin());
+  ViewParams p = draw_view_params(3, 40, 36, v3_options());
+  p.jitter = false, p.grayscale = false, p.blur = true, p.sigma = 1.5, p.solarize = true, p.flip = true;
+  Image blurred_then_solarized = pil_resized_crop(x, p.box, 32, 32);
+  pil_gaussian_blur(blurred_then_solarized, p.sigma);
+  pil::solarize(blurred_then_solarized);
+  hflip(blurred_then_solarized);
+  Image solarized_then_blurred = pil_resized_crop(x, p.box, 32, 32);
+  pil::solarize(solarized_then_blurred);
+  pil_gaussian_blur(solarized_then_blurred, p.sigma);
+  hflip(solarized_then_blurred);
+  ASSERT_NE(blurred_then_solarized.pixels, solarized_then_blurred.pixels);
+  EXPECT_EQ(augment_view(x, p, Recipe::kV3, Transforms::kPil, 32).pixels, blurred_then_solarized.pixels);
+  ViewParams v2 = p;
+  v2.solarize = false;
+  EXPECT_EQ(augment_view(x, p, Recipe::kV2, Transforms::kPil, 32).pixels,
+            augment_view(x, v2, Recipe::kV3, Transforms::kPil, 32).pixels);
+}
+
+// v1's and v2's views, pinned so that a new recipe beside them cannot move their draws or pixels:
+// FNV-1a of the normalised floats of both views of 6 images, per recipe and implementation, as main
+// at 82c33ce makes them. (v3's solarize gate is drawn after every other, so theirs stay in place.)
+uint64_t fnv1a(const torch::Tensor& t) {
+  const torch::Tensor c = t.contiguous();
+  const auto* bytes = static_cast<const uint8_t*>(c.data_ptr());
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < static_cast<size_t>(c.nbytes()); ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+TEST(ViewAugmentTest, V1AndV2ViewsAreAsPinned) {
+  SyntheticDataset dataset(6, 3, 40, 36, 3, /*seed=*/4);
+  const auto [images, labels] = dataset.get_batch({0, 1, 2, 3, 4, 5});
+  const std::map<std::pair<Recipe, Transforms>, uint64_t> pinned = {
+      {{Recipe::kV1, Transforms::kPil}, 11930760530507924834ULL},
+      {{Recipe::kV1, Transforms::kTensor}, 10465734092424252042ULL},
+      {{Recipe::kV2, Transforms::kPil}, 2016704168874869891ULL},
+      {{Recipe::kV2, Transforms::kTensor}, 2518304778389318671ULL},
+  };
+  for (const auto& [which, want] : pinned) {
     AugmentOptions o = v2_options();
+    o.recipe = which.first;
+    o.transforms = which.second;
+    std::vector<uint64_t> query_seeds, key_seeds;
+    for (int64_t i = 0; i < 6; ++i) {
+      query_seeds.push_back(view_seed(21, 3, i, 0));
+      key_seeds.push_back(view_seed(21, 3, i, 1));
+    }
+    const torch::Tensor views =
+        torch::cat({augment_batch(images, o, query_seeds), augment_batch(images, o, key_seeds)});
+    EXPECT_EQ(fnv1a(views), want) << recipe_name(which.first)
+                                  << (which.second == Transforms::kPil ? " pil" : " tensor");
+  }
+}
+
+TEST(ViewAugmentTest, TheTwoViewsOfASampleComeFromItsImageAndDiffer) {
+  for (Recipe recipe : {Recipe::kV1, Recipe::kV2, Recipe::kV3}) {
+    auto dataset = std::make_shared<SyntheticDataset>(24, 3, 40, 36, 3, /*seed=*/8);
+    AugmentOptions o = recipe == Recipe::kV3 ? v3_options() : v2_options();
     o.recipe = recipe;
     LoaderOptions lo;
     lo.batch_size = 8;
@@ -260,8 +372,11 @@ TEST(ViewAugmentTest, TheTwoViewsOfASampleComeFromItsImageAndDiffer) {
         const int64_t index = batch->indices[i].item<int64_t>();
         // Each view is exactly the augmentation of dataset image `index` under its own seed...
         const torch::Tensor image = dataset->get(index).image.unsqueeze(0);
-        EXPECT_TRUE(torch::equal(batch->query[i], augment_batch(image, o, {view_seed(13, 1, index, 0)})[0])) << index;
-        EXPECT_TRUE(torch::equal(batch->key[i], augment_batch(image, o, {view_seed(13, 1, index, 1)})[0])) << index;
+        // (v3: the query view moco-v3's first, the key view its second)
+        const torch::Tensor query = augment_batch(image, options_of_view(o, 0), {view_seed(13, 1, index, 0)})[0];
+        const torch::Tensor key = augment_batch(image, options_of_view(o, 1), {view_seed(13, 1, index, 1)})[0];
+        EXPECT_TRUE(torch::equal(batch->query[i], query)) << recipe_name(recipe) << " " << index;
+        EXPECT_TRUE(torch::equal(batch->key[i], key)) << recipe_name(recipe) << " " << index;
         // ...and the two differ.
         EXPECT_GT((batch->query[i] - batch->key[i]).abs().mean().item<double>(), 0.01) << index;
       }

@@ -238,7 +238,10 @@ TEST(DistMocoV3Test, BeforeSaveGivesEveryRankRank0sBuffers) {
 }
 
 // configs/moco_v3_r50_imagenet.yaml against facebookresearch/moco-v3's CONFIG.md (R50, 100 epochs)
-// and main_moco.py's defaults, row by row with its source; then the lr its schedule gives.
+// and main_moco.py's defaults, row by row with its source; then the lr its schedule gives. The
+// augmentation's order (the key view's blur, then its solarize, then the flip) is pinned by
+// ViewAugmentTest.V3SolarizesAfterTheBlurAndBeforeTheFlip, its pixels against Pillow by
+// data.augment_parity_torchvision.
 TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
   using constant_table::Constant;
   const std::vector<Constant> official = {
@@ -267,6 +270,16 @@ TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
       {"data.hue", "0.1", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
       {"data.jitter_prob", "0.8", "main_moco.py RandomApply([ColorJitter], p=0.8)"},
       {"data.grayscale_prob", "0.2", "main_moco.py RandomGrayscale(p=0.2)"},
+      {"data.brightness", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.contrast", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.flip_prob", "0.5", "main_moco.py RandomHorizontalFlip()"},
+      {"data.transforms", "pil", "main_moco.py: torchvision's transforms on ImageFolder's PIL images"},
+      {"data.augmentation", "v3", "main_moco.py TwoCropsTransform(augmentation1, augmentation2)"},
+      {"data.blur_prob", "1.0", "main_moco.py augmentation1 RandomApply([GaussianBlur([.1, 2.])], p=1.0)"},
+      {"data.solarize_prob", "0", "main_moco.py augmentation1 has no Solarize"},
+      {"data.key_blur_prob", "0.1", "main_moco.py augmentation2 RandomApply([GaussianBlur([.1, 2.])], p=0.1)"},
+      {"data.key_solarize_prob", "0.2", "main_moco.py augmentation2 RandomApply([Solarize()], p=0.2)"},
+      {"data.blur_sigma", "[0.1, 2.0]", "moco/loader.py GaussianBlur(sigma=[.1, 2.])"},
   };
   const auto c = run::load_config(constant_table::config_path("moco_v3_r50_imagenet.yaml"));
   constant_table::expect_constants(c, official, "moco_v3_r50_imagenet.yaml");
@@ -307,6 +320,15 @@ std::vector<constant_table::Constant> official_vit_recipe(const char* arch) {
       {"data.hue", "0.1", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
       {"data.jitter_prob", "0.8", "main_moco.py RandomApply([ColorJitter], p=0.8)"},
       {"data.grayscale_prob", "0.2", "main_moco.py RandomGrayscale(p=0.2)"},
+      {"data.brightness", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.contrast", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+      {"data.flip_prob", "0.5", "main_moco.py RandomHorizontalFlip()"},
+      {"data.augmentation", "v3", "main_moco.py TwoCropsTransform(augmentation1, augmentation2)"},
+      {"data.blur_prob", "1.0", "main_moco.py augmentation1 RandomApply([GaussianBlur([.1, 2.])], p=1.0)"},
+      {"data.solarize_prob", "0", "main_moco.py augmentation1 has no Solarize"},
+      {"data.key_blur_prob", "0.1", "main_moco.py augmentation2 RandomApply([GaussianBlur([.1, 2.])], p=0.1)"},
+      {"data.key_solarize_prob", "0.2", "main_moco.py augmentation2 RandomApply([Solarize()], p=0.2)"},
+      {"data.blur_sigma", "[0.1, 2.0]", "moco/loader.py GaussianBlur(sigma=[.1, 2.])"},
   };
 }
 

@@ -180,13 +180,16 @@ TEST(PaperConfigTest, HeadIsLinearForV1AndA2048HiddenMlpForV2) {
 // What the configs' augmentation numbers do to the draws of a view (data::draw_view_params, the
 // per-sample v1/v2 recipes): v1 jitters always (its data.jitter_prob is ignored, as main_moco.py's v1
 // ColorJitter sits outside RandomApply) and never blurs; aug+ jitters with p 0.8 and blurs with p 0.5,
-// sigma in [0.1, 2]; both grey 20% and flip half the views, crops of 20% to all of the image.
+// sigma in [0.1, 2]; both grey 20% and flip half the views, crops of 20% to all of the image. v3's
+// query view blurs always and never solarizes, its key view blurs with p 0.1 and solarizes with p 0.2
+// (moco-v3's augmentation1 and augmentation2).
 TEST(PaperConfigTest, AugmentationGatesFireAtThePapersProbabilities) {
   struct Rates {
-    double jitter = 0, grayscale = 0, blur = 0, flip = 0, least_area = 1, sigma_min = 100, sigma_max = 0;
+    double jitter = 0, grayscale = 0, blur = 0, solarize = 0, flip = 0, least_area = 1, sigma_min = 100, sigma_max = 0;
   };
-  auto rates_of = [](const char* name) {
-    const auto options = run::augment_options(run::load_config(constant_table::config_path(name)));
+  auto rates_of = [](const char* name, int view = 0) {
+    const auto options =
+        data::options_of_view(run::augment_options(run::load_config(constant_table::config_path(name))), view);
     Rates r;
     const int draws = 5000;
     for (int seed = 0; seed < draws; ++seed) {
@@ -194,6 +197,7 @@ TEST(PaperConfigTest, AugmentationGatesFireAtThePapersProbabilities) {
       r.jitter += p.jitter / static_cast<double>(draws);
       r.grayscale += p.grayscale / static_cast<double>(draws);
       r.blur += p.blur / static_cast<double>(draws);
+      r.solarize += p.solarize / static_cast<double>(draws);
       r.flip += p.flip / static_cast<double>(draws);
       r.least_area = std::min(r.least_area, static_cast<double>(p.box.height * p.box.width) / 250000.0);
       if (p.blur) r.sigma_min = std::min(r.sigma_min, p.sigma), r.sigma_max = std::max(r.sigma_max, p.sigma);
@@ -218,4 +222,17 @@ TEST(PaperConfigTest, AugmentationGatesFireAtThePapersProbabilities) {
   EXPECT_GT(v2.sigma_max, 1.95);
   EXPECT_GE(v2.least_area, 0.198);
   EXPECT_LT(v2.least_area, 0.21);
+  EXPECT_EQ(v2.solarize, 0.0);
+  const auto v3_query = rates_of("moco_v3_r50_imagenet.yaml", 0), v3_key = rates_of("moco_v3_r50_imagenet.yaml", 1);
+  EXPECT_NEAR(v3_query.blur, 1.0, 1e-9);
+  EXPECT_EQ(v3_query.solarize, 0.0);
+  EXPECT_NEAR(v3_key.blur, 0.1, 0.015);
+  EXPECT_NEAR(v3_key.solarize, 0.2, 0.025);
+  for (const auto& v3 : {v3_query, v3_key}) {
+    EXPECT_NEAR(v3.jitter, 0.8, 0.025);
+    EXPECT_NEAR(v3.grayscale, 0.2, 0.025);
+    EXPECT_NEAR(v3.flip, 0.5, 0.03);
+    EXPECT_GE(v3.least_area, 0.198);
+    EXPECT_LT(v3.least_area, 0.21);
+  }
 }

@@ -66,7 +66,7 @@ TEST(ConfigTest, ShippedConfigsLoad) {
 }
 
 TEST(ConfigTest, AugmentationKeysAreChecked) {
-  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v3\n")), "data.augmentation"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v4\n")), "data.augmentation"));
   EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v2\n  hue: 0.6\n")), "data.hue"));
   EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v2\n  blur_sigma: [2.0, 0.1]\n")),
                        "data.blur_sigma"));
@@ -116,8 +116,8 @@ TEST(ConfigTest, EnumKeysReadAndPrintTheirNames) {
                        "key 'optim.schedule' must be step or cosine, not 'linear'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("train:\n  precision: fp16\n")),
                        "key 'train.precision' must be fp32 or bf16, not 'fp16'"));
-  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v3\n")),
-                       "key 'data.augmentation' must be simple, v1 or v2, not 'v3'"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v4\n")),
+                       "key 'data.augmentation' must be simple, v1, v2 or v3, not 'v4'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("model:\n  arch: [resnet18]\n")),
                        "key 'model.arch' expects string, got a list"));
 }
@@ -173,6 +173,18 @@ TEST(ConfigTest, AugmentationKeysBindTheAugmentOptions) {
   EXPECT_EQ(a.blur_sigma, (std::vector<double>{0.2, 1.5}));
   EXPECT_FALSE(a.dct_scaling);
   EXPECT_EQ(a.transforms, moco::data::Transforms::kTensor);
+  // v3's per-view probabilities: the first view's beside v2's blur key, the second's of their own.
+  const auto v3 =
+      load_config(write_temp("{}\n"), {"data.augmentation=v3", "data.blur_prob=0.9", "data.key_blur_prob=0.3",
+                                       "data.solarize_prob=0.05", "data.key_solarize_prob=0.4"})
+          .data.augment;
+  EXPECT_EQ(v3.recipe, moco::data::Recipe::kV3);
+  EXPECT_DOUBLE_EQ(v3.blur_prob, 0.9);
+  EXPECT_DOUBLE_EQ(v3.key_blur_prob, 0.3);
+  EXPECT_DOUBLE_EQ(v3.solarize_prob, 0.05);
+  EXPECT_DOUBLE_EQ(v3.key_solarize_prob, 0.4);
+  EXPECT_TRUE(contains(config_error_of(write_temp("{}\n"), {"data.key_solarize_prob=1.2"}),
+                       "key 'data.key_solarize_prob' must lie in [0, 1]"));
   // The official scripts' PIL transforms unless a config says otherwise.
   EXPECT_EQ(load_config(write_temp("{}\n")).data.augment.transforms, moco::data::Transforms::kPil);
   EXPECT_TRUE(contains(config_error_of(write_temp("{}\n"), {"data.transforms=pillow"}),

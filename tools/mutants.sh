@@ -229,7 +229,7 @@ pil_blur_edge_weight_dropped|src/data/pil_blur.cpp|b.edge = ((1u << 24) - static
 pil_blur_radius_not_extended|src/data/pil_blur.cpp|  return whole + fraction;|  return whole;|^PilOpsTest\.|^data\.augment_parity_torchvision$
 pil_blur_first_window_short|src/data/pil_blur.cpp|static_cast<uint32_t>(src[x]) * static_cast<uint32_t>(r + 1)|static_cast<uint32_t>(src[x]) * static_cast<uint32_t>(r)|^PilOpsTest\.|^data\.augment_parity_torchvision$
 pil_blur_truncated|src/data/pil_blur.cpp|edge + (1u << 23)) >> 24|edge) >> 24|^PilOpsTest\.|^data\.augment_parity_torchvision$
-pil_view_tensor_blur|src/data/view_augment.cpp|pil::color_jitter, pil_gaussian_blur};|pil::color_jitter, gaussian_blur};|^data\.augment_parity_torchvision$
+pil_view_tensor_blur|src/data/view_augment.cpp|pil::color_jitter, pil_gaussian_blur,|pil::color_jitter, gaussian_blur,|^data\.augment_parity_torchvision$
 pil_view_tensor_resize|src/data/view_augment.cpp|static const ViewOps pil{pil_resized_crop,|static const ViewOps pil{resized_crop,|^data\.augment_parity_torchvision$
 pil_view_tensor_jitter|src/data/view_augment.cpp|pil::to_grayscale, pil::color_jitter,|pil::to_grayscale, color_jitter,|^data\.augment_parity_torchvision$
 batch_ignores_transforms|src/data/augment.cpp|augment_view(image, params, o.recipe, o.transforms, o.out_size)|augment_view(image, params, o.recipe, Transforms::kTensor, o.out_size)|^ViewAugmentTest\.
@@ -389,6 +389,22 @@ v3_vit_projector_two_layers|configs/moco_v3_vit_small_imagenet.yaml|  projector_
 v3_vit_config_temperature_drifts|configs/moco_v3_vit_base_imagenet.yaml|  temperature: 0.2 |  temperature: 1.0 |^PaperConfigTest\.MocoV3Vit
 v3_vit_with_v2_allowed|src/run/config.cpp|    require(!is_vit(c.model.arch), where, "model.arch",|    require(true, where, "model.arch",|^cli\.bad_input\.v3_incompatible_keys$
 v3_vit_export_keeps_head|src/app/moco_ckpt_main.cpp|std::vector<std::string>{"fc.", "head."}|std::vector<std::string>{"fc."}|^cli\.train\.v3_vit_small_config_np2$
+v3_solarize_threshold_129|src/data/pil_color.cpp|constexpr int kThreshold = 128;|constexpr int kThreshold = 129;|^PilColorTest\.|^data\.augment_parity_torchvision$
+v3_solarize_before_blur|src/data/view_augment.cpp|    if (p.blur) ops.blur(view, p.sigma);
+    if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);|    if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);
+    if (p.blur) ops.blur(view, p.sigma);|^ViewAugmentTest\.|^data\.augment_parity_torchvision$
+v3_solarize_in_v2|src/data/view_augment.cpp|if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);|if (p.solarize) ops.solarize(view);|^ViewAugmentTest\.|^data\.augment_parity_torchvision$
+v3_view_probabilities_swapped|src/data/augment.cpp|options.recipe == Recipe::kV3 && view == 1|options.recipe == Recipe::kV3 && view == 0|^ViewParamsTest\.|^PaperConfigTest\.|^data\.augment_parity_torchvision$
+v3_query_view_solarized|src/data/loader.cpp|augment_batch(images, options_of_view(augment, 0), query_seeds)|augment_batch(images, options_of_view(augment, 1), query_seeds)|^ViewAugmentTest\.
+v3_encoded_key_view_as_query|src/data/encoded_views.cpp|k = draw_view_params(*key_seed, full.height, full.width, options_of_view(o, 1));|k = draw_view_params(*key_seed, full.height, full.width, o);|^ImageFolderTest\.
+v3_never_blurs|src/data/view_params.cpp|o.recipe == Recipe::kV3) && blur_gate;|o.recipe == Recipe::kV1) && blur_gate;|^ViewParamsTest\.|^PaperConfigTest\.|^data\.augment_parity_torchvision$
+v3_solarize_gate_before_flip|src/data/view_params.cpp|  p.flip = detail::uniform01(rng) < o.flip_prob;|  const bool gate_in_pipeline_order = detail::uniform01(rng) < o.solarize_prob;
+  (void)gate_in_pipeline_order;
+  p.flip = detail::uniform01(rng) < o.flip_prob;|^ViewAugmentTest\.V1AndV2ViewsAreAsPinned$
+v3_config_blur_stand_in|configs/moco_v3_r50_imagenet.yaml|  blur_prob: 1.0 |  blur_prob: 0.5 |^PaperConfigTest\.
+v3_view_keys_accepted_elsewhere|src/run/config.cpp|  if (a.recipe == data::Recipe::kV3) return;|  return;|^cli\.bad_input\.v3_augmentation_keys$
+v3_vit_config_v2_augmentation|configs/moco_v3_vit_small_imagenet.yaml|  augmentation: v3 |  augmentation: v2 |^PaperConfigTest\.MocoV3Vit
+v3_config_key_solarize_drifts|configs/moco_v3_r50_imagenet.yaml|  key_solarize_prob: 0.2 |  key_solarize_prob: 0.1 |^PaperConfigTest\.
 LIST
 )
 

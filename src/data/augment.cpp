@@ -154,7 +154,8 @@ Recipe parse_recipe(const std::string& name) {
   if (name == "simple") return Recipe::kSimple;
   if (name == "v1") return Recipe::kV1;
   if (name == "v2") return Recipe::kV2;
-  throw std::invalid_argument("augmentation must be simple, v1 or v2, not '" + name + "'");
+  if (name == "v3") return Recipe::kV3;
+  throw std::invalid_argument("augmentation must be simple, v1, v2 or v3, not '" + name + "'");
 }
 
 const char* recipe_name(Recipe recipe) {
@@ -163,6 +164,8 @@ const char* recipe_name(Recipe recipe) {
       return "v1";
     case Recipe::kV2:
       return "v2";
+    case Recipe::kV3:
+      return "v3";
     default:
       return "simple";
   }
@@ -204,6 +207,15 @@ uint64_t view_seed(uint64_t seed, int64_t epoch, int64_t index, int view) {
   h = detail::hash_combine(h, static_cast<uint64_t>(epoch));
   h = detail::hash_combine(h, static_cast<uint64_t>(index));
   return detail::hash_combine(h, static_cast<uint64_t>(view));
+}
+
+AugmentOptions options_of_view(const AugmentOptions& options, int view) {
+  AugmentOptions o = options;
+  if (options.recipe == Recipe::kV3 && view == 1) {
+    o.blur_prob = options.key_blur_prob;
+    o.solarize_prob = options.key_solarize_prob;
+  }
+  return o;
 }
 
 torch::Tensor normalize_batch(const torch::Tensor& images, const AugmentOptions& options) {

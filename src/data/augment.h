@@ -1,5 +1,5 @@
-// defines: augment_batch (two-view training augmentation of a uint8 batch), view_seed, normalize_batch
-// (evaluation); Recipe and AugmentOptions come from data/augment_options.h
+// defines: augment_batch (two-view training augmentation of a uint8 batch), view_seed, options_of_view,
+// normalize_batch (evaluation); Recipe and AugmentOptions come from data/augment_options.h
 #pragma once
 
 #include "data/augment_options.h"
@@ -20,6 +20,11 @@ torch::Tensor augment_batch(const torch::Tensor& images, const AugmentOptions& o
 
 // The seed of one view of one sample in one epoch (a hash of all four).
 uint64_t view_seed(uint64_t seed, int64_t epoch, int64_t index, int view);
+
+// The options that view `view` of a sample (0: the query, moco-v3's first; 1: the key, its second)
+// is drawn and made with: v3's second view takes key_blur_prob and key_solarize_prob as its
+// blur_prob and solarize_prob; the views of the other recipes share `options`.
+AugmentOptions options_of_view(const AugmentOptions& options, int view);
 
 // uint8 [n, C, H, W] -> float [n, C, H, W] scaled to [0,1] and normalised, no randomness.
 torch::Tensor normalize_batch(const torch::Tensor& images, const AugmentOptions& options);

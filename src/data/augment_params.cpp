@@ -22,7 +22,7 @@ constexpr AugmentParam kAugmentParams[] = {
      "the view size, and other pixels than PIL's full-size decode: docs/data.md; the paper configs set false)",
      G::kPipeline, E::kKept},
     {"data.transforms", &A::transforms, Range::any(),
-     "v1, v2 and the evaluation view of imagefolder/hdf5: pil (torchvision's transforms on a PIL image, as the "
+     "v1, v2, v3 and the evaluation view of imagefolder/hdf5: pil (torchvision's transforms on a PIL image, as the "
      "official main_moco.py and main_lincls.py: Pillow's bilinear resize, ImageEnhance, hue on uint8 HSV, "
      "ImageFilter.GaussianBlur; bit for bit) or tensor (torchvision's functions on a uint8 tensor: a sampled "
      "Gaussian blur, hue in float; docs/data.md)",
@@ -31,28 +31,40 @@ constexpr AugmentParam kAugmentParams[] = {
      E::kKept},
     {"data.augmentation", &A::recipe, Range::any(),
      "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, "
-     "grayscale, colour jitter always, flip) or v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, "
-     "grayscale, Gaussian blur with data.blur_prob, flip); v1/v2 as data.transforms says",
+     "grayscale, colour jitter always, flip), v2 (MoCo v2 aug+: crop, colour jitter with data.jitter_prob, "
+     "grayscale, Gaussian blur with data.blur_prob, flip) or v3 (MoCo v3's asymmetric pair: v2's steps, then a "
+     "solarize before the flip; the first (query) view blurs with data.blur_prob and solarizes with "
+     "data.solarize_prob, the second (key) view with data.key_blur_prob and data.key_solarize_prob); v1-v3 as "
+     "data.transforms says",
      G::kPipeline, E::kProtocol},  // crop + flip: simple for images of one size, else v1
     {"data.crop_scale_min", &A::scale_min, Range::open_closed(0, 1),
      "smallest crop area of the random resized crop, as a fraction", G::kOps, E::kProtocol},  // lincls.crop_scale_min
     {"data.flip_prob", &A::flip_prob, Range::closed(0, 1), "probability of a horizontal flip", G::kOps,
      E::kProtocol},  // 0.5
     {"data.jitter_prob", &A::jitter_prob, Range::closed(0, 1),
-     "probability of the colour jitter (simple: brightness/contrast; v2: all four; v1 ignores it: always)", G::kOps,
+     "probability of the colour jitter (simple: brightness/contrast; v2, v3: all four; v1 ignores it: always)", G::kOps,
      E::kOff},
     {"data.brightness", &A::brightness, Range::closed_open(0, 1), "brightness factor range 1 +- this", G::kOps,
      E::kOff},
     {"data.contrast", &A::contrast, Range::closed_open(0, 1), "contrast factor range 1 +- this", G::kOps, E::kOff},
-    {"data.saturation", &A::saturation, Range::closed_open(0, 1), "v1/v2: saturation factor range 1 +- this", G::kOps,
+    {"data.saturation", &A::saturation, Range::closed_open(0, 1), "v1-v3: saturation factor range 1 +- this", G::kOps,
      E::kOff},
-    {"data.hue", &A::hue, Range::closed(0, 0.5), "v1/v2: hue shift range +- this (at most 0.5; 0.4 in v1, 0.1 in v2)",
-     G::kOps, E::kOff},
+    {"data.hue", &A::hue, Range::closed(0, 0.5),
+     "v1-v3: hue shift range +- this (at most 0.5; 0.4 in v1, 0.1 in v2 and v3)", G::kOps, E::kOff},
     {"data.grayscale_prob", &A::grayscale_prob, Range::closed(0, 1),
-     "v1/v2: probability of converting the view to greyscale", G::kOps, E::kOff},
-    {"data.blur_prob", &A::blur_prob, Range::closed(0, 1), "v2: probability of the Gaussian blur", G::kOps, E::kOff},
+     "v1-v3: probability of converting the view to greyscale", G::kOps, E::kOff},
+    {"data.blur_prob", &A::blur_prob, Range::closed(0, 1),
+     "probability of the Gaussian blur (v2: of both views; v3: of the first view, 1.0 in moco-v3)", G::kOps, E::kOff},
+    {"data.key_blur_prob", &A::key_blur_prob, Range::closed(0, 1),
+     "v3: probability of the second (key) view's Gaussian blur (0.1 in moco-v3)", G::kOps, E::kOff},
+    {"data.solarize_prob", &A::solarize_prob, Range::closed(0, 1),
+     "v3: probability of solarizing the first view (PIL's ImageOps.solarize: values from 128 up become 255 - v; "
+     "after the blur; 0 in moco-v3)",
+     G::kOps, E::kOff},
+    {"data.key_solarize_prob", &A::key_solarize_prob, Range::closed(0, 1),
+     "v3: probability of solarizing the second (key) view (0.2 in moco-v3)", G::kOps, E::kOff},
     {"data.blur_sigma", &A::blur_sigma, Range::sigma_pair(),
-     "v2: [min, max] of the blur's sigma in pixels (kernel 2*ceil(3 sigma)+1)", G::kOps, E::kKept},  // blur is off
+     "v2, v3: [min, max] of the blur's sigma in pixels (kernel 2*ceil(3 sigma)+1)", G::kOps, E::kKept},  // blur is off
     {"data.mean", &A::mean, Range::any(), "per-channel mean subtracted after scaling to [0,1]", G::kOps, E::kKept},
     {"data.std", &A::std, Range::any(), "per-channel std divided by after scaling to [0,1]", G::kOps, E::kKept},
 };

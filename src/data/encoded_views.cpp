@@ -34,10 +34,10 @@ CropBox map_box(const CropBox& b, const ImageSize& full, const Image& decoded) {
 void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions& o, bool dct_scaling,
                          uint64_t query_seed, float* query, const uint64_t* key_seed, float* key) {
   const ImageSize full = image_size(bytes, size);
-  ViewParams q = draw_view_params(query_seed, full.height, full.width, o), k;
+  ViewParams q = draw_view_params(query_seed, full.height, full.width, options_of_view(o, 0)), k;
   double scale = scale_needed(q.box, o.out_size);
   if (key_seed) {
-    k = draw_view_params(*key_seed, full.height, full.width, o);
+    k = draw_view_params(*key_seed, full.height, full.width, options_of_view(o, 1));
     scale = std::max(scale, scale_needed(k.box, o.out_size));
   }
   // One decode serves both views, at the larger of the two scales they need.

@@ -11,7 +11,8 @@
 namespace moco::data {
 
 // Sample's query view (and key view when key != nullptr) as normalised floats (3 * S * S each),
-// S = options.out_size, recipe v1 or v2 with options.transforms. The crop boxes are drawn on the full image size (read
+// S = options.out_size, recipe v1, v2 or v3 with options.transforms (each view drawn with
+// options_of_view). The crop boxes are drawn on the full image size (read
 // from the header), so a view does not depend on how the image is decoded; with dct_scaling the
 // JPEG is decoded at the smallest DCT scale that still leaves both boxes at least S px on each
 // side (the crop then still shrinks, antialiased), and the boxes are mapped onto it. Throws

@@ -145,8 +145,8 @@ TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
     return batch;
   }
   auto [images, labels] = dataset->get_batch(indices);
-  batch.query = augment_batch(images, augment, query_seeds);
-  if (options.key_view) batch.key = augment_batch(images, augment, key_seeds);
+  batch.query = augment_batch(images, options_of_view(augment, 0), query_seeds);
+  if (options.key_view) batch.key = augment_batch(images, options_of_view(augment, 1), key_seeds);
   batch.labels = std::move(labels);
   return batch;
 }

@@ -230,4 +230,9 @@ void color_jitter(Image& image, const JitterParams& p) {
   apply_jitter(image, p, {pil::adjust_brightness, pil::adjust_contrast, pil::adjust_saturation, pil::adjust_hue});
 }
 
+void solarize(Image& image) {
+  constexpr int kThreshold = 128;  // ImageOps.solarize's default; moco-v3's Solarize passes none
+  for (uint8_t& v : image.pixels) v = v < kThreshold ? v : static_cast<uint8_t>(255 - v);
+}
+
 }  // namespace moco::data::pil

@@ -1,7 +1,7 @@
 // defines: the colour operations of MoCo's augmentations as torchvision.transforms.functional does
 // them on a PIL image (functional_pil.py, i.e. Pillow 9.4's C code): adjust_brightness/contrast/
-// saturation/hue, the greyscale of RandomGrayscale and a ColorJitter draw (JitterParams), each
-// bit for bit, on a uint8 Image (1 channel = PIL mode "L", 3 = "RGB")
+// saturation/hue, the greyscale of RandomGrayscale, a ColorJitter draw (JitterParams) and
+// ImageOps.solarize, each bit for bit, on a uint8 Image (1 channel = PIL mode "L", 3 = "RGB")
 #pragma once
 
 #include "data/color_jitter.h"
@@ -31,6 +31,10 @@ void adjust_hue(Image& image, double hue_factor);
 void to_grayscale(Image& image);
 // ColorJitter with these factors in this order; identity factors skipped as in color_jitter().
 void color_jitter(Image& image, const JitterParams& params);
+// In place, ImageOps.solarize(image) at its default threshold, as moco-v3's moco.loader.Solarize
+// calls it: a value v of any channel stays below 128 and becomes 255 - v from 128 up. torchvision's
+// solarize of a uint8 tensor at 128 maps the same (v >= 128 inverted), so both paths use this one.
+void solarize(Image& image);
 
 // np.uint8(hue_factor * 255) as numpy 1.24 computes it on x86-64: the product truncated toward
 // zero, then wrapped modulo 256 (so -0.1 gives 231, not 0).

@@ -19,11 +19,13 @@ struct ViewOps {
   void (*grayscale)(Image&);
   void (*jitter)(Image&, const JitterParams&);
   void (*blur)(Image&, double);
+  void (*solarize)(Image&);
 };
 
+// Solarize is one map of uint8 values in PIL and in torchvision's tensor functions alike.
 const ViewOps& view_ops(Transforms transforms) {
-  static const ViewOps tensor{resized_crop, to_grayscale, color_jitter, gaussian_blur};
-  static const ViewOps pil{pil_resized_crop, pil::to_grayscale, pil::color_jitter, pil_gaussian_blur};
+  static const ViewOps tensor{resized_crop, to_grayscale, color_jitter, gaussian_blur, pil::solarize};
+  static const ViewOps pil{pil_resized_crop, pil::to_grayscale, pil::color_jitter, pil_gaussian_blur, pil::solarize};
   return transforms == Transforms::kPil ? pil : tensor;
 }
 
@@ -50,10 +52,11 @@ Image augment_view(const Image& image, const ViewParams& p, Recipe recipe, Trans
   if (recipe == Recipe::kV1) {
     if (p.grayscale) ops.grayscale(view);
     if (p.jitter) ops.jitter(view, p.jitter_params);
-  } else {
+  } else {  // v2, v3
     if (p.jitter) ops.jitter(view, p.jitter_params);
     if (p.grayscale) ops.grayscale(view);
     if (p.blur) ops.blur(view, p.sigma);
+    if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);
   }
   if (p.flip) hflip(view);
   return view;

@@ -1,4 +1,4 @@
-// defines: augment_view (MoCo v1/v2's augmentation of one uint8 image with given parameters),
+// defines: augment_view (MoCo v1/v2/v3's augmentation of one uint8 image with given parameters),
 // hflip, normalize_into (uint8 -> the network's normalised float input)
 #pragma once
 
@@ -13,6 +13,8 @@ namespace moco::data {
 // resize.h, color_jitter.h, gaussian_blur.h); the parity test checks both against torchvision:
 //   v1: RandomResizedCrop -> RandomGrayscale -> ColorJitter (always) -> RandomHorizontalFlip
 //   v2: RandomResizedCrop -> ColorJitter (p) -> RandomGrayscale -> GaussianBlur (p) -> RandomHorizontalFlip
+//   v3: RandomResizedCrop -> ColorJitter (p) -> RandomGrayscale -> GaussianBlur (p) -> Solarize (p)
+//       -> RandomHorizontalFlip, the blur's and the solarize's p those of the view (options_of_view)
 // Returns the out_size x out_size uint8 view before ToTensor/Normalize.
 Image augment_view(const Image& image, const ViewParams& params, Recipe recipe, Transforms transforms,
                    int64_t out_size);

@@ -64,9 +64,12 @@ ViewParams draw_view_params(uint64_t seed, int64_t height, int64_t width, const 
   p.jitter_params = draw_jitter(rng, o);
   p.grayscale = detail::uniform01(rng) < o.grayscale_prob;
   const bool blur_gate = detail::uniform01(rng) < o.blur_prob;
-  p.blur = o.recipe == Recipe::kV2 && blur_gate;
+  p.blur = (o.recipe == Recipe::kV2 || o.recipe == Recipe::kV3) && blur_gate;
   p.sigma = detail::uniform(rng, o.blur_sigma[0], o.blur_sigma[1]);
   p.flip = detail::uniform01(rng) < o.flip_prob;
+  // v3's gate comes last although its solarize precedes the flip: v1's and v2's draws stay as they were.
+  const bool solarize_gate = detail::uniform01(rng) < o.solarize_prob;
+  p.solarize = o.recipe == Recipe::kV3 && solarize_gate;
   return p;
 }
 

@@ -51,8 +51,9 @@ const Choices<data::Recipe>& choices(data::Recipe) {
   using data::Recipe;
   static const Choices<Recipe> c{{{Recipe::kSimple, data::recipe_name(Recipe::kSimple)},
                                   {Recipe::kV1, data::recipe_name(Recipe::kV1)},
-                                  {Recipe::kV2, data::recipe_name(Recipe::kV2)}},
-                                 "simple, v1 or v2"};
+                                  {Recipe::kV2, data::recipe_name(Recipe::kV2)},
+                                  {Recipe::kV3, data::recipe_name(Recipe::kV3)}},
+                                 "simple, v1, v2 or v3"};
   return c;
 }
 const Choices<data::Transforms>& choices(data::Transforms) {
@@ -315,7 +316,7 @@ std::vector<Field> data_fields() {
       MOCO_FIELD(data.dataset,
                  "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder "
                  "(data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs "
-                 "data.augmentation v1 or v2), or hdf5 (an ImageFolder packed by moco_pack: "
+                 "data.augmentation v1, v2 or v3), or hdf5 (an ImageFolder packed by moco_pack: "
                  "data.root/<split>-SSSSS-of-NNNNN.h5, the same samples in the same order; as imagefolder otherwise)"),
       MOCO_FIELD(data.root, "folder of the IDX files, or of the ImageFolder splits"),
       MOCO_FIELD(data.train_dir,
@@ -718,6 +719,18 @@ void check_normalisation(const Config& c, const std::string& where) {
   for (double s : a.std) require(s > 0, where, "data.std", "values must be positive");
 }
 
+// v3's per-view keys do nothing in the other recipes: a value other than the default there would be
+// silently ignored, so it is refused, naming the key.
+void check_v3_view_keys(const Config& c, const std::string& where) {
+  const data::AugmentOptions& a = c.data.augment;
+  if (a.recipe == data::Recipe::kV3) return;
+  const data::AugmentOptions defaults;
+  const std::string only = "applies to data.augmentation v3 only, not " + std::string(data::recipe_name(a.recipe));
+  require(a.key_blur_prob == defaults.key_blur_prob, where, "data.key_blur_prob", only);
+  require(a.solarize_prob == defaults.solarize_prob, where, "data.solarize_prob", only);
+  require(a.key_solarize_prob == defaults.key_solarize_prob, where, "data.key_solarize_prob", only);
+}
+
 // Combinations that would not run as they read: v1/v2 train with SGD only; v3 has heads of its own
 // and, in this first slice, neither bf16, the queue's invariants nor a time budget.
 void check_method_keys(const Config& c, const std::string& where) {
@@ -753,12 +766,13 @@ void validate(const Reading& reading, const std::string& where) {
   require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
           "must be >= 1 and divide optim.batch_size");
   require(!is_encoded_dataset(c) || c.data.augment.recipe != data::Recipe::kSimple, where, "data.augmentation",
-          fmt::format("must be v1 or v2 with data.dataset {} (the simple recipe needs images of one size)",
+          fmt::format("must be v1, v2 or v3 with data.dataset {} (the simple recipe needs images of one size)",
                       c.data.dataset));
   require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
   require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size",
           "must be positive");
   check_normalisation(c, where);
+  check_v3_view_keys(c, where);
   require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb",
           "must be positive");
   require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");

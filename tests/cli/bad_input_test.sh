@@ -72,6 +72,20 @@ invariants_with_step_syncs)
   expect 2 "$tiny (with overrides): key 'debug.check_invariants' cannot be on with debug.check_step_syncs" -- \
     "$dist" --config "$tiny" debug.check_invariants=true debug.check_step_syncs=true train.output_dir="$out"
   no_work_done ;;
+v3_augmentation_keys)
+  # v3's per-view keys: out of range, or given to a recipe that would ignore them, exit 2 naming the key.
+  expect 2 "$tiny (with overrides): key 'data.key_solarize_prob' must lie in [0, 1]" -- \
+    "$dist" --config "$tiny" data.augmentation=v3 data.key_solarize_prob=1.5 train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'data.key_blur_prob' applies to data.augmentation v3 only, not v2" -- \
+    "$dist" --config "$tiny" data.augmentation=v2 data.key_blur_prob=0.3 train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'data.solarize_prob' applies to data.augmentation v3 only, not simple" -- \
+    "$dist" --config "$tiny" data.solarize_prob=0.2 train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'data.augmentation' must be simple, v1, v2 or v3, not 'v4'" -- \
+    "$dist" --config "$tiny" data.augmentation=v4 train.output_dir="$out"
+  no_work_done ;;
 v3_incompatible_keys)
   # A key one method does not read, given to it, is refused naming the key (tiny: model.mlp true).
   expect 2 "$tiny (with overrides): key 'model.mlp' cannot be used with model.method v3" -- \

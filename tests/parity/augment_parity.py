@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Parity of the v1/v2 augmentations with torchvision (run with Debian's /usr/bin/python3).
+"""Parity of the v1/v2/v3 augmentations with torchvision (run with Debian's /usr/bin/python3).
 
 Builds test images in a temporary folder (the sample photographs of python3-skimage, re-encoded as
 JPEG at several sizes and qualities and decoded by PIL, plus generated ones: noise, gradients, flat
@@ -9,8 +9,12 @@ torchvision.transforms.functional:
 - the tensor path (OPS) on uint8 tensors (antialias=True): per output >= 99.9% of pixels within one
   uint8 level;
 - the PIL path (PIL_OPS) on PIL images (Image.fromarray of the same pixels), as the official
-  main_moco.py runs them, each op and the whole v1, v2 and evaluation views (data.transforms: pil),
-  and v2 after ToTensor + Normalize: every pixel equal, unless the row states why not and its bound.
+  main_moco.py runs them, each op and the whole v1, v2, v3 and evaluation views (data.transforms: pil),
+  and v2 after ToTensor + Normalize: every pixel equal, unless the row states why not and its bound;
+- v3's asymmetric pair (PAIRS): both views of each image as the loader draws them (moco-v3's
+  augmentation1 and augmentation2: blur p 1.0 / 0.1, Solarize p 0 / 0.2), each replayed through
+  torchvision and ImageOps.solarize on a PIL image, the uint8 view and its ToTensor + Normalize
+  floats bit for bit; the first view must blur always and never solarize.
 It prints, per path and op, the share of exact pixels and the largest difference.
 
 usage: augment_parity.py TOOL [--cases N] [--keep DIR]
@@ -27,7 +31,7 @@ import tempfile
 import numpy as np
 import torch
 import torchvision.transforms.functional as F
-from PIL import Image, ImageFilter
+from PIL import Image, ImageFilter, ImageOps
 
 MIN_SHARE = 0.999
 
@@ -167,6 +171,15 @@ def pil_blur(img, p):
     return img.filter(ImageFilter.GaussianBlur(radius=p["sigma"]))
 
 
+def tensor_solarize(img, p):
+    return F.solarize(img, 128)
+
+
+def pil_solarize(img, p):
+    """moco-v3's moco.loader.Solarize: ImageOps.solarize(x), its threshold the default 128."""
+    return ImageOps.solarize(img)
+
+
 def v1(img, p, crop=crop):
     """main_moco.py's v1: RandomResizedCrop, RandomGrayscale, ColorJitter, RandomHorizontalFlip."""
     img = crop(img, p)
@@ -188,6 +201,20 @@ def v2(img, p, crop=crop, blur=tensor_blur):
     return F.hflip(img) if p["flip"] else img
 
 
+def v3(img, p, crop=crop, blur=tensor_blur, solarize=tensor_solarize):
+    """moco-v3's main_moco.py augmentation1/2: v2's steps, then RandomApply(Solarize), then the flip."""
+    img = crop(img, p)
+    if p["jitter"]:
+        img = jitter(img, p)
+    if p["grayscale"]:
+        img = gray(img)
+    if p["blur"]:
+        img = blur(img, p)
+    if p["solarize"]:
+        img = solarize(img, p)
+    return F.hflip(img) if p["flip"] else img
+
+
 OPS = {
     "crop": crop,
     "brightness": lambda x, p: F.adjust_brightness(x, p["brightness"]),
@@ -198,9 +225,11 @@ OPS = {
     "grayscale": lambda x, p: gray(x),
     "blur": lambda x, p: F.gaussian_blur(x, [p["kernel_image"]] * 2, [p["sigma"]] * 2),
     "flip": lambda x, p: F.hflip(x),
+    "solarize": tensor_solarize,
     "eval": lambda x, p: F.center_crop(F.resize(x, round(p["size"] * 256 / 224), antialias=True), p["size"]),
     "v1": v1,
     "v2": v2,
+    "v3": v3,
 }
 
 
@@ -221,6 +250,10 @@ def pil_v2(img, p):
     return v2(img, p, pil_crop, pil_blur)
 
 
+def pil_v3(img, p):
+    return v3(img, p, pil_crop, pil_blur, pil_solarize)
+
+
 # The same names as the C++ tool's pil_ops(); jitter and gray dispatch on PIL images as they do on tensors.
 PIL_OPS = {
     "brightness": PilOp(lambda x, p: F.adjust_brightness(x, p["brightness"])),
@@ -232,10 +265,12 @@ PIL_OPS = {
     "resized_crop": PilOp(pil_crop),
     "blur": PilOp(pil_blur),
     "flip": PilOp(lambda x, p: F.hflip(x)),
+    "solarize": PilOp(pil_solarize),
     # main_lincls.py's val transform (Resize's default interpolation is bilinear).
     "eval": PilOp(lambda x, p: F.center_crop(F.resize(x, round(p["size"] * 256 / 224)), p["size"])),
     "v1": PilOp(pil_v1),
     "v2": PilOp(pil_v2),
+    "v3": PilOp(pil_v3),
 }
 
 
@@ -304,6 +339,35 @@ def check_pil_normalised(p, image, stem, failures):
     ours = torch.from_numpy(np.fromfile(stem + "pil.v2.f32", dtype=np.float32).reshape(theirs.shape))
     if not torch.equal(ours, theirs):
         failures.append(f"{p['image']} case {p['case']} pil normalised v2: {100 * (ours == theirs).double().mean().item():.4f}% equal, max diff {(ours - theirs).abs().max().item()}")
+
+
+def normalised(view, p):
+    """ToTensor + Normalize of a PIL view, C x S x S, as main_moco.py's last two transforms."""
+    out = F.normalize(F.to_tensor(view), p["mean"], p["std"])
+    return out[None] if out.dim() == 2 else out
+
+
+def check_v3_pair(rows, in_dir, out_dir, stats, failures):
+    """Both views of v3's pair as the tool drew them, replayed on a PIL image: the uint8 view and its
+    normalised floats bit for bit. Returns (views, blurred, solarized) per view."""
+    counts = {1: [0, 0, 0], 2: [0, 0, 0]}
+    for p in rows:
+        image = read_raw(os.path.join(in_dir, p["image"] + ".u8"))
+        stem = os.path.join(out_dir, f"{p['image']}.{p['case']}.pil.v3_view{p['view']}.")
+        what = f"{p['image']} case {p['case']} v3 view {p['view']}"
+        theirs = pil_v3(to_pil(image), p)
+        diff = compare(("pil", f"v3_view{p['view']}"), read_raw(stem + "u8"), from_pil(theirs), what, stats, failures)
+        if diff is not None and diff.numel() and diff.max().item() > 0:
+            failures.append(f"{what}: {100 * (diff == 0).double().mean().item():.4f}% exact, max diff {diff.max().item()}, params {p}")
+        expected = normalised(theirs, p)
+        ours = torch.from_numpy(np.fromfile(stem + "f32", dtype=np.float32).reshape(expected.shape))
+        if not torch.equal(ours, expected):
+            failures.append(f"{what} normalised: {100 * (ours == expected).double().mean().item():.4f}% equal, max diff {(ours - expected).abs().max().item()}")
+        c = counts[p["view"]]
+        c[0], c[1], c[2] = c[0] + 1, c[1] + p["blur"], c[2] + p["solarize"]
+    if counts[1][1] != counts[1][0] or counts[1][2] != 0:
+        failures.append(f"v3 view 1 must blur always and never solarize (augmentation1): {counts[1]}")
+    return counts
 
 
 def all_colours():
@@ -391,9 +455,14 @@ def main():
                         failures.append(f"{p['image']} case {p['case']} normalised v2: {100 * fshare:.3f}% within one level")
             check_pil_path(p, image, stem, stats, failures)
             check_pil_normalised(p, image, stem, failures)
+        pairs = [json.loads(line) for line in open(os.path.join(out_dir, "v3_pairs.jsonl"))]
+        counts = check_v3_pair(pairs, in_dir, out_dir, stats, failures)
         check_all_colours(args.tool, root, args.cases, stats, failures)
         print(f"{count} images, {len(rows)} parameter sets; the PIL path also on every 24-bit colour (pil-all)")
+        for view, (n, blurred, solarized) in counts.items():
+            print(f"v3 pair, view {view}: {n} views, {blurred} blurred, {solarized} solarized")
         keys = [("tensor", op) for op in OPS] + [(path, op) for path in ("pil", "pil-all") for op in PIL_OPS]
+        keys += [("pil", "v3_view1"), ("pil", "v3_view2")]
         stats.print(keys)
         for op, row in PIL_OPS.items():
             if row.max_diff:

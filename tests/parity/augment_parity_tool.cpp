@@ -1,14 +1,16 @@
 // The C++ half of the augmentation parity test (augment_parity.py is the other): for every raw
-// image in IN_DIR, draws view parameters, applies each operation and the whole v1 and v2 pipelines,
-// and writes the results and the parameters to OUT_DIR for torchvision to redo: the tensor path
-// (torchvision on uint8 tensors) and the PIL path (torchvision on PIL images, pil_ops() below).
+// image in IN_DIR, draws view parameters, applies each operation and the whole v1, v2 and v3
+// pipelines, and writes the results and the parameters to OUT_DIR for torchvision to redo: the tensor
+// path (torchvision on uint8 tensors) and the PIL path (torchvision on PIL images, pil_ops() below);
+// and v3's pair, both views of each image as the loader draws them (write_v3_pair).
 //
 // Raw image file (*.u8): three little-endian int32 (C, H, W), then C*H*W bytes, planar.
 // OUT_DIR/params.jsonl: one JSON object per (image, case); OUT_DIR/<image>.<case>.<op>.u8 per
 // tensor op, <image>.<case>.pil.<op>.u8 per PIL op, and <image>.<case>.v2.f32 (the normalised float
-// view, C*S*S float32; pil.v2.f32 the same of the PIL path). Encoded files (*.jpg, *.png) in IN_DIR are decoded at full
-// size to OUT_DIR/<file>.decoded.u8 (RGB). With --pil-only (the script's run over every 24-bit colour) only the PIL
-// rows are written.
+// view, C*S*S float32; pil.v2.f32 the same of the PIL path). OUT_DIR/v3_pairs.jsonl: one object per
+// (image, case, view 1 or 2) of v3's pair, with <image>.<case>.pil.v3_view<V>.u8 and .f32. Encoded files (*.jpg, *.png)
+// in IN_DIR are decoded at full size to OUT_DIR/<file>.decoded.u8 (RGB). With --pil-only (the script's run over every
+// 24-bit colour) only the PIL rows are written.
 #include "data/color_jitter.h"
 #include "data/encoded_views.h"
 #include "data/gaussian_blur.h"
@@ -76,6 +78,7 @@ ViewParams params_for(int which, const Image& image, const AugmentOptions& o) {
   p.grayscale = which % 3 == 1;
   p.blur = which % 2 == 0;
   p.flip = which % 2 == 1;
+  p.solarize = which % 4 < 2;  // with the blur (case 0: the order shows) and without it
   return p;
 }
 
@@ -116,12 +119,15 @@ const std::vector<PilOp>& pil_ops() {
        [](const Image& x, const ViewParams& p, int64_t size) { return pil_resized_crop(x, p.box, size, size); }},
       in_place("blur", [](Image& x, const ViewParams& p) { pil_gaussian_blur(x, p.sigma); }),
       in_place("flip", [](Image& x, const ViewParams&) { hflip(x); }),
+      in_place("solarize", [](Image& x, const ViewParams&) { pil::solarize(x); }),
       // The whole pipelines as the training and evaluation views run them (Transforms::kPil).
       {"eval", [](const Image& x, const ViewParams&, int64_t size) { return eval_view(x, size, Transforms::kPil); }},
       {"v1", [](const Image& x, const ViewParams& p,
                 int64_t size) { return augment_view(x, as_v1(p), Recipe::kV1, Transforms::kPil, size); }},
       {"v2", [](const Image& x, const ViewParams& p,
                 int64_t size) { return augment_view(x, p, Recipe::kV2, Transforms::kPil, size); }},
+      {"v3", [](const Image& x, const ViewParams& p,
+                int64_t size) { return augment_view(x, p, Recipe::kV3, Transforms::kPil, size); }},
   };
   return ops;
 }
@@ -154,11 +160,13 @@ void write_tensor_ops(const Image& image, const ViewParams& p, int64_t size, con
   one("grayscale", [&](Image& x) { to_grayscale(x); });
   one("blur", [&](Image& x) { gaussian_blur(x, p.sigma); });
   one("flip", [&](Image& x) { hflip(x); });
+  one("solarize", [&](Image& x) { pil::solarize(x); });
   write_raw(stem + "eval.u8", eval_view(image, size, Transforms::kTensor));
   write_raw(stem + "v1.u8", augment_view(image, as_v1(p), Recipe::kV1, Transforms::kTensor, size));
   const Image v2 = augment_view(image, p, Recipe::kV2, Transforms::kTensor, size);
   write_raw(stem + "v2.u8", v2);
   write_normalised(stem + "v2.f32", v2, mean, std);
+  write_raw(stem + "v3.u8", augment_view(image, p, Recipe::kV3, Transforms::kTensor, size));
 }
 
 nlohmann::json params_row(const std::string& name, int k, int64_t size, const Image& image, const ViewParams& p,
@@ -178,10 +186,40 @@ nlohmann::json params_row(const std::string& name, int k, int64_t size, const Im
           {"blur", p.blur},
           {"sigma", p.sigma},
           {"flip", p.flip},
+          {"solarize", p.solarize},
           {"kernel_image", blur_kernel_size(p.sigma, image.height, image.width)},
           {"kernel_view", blur_kernel_size(p.sigma, size, size)},
           {"mean", mean},
           {"std", std}};
+}
+
+// moco-v3's pair: augmentation1 and augmentation2 of its main_moco.py on the official constants.
+AugmentOptions v3_options(const AugmentOptions& o) {
+  AugmentOptions v3 = o;
+  v3.recipe = Recipe::kV3;
+  v3.saturation = 0.2, v3.hue = 0.1;
+  v3.blur_prob = 1.0, v3.solarize_prob = 0.0;
+  v3.key_blur_prob = 0.1, v3.key_solarize_prob = 0.2;
+  return v3;
+}
+
+// Both views of v3's pair of one image as the loader makes them (each drawn with its view's options
+// from its own seed), written with their parameters for the script to replay on a PIL image.
+void write_v3_pair(const std::string& name, int k, int64_t size, const Image& image, const AugmentOptions& o,
+                   const std::string& stem, const std::vector<double>& mean, const std::vector<double>& std,
+                   std::ostream& pairs_out) {
+  for (int view = 0; view < 2; ++view) {
+    const AugmentOptions ov = options_of_view(v3_options(o), view);
+    const uint64_t seed = view_seed(static_cast<uint64_t>(k), 0, static_cast<int64_t>(image.pixels.size()), view);
+    const ViewParams p = draw_view_params(seed, image.height, image.width, ov);
+    const Image v = augment_view(image, p, ov.recipe, Transforms::kPil, size);
+    const std::string out = stem + "pil.v3_view" + std::to_string(view + 1) + ".";
+    write_raw(out + "u8", v);
+    write_normalised(out + "f32", v, mean, std);
+    nlohmann::json row = params_row(name, k, size, image, p, mean, std);
+    row["view"] = view + 1;
+    pairs_out << row.dump() << "\n";
+  }
 }
 
 void write_decoded(const fs::path& file, const fs::path& out_dir) {
@@ -207,7 +245,7 @@ int main(int argc, char** argv) {
     o.mean = {0.485, 0.456, 0.406};
     o.std = {0.229, 0.224, 0.225};
     o.hue = 0.4;
-    std::ofstream params_out(out_dir / "params.jsonl");
+    std::ofstream params_out(out_dir / "params.jsonl"), pairs_out(out_dir / "v3_pairs.jsonl");
     for (const auto& entry : fs::directory_iterator(in_dir)) {
       if (entry.path().extension() == ".jpg" || entry.path().extension() == ".png") {
         if (!pil_only) write_decoded(entry.path(), out_dir);
@@ -224,12 +262,15 @@ int main(int argc, char** argv) {
         const std::string stem = (out_dir / (name + "." + std::to_string(k) + ".")).string();
         if (!pil_only) write_tensor_ops(image, p, size, stem, mean, std);
         for (const PilOp& op : pil_ops()) write_raw(stem + "pil." + op.name + ".u8", op.apply(image, p, size));
-        if (!pil_only)
+        if (!pil_only) {
           write_normalised(stem + "pil.v2.f32", augment_view(image, p, Recipe::kV2, Transforms::kPil, size), mean, std);
+          write_v3_pair(name, k, size, image, o, stem, mean, std, pairs_out);
+        }
         params_out << params_row(name, k, size, image, p, mean, std).dump() << "\n";
       }
     }
-    if (!params_out.flush()) throw std::runtime_error("cannot write params.jsonl");
+    if (!params_out.flush() || !pairs_out.flush())
+      throw std::runtime_error("cannot write params.jsonl or v3_pairs.jsonl");
   } catch (const std::exception& e) {
     std::cerr << "augment_parity_tool: " << e.what() << "\n";
     return 1;
