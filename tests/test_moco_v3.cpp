@@ -122,6 +122,33 @@ TEST(MocoV3Test, VitHeadIsTheProjector) {
   for (const auto& p : model->trainable_parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
+// train.precision bf16: the query and the key branches run under autocast (their outputs differ from
+// fp32's by bf16's rounding, not more) and come back widened to fp32 for the loss.
+TEST(MocoV3Test, Bf16RunsBothBranchesUnderAutocast) {
+  moco_v3::V3Options options;
+  options.dim = 8;
+  options.mlp_dim = 16;
+  std::vector<moco_v3::V3Output> outs;
+  torch::manual_seed(4);
+  const auto x1 = torch::randn({6, 1, 12, 12}), x2 = torch::randn({6, 1, 12, 12});
+  for (const bool bf16 : {false, true}) {
+    options.bf16 = bf16;
+    torch::manual_seed(3);
+    moco_v3::MocoV3Model model(tiny_backbone(), options, std::make_shared<dist::LocalProcessGroup>());
+    model->train();
+    outs.push_back(model->forward(x1, x2, 0.99));
+    outs.back().loss.backward();
+    for (const auto& p : model->trainable_parameters()) EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  }
+  const auto &fp32 = outs[0], &bf16 = outs[1];
+  for (const auto* t : {&bf16.q1, &bf16.k2, &bf16.features, &bf16.loss}) EXPECT_EQ(t->scalar_type(), torch::kFloat);
+  EXPECT_FALSE(torch::equal(bf16.q1, fp32.q1)) << "the query branch did not run in bf16";
+  EXPECT_FALSE(torch::equal(bf16.k2, fp32.k2)) << "the key branch did not run in bf16";
+  EXPECT_TRUE(torch::allclose(bf16.q1, fp32.q1, 0.1, 0.1));
+  EXPECT_TRUE(torch::allclose(bf16.k2, fp32.k2, 0.1, 0.1));
+  EXPECT_NEAR(bf16.loss.item<double>(), fp32.loss.item<double>(), 0.05 * fp32.loss.item<double>());
+}
+
 // LARS as the official optimizer.py: matrices get weight decay and the trust ratio, vectors neither.
 TEST(MocoV3Test, LarsScalesMatricesAndLeavesVectorsAlone) {
   auto w = torch::tensor({{1.0f, -2.0f}, {0.5f, 3.0f}}).requires_grad_();
@@ -288,6 +315,28 @@ TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
   EXPECT_NEAR(train::learning_rate(c, 10), 9.6, 1e-12);
   EXPECT_NEAR(train::learning_rate(c, 55), 4.8, 1e-12);
   EXPECT_NEAR(train::learning_rate(c, 100), 0.0, 1e-12);
+}
+
+// configs/moco_v3_r50_{300,1000}ep_imagenet.yaml are the 100-epoch recipe but for CONFIG.md's flags:
+// "ResNet-50, 300-epoch" --lr=.3 --epochs=300; "ResNet-50, 1000-epoch" --lr=.3 --wd=1.5e-6
+// --epochs=1000 --moco-m=0.996 (each with --moco-m-cos --crop-min=.2, as the 100-epoch one).
+TEST(PaperConfigTest, MocoV3R50LongerRecipesDifferOnlyInTheirFlags) {
+  struct Flags {
+    const char* file;
+    int64_t epochs;
+    double lr, weight_decay, momentum;
+  };
+  for (const auto& f : {Flags{"moco_v3_r50_300ep_imagenet.yaml", 300, 0.3, 1e-6, 0.99},
+                        Flags{"moco_v3_r50_1000ep_imagenet.yaml", 1000, 0.3, 1.5e-6, 0.996}}) {
+    auto expected = run::load_config(constant_table::config_path("moco_v3_r50_imagenet.yaml"));
+    expected.train.epochs = f.epochs;
+    expected.optim.base_lr = f.lr;
+    expected.optim.weight_decay = f.weight_decay;
+    expected.v3.momentum = f.momentum;
+    auto got = run::load_config(constant_table::config_path(f.file));
+    got.train.output_dir = expected.train.output_dir;  // each run its own folder
+    EXPECT_EQ(run::to_yaml(got), run::to_yaml(expected)) << f.file;
+  }
 }
 
 namespace {

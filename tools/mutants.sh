@@ -361,7 +361,7 @@ mnist_on_the_fashion_root_allowed|src/run/setup.cpp|  if (c.data.dataset == Data
 output_inside_split_allowed|src/run/setup.cpp|    if (sys::lies_within(c.train.output_dir, split))|    if (false)|^cli\.bad_input\.output_dir_inside_a_split$
 v3_labels_without_rank_offset|src/moco_v3/v3_model.cpp|torch::arange(n, torch::dtype(torch::kLong).device(q.device())) + n * group.rank();|torch::arange(n, torch::dtype(torch::kLong).device(q.device()));|^mpi\.np2$
 v3_keys_with_gradient|src/moco_v3/v3_model.cpp|p.requires_grad_(false);|p.requires_grad_(true);|^MocoV3Test\.
-v3_predictor_on_momentum_branch|src/moco_v3/v3_model.cpp|{ return projector_k_->forward(encoder_k->features(x)); }|{ return predictor->forward(projector_k_->forward(encoder_k->features(x))); }|^moco_v3\.step_parity_torch$
+v3_predictor_on_momentum_branch|src/moco_v3/v3_model.cpp|return widened(projector_k_->forward(encoder_k->features(x)));|return widened(predictor->forward(projector_k_->forward(encoder_k->features(x))));|^moco_v3\.step_parity_torch$
 v3_momentum_schedule_off|src/moco_v3/v3_model.cpp|return 1.0 - (1.0 - m0) * (std::cos(M_PI * progress) + 1.0) / 2.0;|return m0 + 0 * progress;|^MocoV3Test\.|^moco_v3\.step_parity_torch$
 v3_lars_adapts_vectors|src/moco_v3/lars.cpp|if (p.dim() <= 1) return g;|if (p.dim() < 1) return g;|^MocoV3Test\.|^moco_v3\.step_parity_torch$
 v3_warmup_skipped|src/train/schedule.cpp|  if (epoch < warmup) return peak * epoch / warmup;|  (void)0;|^PaperConfigTest\.MocoV3
@@ -404,6 +404,12 @@ v3_solarize_gate_before_flip|src/data/view_params.cpp|  p.flip = detail::uniform
 v3_config_blur_stand_in|configs/moco_v3_r50_imagenet.yaml|  blur_prob: 1.0 |  blur_prob: 0.5 |^PaperConfigTest\.
 v3_view_keys_accepted_elsewhere|src/run/config.cpp|  if (a.recipe == data::Recipe::kV3) return;|  return;|^cli\.bad_input\.v3_augmentation_keys$
 v3_vit_config_v2_augmentation|configs/moco_v3_vit_small_imagenet.yaml|  augmentation: v3 |  augmentation: v2 |^PaperConfigTest\.MocoV3Vit
+v3_r50_1000ep_momentum_default|configs/moco_v3_r50_1000ep_imagenet.yaml|  momentum: 0.996 |  momentum: 0.99 |^PaperConfigTest\.MocoV3R50Longer
+v3_bf16_query_not_autocast|src/moco_v3/v3_model.cpp|  const model::AutocastGuard autocast(x.device(), options_.bf16);
+  const auto features = encoder_q->features(x);|  const auto features = encoder_q->features(x);|^MocoV3Test\.
+v3_bf16_key_not_autocast|src/moco_v3/v3_model.cpp|  const model::AutocastGuard autocast(x.device(), options_.bf16);
+  return widened(projector_k_|  return widened(projector_k_|^MocoV3Test\.
+v3_bf16_not_wired|src/moco_v3/moco_v3.cpp|c.train.precision == run::Precision::kBf16}|false}|^cli\.train\.v3_r50_config_np2$
 v3_config_key_solarize_drifts|configs/moco_v3_r50_imagenet.yaml|  key_solarize_prob: 0.2 |  key_solarize_prob: 0.1 |^PaperConfigTest\.
 LIST
 )

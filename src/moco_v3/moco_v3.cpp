@@ -14,7 +14,8 @@ namespace moco::moco_v3 {
 namespace {
 
 V3Options v3_options(const run::Config& c) {
-  return {c.model.dim, c.v3.mlp_dim, c.v3.projector_layers, c.v3.predictor_layers, c.v3.temperature};
+  return {c.model.dim,           c.v3.mlp_dim,     c.v3.projector_layers,
+          c.v3.predictor_layers, c.v3.temperature, c.train.precision == run::Precision::kBf16};
 }
 
 std::vector<torch::Tensor> parameters_and_buffers(torch::nn::Module& module) {
@@ -32,10 +33,11 @@ MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t
   if (ctx.group->world_size() > 1 || c.dist.world_group_at_one)
     dist::broadcast_parameters(parameters_and_buffers(*model), *ctx.group);
   model->train();
-  spdlog::info("MoCo v3 {}: {} trained parameters, projector {}x{} to {}, predictor {}x{}, {} rank(s) on {}, {}",
+  spdlog::info("MoCo v3 {}: {} trained parameters, projector {}x{} to {}, predictor {}x{}, {} rank(s) on {}, {}, {}",
                c.model.arch, model::count_parameters(*model->encoder_q) + model::count_parameters(*model->predictor),
                c.v3.projector_layers, c.v3.mlp_dim, c.model.dim, c.v3.predictor_layers, c.v3.mlp_dim,
-               ctx.group->world_size(), ctx.device.str(), c.optim.optimizer);
+               ctx.group->world_size(), ctx.device.str(), c.optim.optimizer,
+               model->options().bf16 ? "bf16 autocast" : "fp32");
   return model;
 }
 

@@ -1,5 +1,6 @@
 #include "moco_v3/v3_model.h"
 
+#include "model/autocast.h"
 #include "model/sync_batchnorm.h"
 
 #include <torch/torch.h>
@@ -96,14 +97,25 @@ std::vector<std::string> MocoV3ModelImpl::trainable_names() const {
   return names;
 }
 
+namespace {
+
+// bf16 outputs widened for the loss (and the pooled features for evaluation); fp32 and fp64 stay.
+torch::Tensor widened(const torch::Tensor& t) { return t.element_size() < 4 ? t.to(torch::kFloat) : t; }
+
+}  // namespace
+
 torch::Tensor MocoV3ModelImpl::query(const torch::Tensor& x, torch::Tensor* pooled) {
+  const model::AutocastGuard autocast(x.device(), options_.bf16);
   const auto features = encoder_q->features(x);
-  if (pooled) *pooled = features.detach();
-  return predictor->forward(projector_q_->forward(features));
+  if (pooled) *pooled = widened(features.detach());
+  return widened(predictor->forward(projector_q_->forward(features)));
 }
 
 // No NoGradGuard: the keys carry no graph because no parameter of the momentum encoder requires grad.
-torch::Tensor MocoV3ModelImpl::key(const torch::Tensor& x) { return projector_k_->forward(encoder_k->features(x)); }
+torch::Tensor MocoV3ModelImpl::key(const torch::Tensor& x) {
+  const model::AutocastGuard autocast(x.device(), options_.bf16);
+  return widened(projector_k_->forward(encoder_k->features(x)));
+}
 
 V3Output MocoV3ModelImpl::forward(const torch::Tensor& x1, const torch::Tensor& x2, double m) {
   V3Output out;

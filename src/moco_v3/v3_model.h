@@ -23,6 +23,7 @@ struct V3Options {
   int64_t projector_layers = 2;
   int64_t predictor_layers = 2;
   double temperature = 1.0;  // T
+  bool bf16 = false;         // encoders and heads under bfloat16 autocast; the loss in fp32 (train.precision)
 };
 
 // The official builder's MLP: `layers` Linear layers without bias, each but the last followed by

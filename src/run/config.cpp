@@ -732,7 +732,7 @@ void check_v3_view_keys(const Config& c, const std::string& where) {
 }
 
 // Combinations that would not run as they read: v1/v2 train with SGD only; v3 has heads of its own
-// and, in this first slice, neither bf16, the queue's invariants nor a time budget.
+// and neither the queue's invariants nor a time budget.
 void check_method_keys(const Config& c, const std::string& where) {
   if (c.model.method == MocoVersion::kV2) {
     require(!is_vit(c.model.arch), where, "model.arch",
@@ -749,7 +749,6 @@ void check_method_keys(const Config& c, const std::string& where) {
   }
   const std::string v3 = "cannot be used with model.method v3";
   require(!c.model.mlp, where, "model.mlp", v3 + ": its head is the projector and predictor (v3.*)");
-  require(c.train.precision == Precision::kFp32, where, "train.precision", v3 + " yet: only fp32");
   require(!c.debug.check_invariants, where, "debug.check_invariants", v3 + ": its checks are of the queue (v1/v2)");
   require(c.train.time_budget_s == 0, where, "train.time_budget_s",
           v3 + " yet: its momentum schedule follows the steps of train.epochs");

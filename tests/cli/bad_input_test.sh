@@ -94,9 +94,6 @@ v3_incompatible_keys)
   expect 2 "$tiny (with overrides): key 'optim.optimizer' must be sgd with model.method v2" -- \
     "$dist" --config "$tiny" optim.optimizer=lars train.output_dir="$out"
   no_work_done
-  expect 2 "$tiny (with overrides): key 'train.precision' cannot be used with model.method v3 yet" -- \
-    "$dist" --config "$tiny" model.method=v3 model.mlp=false train.precision=bf16 train.output_dir="$out"
-  no_work_done
   expect 2 "$tiny (with overrides): key 'model.method' must be v2 or v3, not 'v4'" -- \
     "$dist" --config "$tiny" model.method=v4 train.output_dir="$out"
   no_work_done

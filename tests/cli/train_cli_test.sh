@@ -240,6 +240,14 @@ PY
   # The query backbone exports under torchvision's names, without the projector (fc.*).
   "$build/moco_ckpt" export "$work/run" "$work/backbone.pth" --format torch
   "$py" -c "import sys, torch; sd = torch.load(sys.argv[1]); assert 'conv1.weight' in sd and not [k for k in sd if k.startswith('fc.')], sorted(sd)" "$work/backbone.pth"
+  # The same in bf16 (train.precision): the encoders and heads under autocast, finite losses.
+  mpirun -np 2 --oversubscribe "$dist" --config "$src/configs/moco_v3_r50_imagenet.yaml" data.root="$work/data" \
+    model.arch=resnet_tiny model.small_stem=true data.image_size=32 optim.batch_size=16 model.dim=32 v3.mlp_dim=64 \
+    train.epochs=1 optim.warmup_epochs=0.5 knn.memory_size=0 knn.query_size=0 knn.k=5 data.workers=1 train.threads=1 \
+    train.precision=bf16 ckpt.every_minutes=0 train.log_every=1 train.output_dir="$work/bf16" >"$work/bf16.console" 2>&1 ||
+    { cat "$work/bf16.console"; exit 1; }
+  grep -q "rank(s) on cpu, lars, bf16 autocast" "$work/bf16.console" || { cat "$work/bf16.console"; exit 1; }
+  "$py" -c "import json, math, sys; t = [json.loads(l) for l in open(sys.argv[1])]; t = [r['loss'] for r in t if r['event'] == 'train']; assert len(t) == 6 and all(map(math.isfinite, t)), t" "$work/bf16/metrics.jsonl"
   ;;
 v3_vit_small_config_np2)
   # configs/moco_v3_vit_small_imagenet.yaml (vit_small itself: 12 blocks of 12 heads, AdamW,
