@@ -144,8 +144,12 @@ TEST(MocoV3Test, Bf16RunsBothBranchesUnderAutocast) {
   for (const auto* t : {&bf16.q1, &bf16.k2, &bf16.features, &bf16.loss}) EXPECT_EQ(t->scalar_type(), torch::kFloat);
   EXPECT_FALSE(torch::equal(bf16.q1, fp32.q1)) << "the query branch did not run in bf16";
   EXPECT_FALSE(torch::equal(bf16.k2, fp32.k2)) << "the key branch did not run in bf16";
-  EXPECT_TRUE(torch::allclose(bf16.q1, fp32.q1, 0.1, 0.1));
-  EXPECT_TRUE(torch::allclose(bf16.k2, fp32.k2, 0.1, 0.1));
+  // The branches end in BatchNorm over 6 rows: bf16's rounding moves single elements, not the direction
+  // each row points in, which is what the loss reads.
+  namespace F = torch::nn::functional;
+  for (const auto& [got, want] : {std::pair{bf16.q1, fp32.q1}, std::pair{bf16.k2, fp32.k2}})
+    EXPECT_GT(F::cosine_similarity(got, want, F::CosineSimilarityFuncOptions().dim(1)).min().item<double>(), 0.95)
+        << got - want;
   EXPECT_NEAR(bf16.loss.item<double>(), fp32.loss.item<double>(), 0.05 * fp32.loss.item<double>());
 }
 
