@@ -58,6 +58,11 @@ v3_vit_tiny_np2)
     echo "$name: top-1 $(field "$work/$name/metrics.jsonl" lincls_result last_top1)%"
   done
   grep -q "a new augmented view every step" "$work/np2.console" || fail "np2: not the augmented mode"
+  # The random-init baseline of the same ViT: drawn again from train.seed for its sanity check.
+  run "$work/random.console" "$lincls" "${base[@]}" model.pretrained=random lincls.epochs=1 train.output_dir="$work/random"
+  grep -q "sanity check passed: all $vit_tensors backbone tensors are bitwise those of random init" "$work/random.console" ||
+    fail "random: no sanity check over the ViT's tensors"
+  [ "$(field "$work/random/metrics.jsonl" lincls_result encoder)" = random_init ] || fail "random: encoder"
   run "$work/diff.console" "$ckpt" diff "$work/folder" "$work/file" --ignore '^progress/train_seconds$'
   cat "$work/diff.console"
   # A ViT built for another image size does not fit (pos_embed): exit 2 naming the tensor, the file and
