@@ -34,9 +34,14 @@ PY
 case $case_name in
 v3_vit_tiny_np2)
   # Pre-training: 4 v3 steps on 2 ranks (AdamW, the 3-layer projector in the head's place).
-  run "$work/pre.console" mpirun -np 2 --oversubscribe "$dist" --config "$src/tests/data/tiny_synthetic.yaml" "${vit[@]}" \
-    model.dim=32 v3.mlp_dim=64 v3.projector_layers=3 optim.optimizer=adamw optim.base_lr=1.5e-4 optim.weight_decay=0.1 \
-    train.threads=1 ckpt.every_minutes=0 train.output_dir="$work/pre"
+  pre=(--config "$src/tests/data/tiny_synthetic.yaml" "${vit[@]}" model.dim=32 v3.mlp_dim=64 v3.projector_layers=3
+    optim.optimizer=adamw optim.base_lr=1.5e-4 optim.weight_decay=0.1 train.threads=1 ckpt.every_minutes=0)
+  run "$work/pre.console" mpirun -np 2 --oversubscribe "$dist" "${pre[@]}" train.output_dir="$work/pre"
+  # moco_dist --eval-only reads the ViT through the same backbone: the run's own final kNN top-1.
+  run "$work/eval_only.console" "$dist" "${pre[@]}" --eval-only model.pretrained="$work/pre"
+  knn=$("$py" -c 'import json, sys; print("%.2f" % [r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "knn" and r["encoder"] == "trained"][-1]["top1"])' "$work/pre/metrics.jsonl")
+  grep -q "kNN top-1: raw pixels [0-9.]*%, trained $knn% ($work/pre/checkpoints/step_" "$work/eval_only.console" ||
+    { cat "$work/eval_only.console"; fail "--eval-only does not give the run's kNN top-1 $knn%"; }
   checkpoint=$(ls -d "$work"/pre/checkpoints/step_* | tail -1)
   run "$work/export.console" "$ckpt" export "$work/pre" "$work/pre.h5"
   base=(--config "$src/tests/data/tiny_lincls.yaml" "${vit[@]}")
