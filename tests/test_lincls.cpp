@@ -10,11 +10,14 @@
 #include "model/moco.h"
 #include "test_world.h"
 #include "run/config.h"
+#include "run/setup.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
 using namespace moco;
 namespace fs = std::filesystem;
@@ -50,12 +53,21 @@ run::Config tiny_config(const std::string& pretrained) {
 }
 
 // A model.pretrained file as `moco_ckpt export` writes one: the backbone's tensors at the root.
-std::string write_export(const std::string& name, model::ResNet& net) {
+std::string write_export(const std::string& name, model::Backbone net) {
   const auto path = (fs::temp_directory_path() / name).string();
   ckpt::H5TensorWriter out(path);
   for (const auto& [key, tensor] : lincls::backbone_tensors(*net)) out.write(key, tensor);
   out.close();
   return path;
+}
+
+// MoCo v3's CPU-sized ViT (patch 4, dim 64, 4 blocks) on 16 px synthetic images: 17 tokens.
+run::Config vit_config(const std::string& pretrained) {
+  auto c = tiny_config(pretrained);
+  c.model.method = run::MocoVersion::kV3;
+  c.model.arch = run::Arch::kVitTinyCpu;
+  c.model.mlp = false;
+  return c;
 }
 
 // Ten well separated classes in 32 dimensions: class means 4 apart, unit noise.
@@ -257,6 +269,113 @@ TEST(LinclsTest, PretrainedOfAnotherArchitectureIsRefusedNamingTheTensor) {
   auto missing = tiny_config((fs::temp_directory_path() / "lincls_no_such_checkpoint").string());
   EXPECT_THROW(lincls::Backbone::load(missing, torch::kCPU), run::ConfigError);
   fs::remove(path);
+}
+
+// A ViT under timm's names, as `moco_ckpt export` writes one with --keep-head (v3's projector in the
+// head's place): every tensor but head.* loads, bitwise; the head is never read; the features are the
+// final norm's cls token; the sanity check compares every ViT tensor and names one that changed.
+TEST(LinclsTest, VitExportLoadsEveryTimmKeyButTheHeadAndTheSanityCheckCoversIt) {
+  auto source_config = vit_config("random");
+  source_config.train.seed = 123;  // other weights than the network load() starts from
+  auto source = lincls::Backbone::load(source_config, torch::kCPU);
+  const auto path = (fs::temp_directory_path() / "lincls_test_vit_export.h5").string();
+  {
+    ckpt::H5TensorWriter out(path);
+    for (const auto& [key, tensor] : lincls::backbone_tensors(*source.net())) out.write(key, tensor);
+    out.write("head.0.weight", torch::randn({7, 64}));  // v3's projector: not the backbone's
+    out.write("head.weight", torch::randn({3, 5}));
+    out.close();
+  }
+  const auto c = vit_config(path);
+  const auto backbone = lincls::Backbone::load(c, torch::kCPU);
+  EXPECT_EQ(backbone.kind(), lincls::Backbone::Kind::kPretrained);
+  EXPECT_EQ(backbone.feature_dim(), 64);
+  const auto reference = lincls::backbone_tensors(*source.net());
+  const auto loaded = lincls::backbone_tensors(*backbone.net());
+  ASSERT_EQ(loaded.size(), reference.size());
+  std::set<std::string> keys;
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    keys.insert(loaded[i].first);
+    EXPECT_EQ(loaded[i].first, reference[i].first);
+    EXPECT_TRUE(torch::equal(loaded[i].second, reference[i].second)) << loaded[i].first;
+  }
+  for (const char* key : {"cls_token", "pos_embed", "patch_embed.proj.weight", "blocks.3.attn.qkv.weight",
+                          "blocks.0.mlp.fc2.bias", "norm.weight", "norm.bias"})
+    EXPECT_TRUE(keys.count(key)) << key;
+  for (const auto& key : keys) EXPECT_NE(key.rfind("head.", 0), 0u) << key;
+  EXPECT_FALSE(backbone.net()->is_training());
+  for (const auto& p : backbone.net()->parameters()) EXPECT_FALSE(p.requires_grad());
+  const auto images = torch::rand({4, 1, 16, 16});
+  EXPECT_TRUE(torch::equal(backbone.features(images), source.net()->features(images)));
+
+  EXPECT_EQ(backbone.check_unchanged(c), static_cast<int64_t>(loaded.size()));
+  for (const std::string key : {"blocks.2.attn.proj.weight", "cls_token", "norm.bias"}) {
+    auto tensor =
+        std::find_if(loaded.begin(), loaded.end(), [&](const auto& item) { return item.first == key; })->second;
+    const auto kept = tensor.clone();
+    {
+      torch::NoGradGuard no_grad;
+      tensor.view(-1)[0].add_(1e-3);
+    }
+    try {
+      backbone.check_unchanged(c);
+      ADD_FAILURE() << "the sanity check missed a changed " << key;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + key + "'"), std::string::npos) << e.what();
+    }
+    torch::NoGradGuard no_grad;
+    tensor.copy_(kept);
+  }
+  EXPECT_EQ(backbone.check_unchanged(c), static_cast<int64_t>(loaded.size()));
+  fs::remove(path);
+}
+
+// An export missing a ViT tensor, holding one the ViT lacks, or built for another image size: refused
+// naming the tensor, the file and the keys that decide a ViT's shapes.
+TEST(LinclsTest, VitExportThatDoesNotFitIsRefusedNamingTheTensorAndTheFile) {
+  auto source = lincls::Backbone::load(vit_config("random"), torch::kCPU);
+  auto write = [&](const std::string& name, const std::string& skip, bool extra) {
+    const auto path = (fs::temp_directory_path() / name).string();
+    ckpt::H5TensorWriter out(path);
+    for (const auto& [key, tensor] : lincls::backbone_tensors(*source.net()))
+      if (key != skip) out.write(key, tensor);
+    if (extra) out.write("blocks.4.norm1.weight", torch::ones({64}));
+    out.close();
+    return path;
+  };
+  auto expect_refusal = [&](run::Config c, const std::string& path, const std::string& naming) {
+    c.model.pretrained = path;
+    try {
+      lincls::Backbone::load(c, torch::kCPU);
+      ADD_FAILURE() << "loaded a ViT that does not fit; expected a ConfigError naming " << naming;
+    } catch (const run::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(naming), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  };
+  const auto missing = write("lincls_test_vit_missing.h5", "norm.weight", false);
+  expect_refusal(vit_config(""), missing, "it has no tensor 'norm.weight'");
+  const auto extra = write("lincls_test_vit_extra.h5", "", true);
+  expect_refusal(vit_config(""), extra, "it holds tensor 'blocks.4.norm1.weight', which this network lacks");
+  auto larger = vit_config("");
+  larger.data.augment.out_size = 32;  // an 8x8 grid of patches: pos_embed 1x65x64
+  expect_refusal(larger, extra, "tensor 'pos_embed' is 1x17x64 there, 1x65x64 here");
+  expect_refusal(larger, extra, "model.arch=vit_tiny_cpu data.image_size=32");
+  expect_refusal(tiny_config(""), extra, "it has no tensor 'conv1.weight'");  // a ResNet config
+  fs::remove(missing);
+  fs::remove(extra);
+}
+
+TEST(LinclsTest, VitRandomInitIsTheSeedsViTAndItsSanityCheckCoversEveryTensor) {
+  const auto c = vit_config("random");
+  const auto backbone = lincls::Backbone::load(c, torch::kCPU);
+  EXPECT_EQ(backbone.kind(), lincls::Backbone::Kind::kRandomInit);
+  torch::manual_seed(c.train.seed);
+  model::VisionTransformer expected(run::vit_options(c, 1));
+  const auto want = lincls::backbone_tensors(*expected), got = lincls::backbone_tensors(*backbone.net());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i].second, want[i].second)) << got[i].first;
+  EXPECT_EQ(backbone.check_unchanged(c), static_cast<int64_t>(got.size()));
 }
 
 TEST(LinclsTest, RawPixelsAreTheNormalisedImageFlattened) {

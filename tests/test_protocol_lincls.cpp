@@ -235,6 +235,53 @@ TEST(LinclsProtocolTest, MocoV3R50IsMainLinclsPys) {
   EXPECT_LT(relative_gap(lincls::learning_rate(c, 45), init_lr / 2), 1e-12);
 }
 
+// moco-v3's main_lincls.py for a ViT (CONFIG.md "ViT-Small, linear classification" and "ViT-Base, linear
+// classification": `-a vit_small --lr=3`, `-a vit_base --lr=3`, the argparse defaults otherwise), and
+// its model code: `if args.arch.startswith('vit'): model = vits.__dict__[args.arch](); linear_keyword =
+// 'head'` (the head is the linear layer on the final norm's cls token; src/lincls/backbone.cpp).
+namespace {
+void expect_vit_lincls_config(const std::string& file, const std::string& arch) {
+  const std::string lr_source =
+      "moco-v3 CONFIG.md: main_lincls.py -a " + arch + " --lr=3; init_lr = lr * batch_size / 256";
+  const std::string arch_source = "moco-v3 CONFIG.md main_lincls.py -a " + arch + "; vits." + arch + "()";
+  const std::string method_source = "a ViT is MoCo v3's backbone (CONFIG.md main_moco.py -a " + arch + ")";
+  const std::vector<Constant> official = {
+      {"lincls.epochs", "90", "moco-v3 main_lincls.py --epochs default 90"},
+      {"lincls.base_lr", "3", lr_source.c_str()},
+      {"lincls.batch_size", "1024", "moco-v3 main_lincls.py -b default 1024"},
+      {"lincls.momentum", "0.9", "moco-v3 main_lincls.py --momentum default 0.9"},
+      {"lincls.weight_decay", "0", "moco-v3 main_lincls.py --wd default 0."},
+      {"lincls.schedule", "cosine",
+       "moco-v3 main_lincls.py adjust_learning_rate: 0.5 * (1 + cos(pi * epoch / epochs))"},
+      {"lincls.crop_scale_min", "0.08", "moco-v3 main_lincls.py RandomResizedCrop(224): scale=(0.08, 1.0)"},
+      {"lincls.cached_features", "false", "moco-v3 main_lincls.py: a new RandomResizedCrop + flip view every step"},
+      {"lincls.standardize", "false", "moco-v3 main_lincls.py: the head sees the cls token as it is"},
+      {"data.image_size", "224", "moco-v3 main_lincls.py RandomResizedCrop(224), CenterCrop(224)"},
+      {"data.dataset", "imagefolder", "moco-v3 main_lincls.py datasets.ImageFolder(traindir / valdir)"},
+      {"data.mean", "[0.485, 0.456, 0.406]", "moco-v3 main_lincls.py transforms.Normalize mean"},
+      {"data.std", "[0.229, 0.224, 0.225]", "moco-v3 main_lincls.py transforms.Normalize std"},
+      {"model.arch", arch.c_str(), arch_source.c_str()},
+      {"model.method", "v3", method_source.c_str()},
+  };
+  const auto c = run::load_config(constant_table::config_path(file));
+  constant_table::expect_constants(c, official, file);
+  // The lr of every epoch the cosine passes: init_lr = 3 x 1024 / 256 = 12 at epoch 0, half at 45.
+  const double init_lr = 3.0 * 1024 / 256;
+  for (const int64_t epoch : {0, 1, 45, 89})
+    EXPECT_LT(relative_gap(lincls::learning_rate(c, epoch), init_lr * 0.5 * (1 + std::cos(M_PI * epoch / 90.0))), 1e-12)
+        << file << " epoch " << epoch;
+  EXPECT_LT(relative_gap(lincls::learning_rate(c, 0), 12.0), 1e-12) << file;
+}
+}  // namespace
+
+TEST(LinclsProtocolTest, MocoV3VitSmallIsMainLinclsPys) {
+  expect_vit_lincls_config("moco_v3_lincls_vit_small_imagenet.yaml", "vit_small");
+}
+
+TEST(LinclsProtocolTest, MocoV3VitBaseIsMainLinclsPys) {
+  expect_vit_lincls_config("moco_v3_lincls_vit_base_imagenet.yaml", "vit_base");
+}
+
 TEST(LinclsProtocolTest, ConfigsAndDefaultsAreMainLinclsPys) {
   constant_table::expect_constants(run::Config{}, kMainLincls, "run::Config defaults (lincls.*)");
   constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v1_lincls_imagenet.yaml")),

@@ -387,6 +387,13 @@ vit_attention_scale_of_whole_dim|src/model/vit.cpp|        scale_(1.0 / std::sqr
 v3_frozen_parameters_optimized|src/moco_v3/v3_model.cpp|    if (p.requires_grad()) params.push_back(p);|    params.push_back(p);|^MocoV3Test\.|^moco_v3\.step_parity_torch_vit$
 v3_vit_projector_two_layers|configs/moco_v3_vit_small_imagenet.yaml|  projector_layers: 3 |  projector_layers: 2 |^PaperConfigTest\.MocoV3Vit
 v3_vit_config_temperature_drifts|configs/moco_v3_vit_base_imagenet.yaml|  temperature: 0.2 |  temperature: 1.0 |^PaperConfigTest\.MocoV3Vit
+vit_lincls_head_read|src/lincls/backbone.cpp|      if (!starts_with(key, head_prefix)) source.tensors.emplace(key, reader.read(key));|      source.tensors.emplace(key, reader.read(key));|^LinclsTest\.Vit
+vit_lincls_head_is_fc|src/lincls/backbone.cpp|{ return net.head_name() + "."; }|{ return std::string("fc."); }|^LinclsTest\.Vit|^lincls\.v3_vit_tiny_np2$
+vit_lincls_tensor_not_loaded|src/lincls/backbone.cpp|for (auto& [key, tensor] : backbone_tensors(*b.net_)) tensor.copy_(source.tensors.at(key));|for (auto& [key, tensor] : backbone_tensors(*b.net_)) if (key != "cls_token") tensor.copy_(source.tensors.at(key));|^LinclsTest\.Vit|^lincls\.v3_vit_tiny_np2$
+vit_lincls_sanity_skips_vit|src/lincls/backbone.cpp|  if (!net_) return 0;|  if (!net_) return 0;  if (run::is_vit(c.model.arch)) return 0;|^LinclsTest\.Vit|^lincls\.v3_vit_tiny_np2$
+vit_lincls_mismatch_names_no_image_size|src/lincls/backbone.cpp|return fmt::format("model.arch={} data.image_size={}", c.model.arch, c.data.augment.out_size);|return fmt::format("model.arch={}", c.model.arch);|^LinclsTest\.Vit|^lincls\.v3_vit_tiny_np2$
+vit_lincls_small_lr_drifts|configs/moco_v3_lincls_vit_small_imagenet.yaml|  base_lr: 3 |  base_lr: 0.1 |^LinclsProtocolTest\.MocoV3Vit
+vit_lincls_base_batch_drifts|configs/moco_v3_lincls_vit_base_imagenet.yaml|  batch_size: 1024|  batch_size: 4096|^LinclsProtocolTest\.MocoV3Vit
 v3_vit_with_v2_allowed|src/run/config.cpp|    require(!is_vit(c.model.arch), where, "model.arch",|    require(true, where, "model.arch",|^cli\.bad_input\.v3_incompatible_keys$
 v3_vit_export_keeps_head|src/app/moco_ckpt_main.cpp|std::vector<std::string>{"fc.", "head."}|std::vector<std::string>{"fc."}|^cli\.train\.v3_vit_small_config_np2$
 v3_solarize_threshold_129|src/data/pil_color.cpp|constexpr int kThreshold = 128;|constexpr int kThreshold = 129;|^PilColorTest\.|^data\.augment_parity_torchvision$

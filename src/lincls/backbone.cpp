@@ -30,11 +30,17 @@ struct Source {
   std::map<std::string, torch::Tensor> tensors;
 };
 
-// The model.* keys that decide a backbone, as a mismatch names them.
+// The keys that decide a backbone, as a mismatch names them: a ViT's position embedding is built for
+// data.image_size; a ResNet's shapes follow its stem and width.
 std::string model_keys(const run::Config& c) {
+  if (run::is_vit(c.model.arch))
+    return fmt::format("model.arch={} data.image_size={}", c.model.arch, c.data.augment.out_size);
   return fmt::format("model.arch={} model.small_stem={} model.stem_stride={} model.width={}", c.model.arch,
                      c.model.small_stem, c.model.stem_stride, c.model.width);
 }
+
+// The head's keys (main_lincls.py's linear_keyword): never read from a source, never compared.
+std::string head_prefix(const model::BackboneImpl& net) { return net.head_name() + "."; }
 
 // What the checkpoint's own config says of the architecture, to check and to explain a mismatch.
 void note_training_config(Source& source, const std::string& config_yaml, const std::string& where) {
@@ -61,13 +67,14 @@ ckpt::H5TensorReader open_export(const std::string& path) {
   }
 }
 
-Source read_source(const std::string& path) {
+// Every tensor of the source but those under head_prefix (the head, or v3's projector in its place).
+Source read_source(const std::string& path, const std::string& head_prefix) {
   Source source;
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) {
     const auto reader = open_export(path);
     for (const auto& key : reader.list())
-      if (!starts_with(key, "fc.")) source.tensors.emplace(key, reader.read(key));
+      if (!starts_with(key, head_prefix)) source.tensors.emplace(key, reader.read(key));
     source.path = source.description = path;
     note_training_config(source, reader.string_attribute("config_yaml"), path);
     if (source.tensors.empty()) throw ConfigError(fmt::format("model.pretrained: {} holds no backbone tensor", path));
@@ -87,7 +94,7 @@ Source read_source(const std::string& path) {
     if (!starts_with(record.name, "encoder_q/")) continue;
     const std::string key = record.name.substr(std::string("encoder_q/").size());
     // Rank-local BatchNorm statistics (dist.broadcast_buffers off): rank 0's, which the trainer evaluates.
-    if (starts_with(key, "fc.") || (record.rank_local && record.shard != 0)) continue;
+    if (starts_with(key, head_prefix) || (record.rank_local && record.shard != 0)) continue;
     source.tensors.emplace(key, reader.read(record));
   }
   source.path = reader.dir();
@@ -104,7 +111,7 @@ std::string shape_text(const torch::Tensor& t) {
 
 // Throws ConfigError naming the first tensor in which the source and the network differ in name,
 // shape or dtype.
-void check_fits(const Source& source, model::ResNetImpl& net, const run::Config& c) {
+void check_fits(const Source& source, model::BackboneImpl& net, const run::Config& c) {
   const auto mine = backbone_tensors(net);
   auto mismatch = [&](const std::string& what) {
     return ConfigError(fmt::format("model.pretrained: {} does not fit {} with {}-channel images: {}{}",
@@ -131,13 +138,13 @@ void check_fits(const Source& source, model::ResNetImpl& net, const run::Config&
 }
 
 // MoCo's query encoder as training initialises it: the same seed, the same construction order
-// (model::Moco seeds the generator and builds encoder_q first).
-model::ResNet random_init(const run::Config& c) {
+// (model::Moco seeds the generator and builds encoder_q first); model.arch's ResNet or ViT.
+model::Backbone random_init(const run::Config& c) {
   torch::manual_seed(c.train.seed);
-  return model::ResNet(run::backbone_options(c, run::dataset_channels(c)));
+  return run::make_backbone(c, run::dataset_channels(c));
 }
 
-void freeze(model::ResNet& net, torch::Device device) {
+void freeze(model::Backbone& net, torch::Device device) {
   net->to(device);
   net->eval();
   for (auto& p : net->parameters()) p.set_requires_grad(false);
@@ -145,12 +152,13 @@ void freeze(model::ResNet& net, torch::Device device) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, torch::Tensor>> backbone_tensors(model::ResNetImpl& net) {
+std::vector<std::pair<std::string, torch::Tensor>> backbone_tensors(model::BackboneImpl& net) {
+  const std::string head = head_prefix(net);
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& item : net.named_parameters())
-    if (!starts_with(item.key(), "fc.")) out.emplace_back(item.key(), item.value());
+    if (!starts_with(item.key(), head)) out.emplace_back(item.key(), item.value());
   for (const auto& item : net.named_buffers())
-    if (!starts_with(item.key(), "fc.")) out.emplace_back(item.key(), item.value());
+    if (!starts_with(item.key(), head)) out.emplace_back(item.key(), item.value());
   return out;
 }
 
@@ -173,7 +181,7 @@ Backbone Backbone::load(const run::Config& c, torch::Device device) {
     b.description_ = fmt::format("random init (train.seed {})", c.train.seed);
   } else {
     b.kind_ = Kind::kPretrained;
-    const Source source = read_source(what);
+    const Source source = read_source(what, head_prefix(*b.net_));
     check_fits(source, *b.net_, c);
     torch::NoGradGuard no_grad;
     for (auto& [key, tensor] : backbone_tensors(*b.net_)) tensor.copy_(source.tensors.at(key));
@@ -200,7 +208,7 @@ const char* Backbone::label() const {
 torch::Tensor Backbone::features(const torch::Tensor& normalised_images) const {
   torch::NoGradGuard no_grad;
   if (!net_) return normalised_images.flatten(1);
-  model::ResNet net = net_;  // a handle: the module's forward is not const
+  model::Backbone net = net_;  // a handle: the module's forward is not const
   const auto device = net->parameters().front().device();
   return net->features(normalised_images.to(device));
 }
@@ -209,13 +217,13 @@ int64_t Backbone::check_unchanged(const run::Config& c) const {
   if (!net_) return 0;
   std::map<std::string, torch::Tensor> reference;
   if (kind_ == Kind::kPretrained) {
-    reference = read_source(source_).tensors;
+    reference = read_source(source_, head_prefix(*net_)).tensors;
   } else {
     auto fresh = random_init(c);
     for (const auto& [key, tensor] : backbone_tensors(*fresh)) reference.emplace(key, tensor);
   }
   int64_t compared = 0;
-  model::ResNet net = net_;
+  model::Backbone net = net_;
   for (const auto& [key, tensor] : backbone_tensors(*net)) {
     const auto it = reference.find(key);
     if (it == reference.end() || !torch::equal(tensor.to(torch::kCPU), it->second))

@@ -2,7 +2,7 @@
 // read: model.pretrained's checkpoint or export, MoCo's random initialisation, or the raw pixels
 #pragma once
 
-#include "model/resnet.h"
+#include "model/backbone.h"
 #include "run/config.h"
 
 #include <torch/types.h>
@@ -23,9 +23,11 @@ class Backbone {
   //   a `moco_ckpt export` file: its root datasets (<key>);
   //   "random": the encoder MoCo training starts from (model.*, train.seed), bit for bit;
   //   "raw_pixels": no network, the normalised image flattened.
-  // The fc head is never read. A source that does not fit model.* (a missing, extra or differently
-  // shaped tensor) or a path that is none of the above is a run::ConfigError naming the tensor
-  // or the path; a corrupt file a ckpt::CheckpointError naming the file and the tensor. The network
+  // The network is the one model.arch names (run::make_backbone): a ResNet under torchvision's keys
+  // or a ViT under timm's. Its head (fc.* or head.*, where v3 keeps its projector) is never read, as
+  // main_lincls.py drops `<linear_keyword>.*`. A source that does not fit model.* (a missing, extra
+  // or differently shaped tensor) or a path that is none of the above is a run::ConfigError naming
+  // the tensor or the path; a corrupt file a ckpt::CheckpointError naming the file and the tensor. The network
   // is in eval mode (BatchNorm running statistics) and nothing of it requires grad.
   static Backbone load(const run::Config& config, torch::Device device);
 
@@ -41,9 +43,9 @@ class Backbone {
   // device, without a graph.
   torch::Tensor features(const torch::Tensor& normalised_images) const;
   // The network (null for raw pixels); a handle sharing the module.
-  model::ResNet net() const { return net_; }
+  model::Backbone net() const { return net_; }
 
-  // The official sanity check: every backbone tensor (parameters and BatchNorm buffers, fc excluded)
+  // The official sanity check: every backbone tensor (parameters and buffers, the head excluded)
   // is bitwise the one of the source, read again from disk (or drawn again from the seed). Returns
   // how many were compared; throws std::runtime_error naming the first that differs.
   int64_t check_unchanged(const run::Config& config) const;
@@ -53,11 +55,11 @@ class Backbone {
   std::string description_;
   std::string source_;  // the checkpoint folder or file read (not `latest`, which may move on)
   int64_t feature_dim_ = 0;
-  model::ResNet net_{nullptr};
+  model::Backbone net_{nullptr};
 };
 
-// The network's tensors that a backbone holds, by torchvision state_dict key: parameters and buffers
-// whose key does not start with "fc.".
-std::vector<std::pair<std::string, torch::Tensor>> backbone_tensors(model::ResNetImpl& net);
+// The network's tensors that a backbone holds, by state_dict key (torchvision's or timm's): parameters and buffers
+// whose key is not under the head's name (net.head_name(): "fc" for a ResNet, "head" for a ViT).
+std::vector<std::pair<std::string, torch::Tensor>> backbone_tensors(model::BackboneImpl& net);
 
 }  // namespace moco::lincls

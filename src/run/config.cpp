@@ -649,8 +649,6 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
           fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share",
                       global_batch(c, job), world_size));
   if (job == Job::kMoco) check_queue_fits(c, where);
-  require(job != Job::kLincls || !is_vit(c.model.arch), where, "model.arch",
-          fmt::format("{}: moco_lincls and --eval-only read ResNet backbones only yet", c.model.arch));
   check_batch_fits(c, world_size, where, job);
 }
 
