@@ -12,7 +12,8 @@
 // vit_adamw: the backbone is vit_tiny_cpu on 32 px views (a ViT of timm's layout), the projector of
 // 3 layers (the official MoCo_ViT), stop_grad_conv1, AdamW; one recorded step.
 //
-// usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw]
+// vit_lars: the same ViT with LARS, two steps.
+// usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw|vit_lars]
 #include "dist/process_group.h"
 #include "moco_v3/moco_v3.h"
 #include "run/config.h"
@@ -44,7 +45,7 @@ moco: {bn_splits: 1}
 constexpr const char* kVitConfig = R"(
 model: {method: v3, arch: vit_tiny_cpu, dim: 32}
 v3: {mlp_dim: 64, projector_layers: 3, predictor_layers: 2, momentum: 0.9, temperature: 0.5, stop_grad_conv1: true}
-optim: {optimizer: adamw, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.1}
+optim: {optimizer: OPTIMIZER, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.1}
 data: {image_size: 32}
 moco: {bn_splits: 1}
 )";
@@ -91,19 +92,19 @@ void add_vit_meta(const run::Config& config, nlohmann::json& meta) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc == 3 ? argv[2] : "lars";
-  if (argc < 2 || argc > 3 || (mode != "lars" && mode != "adamw" && mode != "vit_adamw")) {
-    std::cerr << "usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw]\n";
+  if (argc < 2 || argc > 3 || (mode != "lars" && mode != "adamw" && mode != "vit_adamw" && mode != "vit_lars")) {
+    std::cerr << "usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw|vit_lars]\n";
     return 2;
   }
-  const bool vit = mode == "vit_adamw";
-  const std::string optimizer = vit ? "adamw" : mode;
+  const bool vit = mode.rfind("vit_", 0) == 0;
+  const std::string optimizer = vit ? mode.substr(4) : mode;
   const fs::path dir = argv[1];
   const double lr = optimizer == "adamw" ? kAdamwLr : kLarsLr;
   fs::create_directories(dir);
   torch::set_num_threads(1);
   torch::manual_seed(7);
   std::string text = vit ? kVitConfig : kConfig;
-  if (!vit) text.replace(text.find("OPTIMIZER"), 9, optimizer);
+  text.replace(text.find("OPTIMIZER"), 9, optimizer);
   // AdamW: the official ViT recipe's weight decay, 0.1 (CONFIG.md), so that its decoupled decay
   // (p *= 1 - lr wd) moves a weight of 0.1 by 1e-5 in the step: visible at the test's bound.
   if (optimizer == "adamw" && !vit) text.replace(text.find("weight_decay: 0.01"), 18, "weight_decay: 0.1");
