@@ -268,6 +268,25 @@ TEST(DistMocoV3Test, BeforeSaveGivesEveryRankRank0sBuffers) {
   }
 }
 
+// main_moco.py's views, the same for every v3 recipe: augmentation1 for the query, augmentation2 (a
+// rarer blur, then solarize) for the key, with the crop, jitter, grey and flip of both.
+const std::vector<constant_table::Constant> kV3Views = {
+    {"data.image_size", "224", "main_moco.py RandomResizedCrop(224)"},
+    {"data.saturation", "0.2", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+    {"data.hue", "0.1", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+    {"data.jitter_prob", "0.8", "main_moco.py RandomApply([ColorJitter], p=0.8)"},
+    {"data.grayscale_prob", "0.2", "main_moco.py RandomGrayscale(p=0.2)"},
+    {"data.brightness", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+    {"data.contrast", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
+    {"data.flip_prob", "0.5", "main_moco.py RandomHorizontalFlip()"},
+    {"data.augmentation", "v3", "main_moco.py TwoCropsTransform(augmentation1, augmentation2)"},
+    {"data.blur_prob", "1.0", "main_moco.py augmentation1 RandomApply([GaussianBlur([.1, 2.])], p=1.0)"},
+    {"data.solarize_prob", "0", "main_moco.py augmentation1 has no Solarize"},
+    {"data.key_blur_prob", "0.1", "main_moco.py augmentation2 RandomApply([GaussianBlur([.1, 2.])], p=0.1)"},
+    {"data.key_solarize_prob", "0.2", "main_moco.py augmentation2 RandomApply([Solarize()], p=0.2)"},
+    {"data.blur_sigma", "[0.1, 2.0]", "moco/loader.py GaussianBlur(sigma=[.1, 2.])"},
+};
+
 // configs/moco_v3_r50_imagenet.yaml against facebookresearch/moco-v3's CONFIG.md (R50, 100 epochs)
 // and main_moco.py's defaults, row by row with its source; then the lr its schedule gives. The
 // augmentation's order (the key view's blur, then its solarize, then the flip) is pinned by
@@ -275,7 +294,7 @@ TEST(DistMocoV3Test, BeforeSaveGivesEveryRankRank0sBuffers) {
 // data.augment_parity_torchvision.
 TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
   using constant_table::Constant;
-  const std::vector<Constant> official = {
+  std::vector<Constant> official = {
       {"model.method", "v3", "MoCo v3"},
       {"model.arch", "resnet50", "main_moco.py -a resnet50 (default)"},
       {"model.small_stem", "false", "torchvision's resnet50"},
@@ -296,22 +315,9 @@ TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
       {"optim.lr_update", "step", "main_moco.py adjust_learning_rate at epoch + i / iters_per_epoch"},
       {"train.epochs", "100", "CONFIG.md R50 100-epoch; main_moco.py --epochs 100"},
       {"data.crop_scale_min", "0.2", "CONFIG.md --crop-min=.2"},
-      {"data.image_size", "224", "main_moco.py RandomResizedCrop(224)"},
-      {"data.saturation", "0.2", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
-      {"data.hue", "0.1", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
-      {"data.jitter_prob", "0.8", "main_moco.py RandomApply([ColorJitter], p=0.8)"},
-      {"data.grayscale_prob", "0.2", "main_moco.py RandomGrayscale(p=0.2)"},
-      {"data.brightness", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
-      {"data.contrast", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
-      {"data.flip_prob", "0.5", "main_moco.py RandomHorizontalFlip()"},
       {"data.transforms", "pil", "main_moco.py: torchvision's transforms on ImageFolder's PIL images"},
-      {"data.augmentation", "v3", "main_moco.py TwoCropsTransform(augmentation1, augmentation2)"},
-      {"data.blur_prob", "1.0", "main_moco.py augmentation1 RandomApply([GaussianBlur([.1, 2.])], p=1.0)"},
-      {"data.solarize_prob", "0", "main_moco.py augmentation1 has no Solarize"},
-      {"data.key_blur_prob", "0.1", "main_moco.py augmentation2 RandomApply([GaussianBlur([.1, 2.])], p=0.1)"},
-      {"data.key_solarize_prob", "0.2", "main_moco.py augmentation2 RandomApply([Solarize()], p=0.2)"},
-      {"data.blur_sigma", "[0.1, 2.0]", "moco/loader.py GaussianBlur(sigma=[.1, 2.])"},
   };
+  official.insert(official.end(), kV3Views.begin(), kV3Views.end());
   const auto c = run::load_config(constant_table::config_path("moco_v3_r50_imagenet.yaml"));
   constant_table::expect_constants(c, official, "moco_v3_r50_imagenet.yaml");
   // init_lr = 0.6 x 4096 / 256 = 9.6: linear over 10 warm-up epochs, then a cosine over the other 90.
@@ -348,7 +354,7 @@ namespace {
 // configs/moco_v3_vit_{small,base}_imagenet.yaml against CONFIG.md's ViT recipes (300 epochs, AdamW)
 // and main_moco.py's defaults, row by row with its source; then the lr their schedule gives.
 std::vector<constant_table::Constant> official_vit_recipe(const char* arch) {
-  return {
+  std::vector<constant_table::Constant> table = {
       {"model.method", "v3", "MoCo v3"},
       {"model.arch", arch, "CONFIG.md main_moco.py -a vit_small / -a vit_base; vits.py (patch 16, 12 heads)"},
       {"model.mlp", "false", "v3's heads are the projector and predictor"},
@@ -368,21 +374,9 @@ std::vector<constant_table::Constant> official_vit_recipe(const char* arch) {
       {"optim.lr_update", "step", "main_moco.py adjust_learning_rate at epoch + i / iters_per_epoch"},
       {"train.epochs", "300", "CONFIG.md: all ViT models are pre-trained for 300 epochs"},
       {"data.crop_scale_min", "0.08", "main_moco.py --crop-min 0.08 (default; the ViT commands leave it)"},
-      {"data.image_size", "224", "main_moco.py RandomResizedCrop(224)"},
-      {"data.saturation", "0.2", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
-      {"data.hue", "0.1", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
-      {"data.jitter_prob", "0.8", "main_moco.py RandomApply([ColorJitter], p=0.8)"},
-      {"data.grayscale_prob", "0.2", "main_moco.py RandomGrayscale(p=0.2)"},
-      {"data.brightness", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
-      {"data.contrast", "0.4", "main_moco.py ColorJitter(0.4, 0.4, 0.2, 0.1)"},
-      {"data.flip_prob", "0.5", "main_moco.py RandomHorizontalFlip()"},
-      {"data.augmentation", "v3", "main_moco.py TwoCropsTransform(augmentation1, augmentation2)"},
-      {"data.blur_prob", "1.0", "main_moco.py augmentation1 RandomApply([GaussianBlur([.1, 2.])], p=1.0)"},
-      {"data.solarize_prob", "0", "main_moco.py augmentation1 has no Solarize"},
-      {"data.key_blur_prob", "0.1", "main_moco.py augmentation2 RandomApply([GaussianBlur([.1, 2.])], p=0.1)"},
-      {"data.key_solarize_prob", "0.2", "main_moco.py augmentation2 RandomApply([Solarize()], p=0.2)"},
-      {"data.blur_sigma", "[0.1, 2.0]", "moco/loader.py GaussianBlur(sigma=[.1, 2.])"},
   };
+  table.insert(table.end(), kV3Views.begin(), kV3Views.end());
+  return table;
 }
 
 void expect_vit_recipe(const char* file, const char* arch) {
