@@ -7,8 +7,9 @@
 // workers, epochs of the two sources alternated, and their ratios.
 // With --peer it runs that script on the same files in the same command and prints the ratio; it
 // also reports how far data.dct_scaling moves the views' values from the full-size decode.
-//   build/bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]   (DIR: *.jpg, e.g. 500x375 photos)
-//   build/bench_data --epoch-order SIZE   (an epoch start's cost on a split of SIZE images: bench/start_at_scale.sh)
+//   build/bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]   (DIR: *.jpg, e.g. 500x375 photos;
+//   --help) build/bench_data --epoch-order SIZE   (an epoch start's cost on a split of SIZE images:
+//   bench/start_at_scale.sh)
 #include "data/augment.h"
 #include "data/encoded_views.h"
 #include "data/image_folder.h"
@@ -17,11 +18,12 @@
 #include "data/loader.h"
 #include "sys/openblas_kernels.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -171,34 +173,34 @@ int epoch_order_bench(int64_t size) {
 int main(int argc, char** argv) {
   moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
   using namespace moco::data;
-  if (argc == 3 && std::strcmp(argv[1], "--epoch-order") == 0) return epoch_order_bench(std::stoll(argv[2]));
-  if (argc < 2) {
-    std::cerr << "usage: bench_data DIR [--rounds N] [--peer bench/bench_data_torchvision.py]\n"
-                 "       bench_data --epoch-order SIZE\n";
-    return 2;
-  }
+  CLI::App app{
+      "bench_data: one thread's PIL-equal v2 views of JPEGs (against torchvision + PIL with --peer), "
+      "then the loader on an ImageFolder against HDF5 shards; or an epoch start's cost"};
+  std::string dir, peer;
   int rounds = 4;
-  std::string peer;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--rounds") == 0)
-      rounds = std::stoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--peer") == 0)
-      peer = argv[i + 1];
-    else {
-      std::cerr << "bench_data: unknown option " << argv[i] << "\n";
-      return 2;
-    }
+  int64_t epoch_order_size = -1;
+  app.add_option("DIR", dir, "a folder of .jpg files (e.g. 500x375 photos: bench_data_torchvision.py DIR --make 64)");
+  app.add_option("--rounds", rounds, "epochs over the files per timing")->check(CLI::PositiveNumber);
+  app.add_option("--peer", peer, "bench/bench_data_torchvision.py: time the official transforms on DIR too");
+  app.add_option("--epoch-order", epoch_order_size,
+                 "instead: an epoch start's cost (shuffled order, each rank's share) on a split of this many images")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (epoch_order_size >= 0) return epoch_order_bench(epoch_order_size);
+  if (dir.empty() || !std::filesystem::is_directory(dir)) {
+    std::cerr << "bench_data: DIR '" << dir << "' is not a folder of .jpg files (--help says more)\n";
+    return 2;
   }
   std::vector<std::vector<uint8_t>> files;
   std::vector<std::filesystem::path> paths;
-  for (const auto& e : std::filesystem::directory_iterator(argv[1])) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().extension() != ".jpg" && e.path().extension() != ".JPEG" && e.path().extension() != ".jpeg") continue;
     paths.push_back(e.path());
     std::ifstream in(e.path(), std::ios::binary);
     files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   if (files.empty()) {
-    std::cerr << "bench_data: no .jpg files in " << argv[1] << "\n";
+    std::cerr << "bench_data: no .jpg files in " << dir << "\n";
     return 2;
   }
   AugmentOptions o;  // v2 aug+ as configs/moco_v2_r50_imagenet.yaml (PIL transforms, full-size decode)
@@ -216,7 +218,7 @@ int main(int argc, char** argv) {
   report_dct_deviation(files, o);
   if (!peer.empty()) {
     // The peer runs between two more timings of ours, so that a drift of the machine shows.
-    const double theirs = peer_images_per_second(peer, argv[1], rounds);
+    const double theirs = peer_images_per_second(peer, dir, rounds);
     const double again = views_per_second(files, o, false, rounds);
     std::cout << "moco_dist / torchvision + PIL, the same PIL-equal views, both decoding at full size: "
               << rate_pil / theirs << " before, " << again / theirs

@@ -252,6 +252,7 @@ transpose_right_columns_skipped|src/data/plane_transpose.cpp|  transpose_scalar(
 pil_flat_blend_table_off_by_one|src/data/pil_color.cpp|  for (uint8_t& p : image.pixels) p = table[p];|  for (uint8_t& p : image.pixels) p = table[p == 255 ? p : p + 1];|^PilColorTest\.|^data\.augment_parity_torchvision$
 pil_saturation_clamp_low|src/data/pil_color.cpp|alpha * (value - degenerate), 0.0f, 255.0f));|alpha * (value - degenerate), 0.0f, 254.0f));|^PilColorTest\.|^data\.augment_parity_torchvision$
 openblas_restart_named_exe|src/sys/openblas_kernels.cpp|  execv(own_path().c_str(), argv.data());|  execv("/proc/self/exe", argv.data());|^cli\.openblas_kernels$
+bench_data_folder_unchecked|bench/bench_data.cpp|!std::filesystem::is_directory(dir)|false|^bench\.data_arguments$
 method_skip_ignored|src/moco_v2/moco_v2.cpp|  optimizer_.step(out.trained);|  optimizer_.step();|^faults\.nan_skip$
 method_queue_not_checkpointed|src/moco_v2/moco_v2.cpp|  entries.push_back({"moco/queue", queue[0]});|  (void)queue;|^ckpt\.resume_bitwise_np1$
 chores_no_bn_agreement_before_save|src/train/run_chores.cpp|  run_.method->before_save();|  (void)0;|^ckpt\.resume_bitwise_np2$|^cli\.train\.bn_buffers_np2$
@@ -464,7 +465,7 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 # Every executable a ctest entry runs (tests/CMakeLists.txt and the scripts it calls), so that none
 # of them keeps the unmutated code.
-targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_pack moco_augment_parity_tool moco_v3_step_tool openblas_probe)
+targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_pack moco_augment_parity_tool moco_v3_step_tool openblas_probe bench_data)
 echo "building the unmutated tree in $build"
 cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 2; }
 
