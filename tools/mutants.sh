@@ -402,7 +402,7 @@ v3_solarize_before_blur|src/data/view_augment.cpp|    if (p.blur) ops.blur(view,
     if (p.blur) ops.blur(view, p.sigma);|^ViewAugmentTest\.|^data\.augment_parity_torchvision$
 v3_solarize_in_v2|src/data/view_augment.cpp|if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);|if (p.solarize) ops.solarize(view);|^ViewAugmentTest\.|^data\.augment_parity_torchvision$
 v3_view_probabilities_swapped|src/data/augment.cpp|options.recipe == Recipe::kV3 && view == 1|options.recipe == Recipe::kV3 && view == 0|^ViewParamsTest\.|^PaperConfigTest\.|^data\.augment_parity_torchvision$
-v3_query_view_solarized|src/data/loader.cpp|augment_batch(images, options_of_view(augment, 0), query_seeds)|augment_batch(images, options_of_view(augment, 1), query_seeds)|^ViewAugmentTest\.
+v3_query_view_solarized|src/data/loader.cpp|augment_batch(images, options_of_view(augment, 0), query_seeds, view_type)|augment_batch(images, options_of_view(augment, 1), query_seeds, view_type)|^ViewAugmentTest\.
 v3_encoded_key_view_as_query|src/data/encoded_views.cpp|k = draw_view_params(*key_seed, full.height, full.width, options_of_view(o, 1));|k = draw_view_params(*key_seed, full.height, full.width, o);|^ImageFolderTest\.
 v3_never_blurs|src/data/view_params.cpp|o.recipe == Recipe::kV3) && blur_gate;|o.recipe == Recipe::kV1) && blur_gate;|^ViewParamsTest\.|^PaperConfigTest\.|^data\.augment_parity_torchvision$
 v3_solarize_gate_before_flip|src/data/view_params.cpp|  p.flip = detail::uniform01(rng) < o.flip_prob;|  const bool gate_in_pipeline_order = detail::uniform01(rng) < o.solarize_prob;
