@@ -418,6 +418,19 @@ v3_bf16_key_not_autocast|src/moco_v3/v3_model.cpp|  const model::AutocastGuard a
   return widened(projector_k_|  return widened(projector_k_|^MocoV3Test\.
 v3_bf16_not_wired|src/moco_v3/moco_v3.cpp|c.train.precision == run::Precision::kBf16}|false}|^cli\.train\.v3_r50_config_np2$
 v3_config_key_solarize_drifts|configs/moco_v3_r50_imagenet.yaml|  key_solarize_prob: 0.2 |  key_solarize_prob: 0.1 |^PaperConfigTest\.
+uint8_normalize_order|src/run/device_batches.cpp|pixels.to(torch::kFloat).div_(scale_).sub_(mean_).div_(std_)|pixels.to(torch::kFloat).sub_(mean_).div_(scale_).div_(std_)|^PixelNormalizerTest\.|^Uint8ViewsTest\.
+uint8_normalize_by_reciprocal|src/run/device_batches.cpp|.div_(scale_)|.mul_(1.0f / scale_)|^PixelNormalizerTest\.|^Uint8ViewsTest\.
+uint8_normalize_first_channel_only|src/run/device_batches.cpp|static_cast<size_t>(count == 1 ? 0 : c)|static_cast<size_t>(0)|^PixelNormalizerTest\.|^Uint8ViewsTest\.
+device_batches_staged_kept_at_start_epoch|src/run/device_batches.cpp|  staged_.reset();|  (void)0;|^DeviceBatchesTest\.
+device_batches_end_kept_at_start_epoch|src/run/device_batches.cpp|  epoch_ended_ = false;|  (void)0;|^DeviceBatchesTest\.
+device_batches_hand_out_the_next|src/run/device_batches.cpp|  std::unique_ptr<Staged> current = std::move(staged_);
+  staged_ = fetch();|  staged_ = fetch();
+  std::unique_ptr<Staged> current = std::move(staged_);|^DeviceBatchesTest\.
+uint8_views_ignored|src/data/loader.cpp|options.uint8_views ? torch::kUInt8 : torch::kFloat|torch::kFloat|^Uint8ViewsTest\.|^DeviceBatchesTest\.
+uint8_views_simple_loader_accepted|src/data/loader.cpp|if (options.uint8_views && augment.recipe == Recipe::kSimple)|if (false)|^Uint8ViewsTest\.SimpleRecipeRefused$
+uint8_views_simple_batch_accepted|src/data/augment.cpp|if (view_type == torch::kUInt8 && recipe == Recipe::kSimple)|if (false)|^Uint8ViewsTest\.SimpleRecipeRefused$
+uint8_views_on_cpu|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return recipe != data::Recipe::kSimple;|^Uint8ViewsTest\.
+uint8_views_for_simple|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return device.is_cuda();|^Uint8ViewsTest\.
 LIST
 )
 
