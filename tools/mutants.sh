@@ -424,8 +424,10 @@ uint8_normalize_first_channel_only|src/run/device_batches.cpp|static_cast<size_t
 device_batches_staged_kept_at_start_epoch|src/run/device_batches.cpp|  staged_.reset();|  (void)0;|^DeviceBatchesTest\.
 device_batches_end_kept_at_start_epoch|src/run/device_batches.cpp|  epoch_ended_ = false;|  (void)0;|^DeviceBatchesTest\.
 device_batches_hand_out_the_next|src/run/device_batches.cpp|  std::unique_ptr<Staged> current = std::move(staged_);
-  staged_ = fetch();|  staged_ = fetch();
+  staged_ = fetch_ahead();|  staged_ = fetch_ahead();
   std::unique_ptr<Staged> current = std::move(staged_);|^DeviceBatchesTest\.
+device_batches_error_a_batch_early|src/run/device_batches.cpp|  staged_ = fetch_ahead();|  staged_ = fetch();|^DeviceBatchesTest\.
+device_batches_error_kept_at_start_epoch|src/run/device_batches.cpp|  failed_ = nullptr;|  (void)0;|^DeviceBatchesTest\.
 uint8_views_ignored|src/data/loader.cpp|options.uint8_views ? torch::kUInt8 : torch::kFloat|torch::kFloat|^Uint8ViewsTest\.|^DeviceBatchesTest\.
 uint8_views_simple_loader_accepted|src/data/loader.cpp|if (options.uint8_views && augment.recipe == Recipe::kSimple)|if (false)|^Uint8ViewsTest\.SimpleRecipeRefused$
 uint8_views_simple_batch_accepted|src/data/augment.cpp|if (view_type == torch::kUInt8 && recipe == Recipe::kSimple)|if (false)|^Uint8ViewsTest\.SimpleRecipeRefused$

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <exception>
 #include <stdexcept>
 #include <utility>
 
@@ -79,16 +80,29 @@ DeviceBatches::~DeviceBatches() = default;
 void DeviceBatches::start_epoch(int64_t epoch, int64_t first_batch) {
   staged_.reset();  // the old epoch's (or old position's) next batch: the new one starts its own
   epoch_ended_ = false;
+  failed_ = nullptr;
   loader_.start_epoch(epoch, first_batch);
 }
 
 std::optional<data::TwoViewBatch> DeviceBatches::next() {
   if (!normalize_) return loader_.next();
-  if (!staged_) staged_ = fetch();  // the first batch since start_epoch
+  if (failed_) std::rethrow_exception(failed_);  // this batch's, met while staging it
+  if (!staged_) staged_ = fetch();               // the first batch since start_epoch
   if (!staged_) return std::nullopt;
   std::unique_ptr<Staged> current = std::move(staged_);
-  staged_ = fetch();  // batch n+1's copy is queued before batch n is used, so it overlaps step n
+  staged_ = fetch_ahead();  // batch n+1's copy is queued before batch n is used, so it overlaps step n
   return hand_out(std::move(*current));
+}
+
+// The loader's error for batch n+1 belongs to the call that asks for it, as without the lookahead:
+// batch n is still handed out, and the error named with the step of batch n+1.
+std::unique_ptr<DeviceBatches::Staged> DeviceBatches::fetch_ahead() {
+  try {
+    return fetch();
+  } catch (...) {
+    failed_ = std::current_exception();
+    return nullptr;
+  }
 }
 
 std::unique_ptr<DeviceBatches::Staged> DeviceBatches::fetch() {

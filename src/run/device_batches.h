@@ -8,6 +8,7 @@
 
 #include <torch/types.h>
 
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,7 +34,9 @@ class PixelNormalizer {
 // hands out batch n on the device, normalised there, having started the copy of batch n+1 first. On
 // CUDA that copy is asynchronous from pinned memory on a side stream, so it overlaps step n; on the
 // CPU the same lookahead runs without a copy (what the tests drive). The staged batch is dropped by
-// start_epoch; the loader's position is the caller's to count, by the batches handed out.
+// start_epoch; the loader's position is the caller's to count, by the batches handed out. The loader's
+// error for a batch is thrown by the call that asks for that batch, and by every later one until
+// start_epoch, as the loader does.
 class DeviceBatches {
  public:
   DeviceBatches(data::TwoViewLoader& loader, const data::AugmentOptions& augment, int64_t channels,
@@ -50,9 +53,10 @@ class DeviceBatches {
   std::string describe() const;
 
  private:
-  struct Staged;                    // a batch whose uint8 views are on their way to the device
-  struct CopyLane;                  // CUDA: the side stream the copies run on
-  std::unique_ptr<Staged> fetch();  // the loader's next batch, staged; nullptr at the epoch's end
+  struct Staged;                          // a batch whose uint8 views are on their way to the device
+  struct CopyLane;                        // CUDA: the side stream the copies run on
+  std::unique_ptr<Staged> fetch();        // the loader's next batch, staged; nullptr at the epoch's end
+  std::unique_ptr<Staged> fetch_ahead();  // fetch(), its error kept in failed_ for the next call
   std::unique_ptr<Staged> stage(data::TwoViewBatch host);
   data::TwoViewBatch hand_out(Staged staged) const;
 
@@ -62,6 +66,7 @@ class DeviceBatches {
   std::unique_ptr<CopyLane> lane_;            // with uint8 views on CUDA only
   std::unique_ptr<Staged> staged_;            // batch n+1, or batch n before the epoch's first next()
   bool epoch_ended_ = false;                  // the loader said nullopt: nothing more to fetch
+  std::exception_ptr failed_;                 // the staged batch's error, thrown from next() until start_epoch
 };
 
 }  // namespace moco::run
