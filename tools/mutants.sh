@@ -403,7 +403,7 @@ v3_solarize_before_blur|src/data/view_augment.cpp|    if (p.blur) ops.blur(view,
     if (p.blur) ops.blur(view, p.sigma);|^ViewAugmentTest\.|^data\.augment_parity_torchvision$
 v3_solarize_in_v2|src/data/view_augment.cpp|if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);|if (p.solarize) ops.solarize(view);|^ViewAugmentTest\.|^data\.augment_parity_torchvision$
 v3_view_probabilities_swapped|src/data/augment.cpp|options.recipe == Recipe::kV3 && view == 1|options.recipe == Recipe::kV3 && view == 0|^ViewParamsTest\.|^PaperConfigTest\.|^data\.augment_parity_torchvision$
-v3_query_view_solarized|src/data/loader.cpp|augment_batch(images, options_of_view(augment, 0), query_seeds)|augment_batch(images, options_of_view(augment, 1), query_seeds)|^ViewAugmentTest\.
+v3_query_view_solarized|src/data/loader.cpp|augment_batch(images, options_of_view(augment, 0), query_seeds, view_type)|augment_batch(images, options_of_view(augment, 1), query_seeds, view_type)|^ViewAugmentTest\.
 v3_encoded_key_view_as_query|src/data/encoded_views.cpp|k = draw_view_params(*key_seed, full.height, full.width, options_of_view(o, 1));|k = draw_view_params(*key_seed, full.height, full.width, o);|^ImageFolderTest\.
 v3_never_blurs|src/data/view_params.cpp|o.recipe == Recipe::kV3) && blur_gate;|o.recipe == Recipe::kV1) && blur_gate;|^ViewParamsTest\.|^PaperConfigTest\.|^data\.augment_parity_torchvision$
 v3_solarize_gate_before_flip|src/data/view_params.cpp|  p.flip = detail::uniform01(rng) < o.flip_prob;|  const bool gate_in_pipeline_order = detail::uniform01(rng) < o.solarize_prob;
@@ -419,6 +419,21 @@ v3_bf16_key_not_autocast|src/moco_v3/v3_model.cpp|  const model::AutocastGuard a
   return widened(projector_k_|  return widened(projector_k_|^MocoV3Test\.
 v3_bf16_not_wired|src/moco_v3/moco_v3.cpp|c.train.precision == run::Precision::kBf16}|false}|^cli\.train\.v3_r50_config_np2$
 v3_config_key_solarize_drifts|configs/moco_v3_r50_imagenet.yaml|  key_solarize_prob: 0.2 |  key_solarize_prob: 0.1 |^PaperConfigTest\.
+uint8_normalize_order|src/run/device_batches.cpp|pixels.to(torch::kFloat).div_(scale_).sub_(mean_).div_(std_)|pixels.to(torch::kFloat).sub_(mean_).div_(scale_).div_(std_)|^PixelNormalizerTest\.|^Uint8ViewsTest\.
+uint8_normalize_by_reciprocal|src/run/device_batches.cpp|.div_(scale_)|.mul_(1.0f / scale_)|^PixelNormalizerTest\.|^Uint8ViewsTest\.
+uint8_normalize_first_channel_only|src/run/device_batches.cpp|static_cast<size_t>(count == 1 ? 0 : c)|static_cast<size_t>(0)|^PixelNormalizerTest\.|^Uint8ViewsTest\.
+device_batches_staged_kept_at_start_epoch|src/run/device_batches.cpp|  staged_.reset();|  (void)0;|^DeviceBatchesTest\.
+device_batches_end_kept_at_start_epoch|src/run/device_batches.cpp|  epoch_ended_ = false;|  (void)0;|^DeviceBatchesTest\.
+device_batches_hand_out_the_next|src/run/device_batches.cpp|  std::unique_ptr<Staged> current = std::move(staged_);
+  staged_ = fetch_ahead();|  staged_ = fetch_ahead();
+  std::unique_ptr<Staged> current = std::move(staged_);|^DeviceBatchesTest\.
+device_batches_error_a_batch_early|src/run/device_batches.cpp|  staged_ = fetch_ahead();|  staged_ = fetch();|^DeviceBatchesTest\.
+device_batches_error_kept_at_start_epoch|src/run/device_batches.cpp|  failed_ = nullptr;|  (void)0;|^DeviceBatchesTest\.
+uint8_views_ignored|src/data/loader.cpp|options.uint8_views ? torch::kUInt8 : torch::kFloat|torch::kFloat|^Uint8ViewsTest\.|^DeviceBatchesTest\.
+uint8_views_simple_loader_accepted|src/data/loader.cpp|if (options.uint8_views && augment.recipe == Recipe::kSimple)|if (false)|^Uint8ViewsTest\.SimpleRecipeRefused$
+uint8_views_simple_batch_accepted|src/data/augment.cpp|if (view_type == torch::kUInt8 && recipe == Recipe::kSimple)|if (false)|^Uint8ViewsTest\.SimpleRecipeRefused$
+uint8_views_on_cpu|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return recipe != data::Recipe::kSimple;|^Uint8ViewsTest\.
+uint8_views_for_simple|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return device.is_cuda();|^Uint8ViewsTest\.
 LIST
 )
 

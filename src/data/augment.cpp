@@ -45,6 +45,14 @@ void check_options(const AugmentOptions& o) {
   require(o.ratio_min > 0 && o.ratio_min <= o.ratio_max, "need 0 < ratio_min <= ratio_max");
 }
 
+void check_view_type(torch::Dtype view_type, Recipe recipe) {
+  if (view_type != torch::kFloat && view_type != torch::kUInt8)
+    throw std::invalid_argument("augment_batch: views are float or uint8");
+  // The simple recipe resamples and jitters the whole batch in float: it has no uint8 views to give.
+  if (view_type == torch::kUInt8 && recipe == Recipe::kSimple)
+    throw std::invalid_argument("augment_batch: uint8 views need the v1, v2 or v3 augmentation, not simple");
+}
+
 SampleParams draw_params(uint64_t seed, int64_t height, int64_t width, const AugmentOptions& o) {
   std::mt19937_64 rng(seed);
   SampleParams p;
@@ -125,25 +133,24 @@ torch::Tensor normalize_(torch::Tensor x, const AugmentOptions& o) {
   return x.sub_(mean).div_(std);
 }
 
-// v1/v2: one sample at a time on uint8 pixels, as torchvision; the views are written straight into
-// the batch.
+// v1/v2/v3: one sample at a time on uint8 pixels, as torchvision; the views are written straight
+// into the batch, as `view_type` (kFloat normalised, kUInt8 pixels).
 torch::Tensor augment_per_sample(const torch::Tensor& images, const AugmentOptions& o,
-                                 const std::vector<uint64_t>& seeds) {
+                                 const std::vector<uint64_t>& seeds, torch::Dtype view_type) {
   const int64_t n = images.size(0), channels = images.size(1), height = images.size(2), width = images.size(3);
   channel_values(o.mean, channels, "mean");  // the count check, before any work
   channel_values(o.std, channels, "std");
   for (double s : o.std)
     if (s == 0) throw std::invalid_argument("augment: std must be non-zero");
   const torch::Tensor input = images.contiguous();
-  torch::Tensor out = torch::empty({n, channels, o.out_size, o.out_size}, torch::kFloat);
-  const int64_t in_bytes = channels * height * width, out_floats = channels * o.out_size * o.out_size;
+  torch::Tensor out = torch::empty({n, channels, o.out_size, o.out_size}, view_type);
+  const int64_t in_bytes = channels * height * width;
   Image image(channels, height, width);
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* src = input.data_ptr<uint8_t>() + i * in_bytes;
     std::copy(src, src + in_bytes, image.pixels.begin());
     const ViewParams params = draw_view_params(seeds[static_cast<size_t>(i)], height, width, o);
-    normalize_into(augment_view(image, params, o.recipe, o.transforms, o.out_size), o.mean, o.std,
-                   out.data_ptr<float>() + i * out_floats);
+    write_view(augment_view(image, params, o.recipe, o.transforms, o.out_size), o.mean, o.std, view_out(out, i));
   }
   return out;
 }
@@ -172,18 +179,19 @@ const char* recipe_name(Recipe recipe) {
 }
 
 torch::Tensor augment_batch(const torch::Tensor& images, const AugmentOptions& options,
-                            const std::vector<uint64_t>& sample_seeds) {
+                            const std::vector<uint64_t>& sample_seeds, torch::Dtype view_type) {
   torch::NoGradGuard no_grad;
   check_images(images, "augment_batch");
   check_options(options);
+  check_view_type(view_type, options.recipe);
   const int64_t n = images.size(0), channels = images.size(1), height = images.size(2), width = images.size(3);
   if (static_cast<int64_t>(sample_seeds.size()) != n) {
     throw std::invalid_argument("augment_batch: " + std::to_string(sample_seeds.size()) + " seeds for " +
                                 std::to_string(n) + " images");
   }
-  if (n == 0) return torch::empty({0, channels, options.out_size, options.out_size}, torch::kFloat);
+  if (n == 0) return torch::empty({0, channels, options.out_size, options.out_size}, view_type);
   if (height == 0 || width == 0) throw std::invalid_argument("augment_batch: images have zero height or width");
-  if (options.recipe != Recipe::kSimple) return augment_per_sample(images, options, sample_seeds);
+  if (options.recipe != Recipe::kSimple) return augment_per_sample(images, options, sample_seeds, view_type);
 
   std::vector<SampleParams> params;
   params.reserve(sample_seeds.size());

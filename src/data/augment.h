@@ -14,9 +14,11 @@ namespace moco::data {
 
 // uint8 [n, C, H, W] -> float [n, C, out, out]. Sample i draws its random parameters from
 // std::mt19937_64(sample_seeds[i]) alone, so a sample's view does not depend on which batch, rank
-// or thread it lands in. Throws std::invalid_argument on bad options or shapes.
+// or thread it lands in. view_type kUInt8: the views' uint8 pixels before ToTensor + Normalize
+// instead (recipes v1, v2, v3; the simple recipe works in float and refuses it). Throws
+// std::invalid_argument on bad options or shapes.
 torch::Tensor augment_batch(const torch::Tensor& images, const AugmentOptions& options,
-                            const std::vector<uint64_t>& sample_seeds);
+                            const std::vector<uint64_t>& sample_seeds, torch::Dtype view_type = torch::kFloat);
 
 // The seed of one view of one sample in one epoch (a hash of all four).
 uint64_t view_seed(uint64_t seed, int64_t epoch, int64_t index, int view);

@@ -32,7 +32,7 @@ CropBox map_box(const CropBox& b, const ImageSize& full, const Image& decoded) {
 }  // namespace
 
 void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions& o, bool dct_scaling,
-                         uint64_t query_seed, float* query, const uint64_t* key_seed, float* key) {
+                         uint64_t query_seed, ViewOut query, const uint64_t* key_seed, ViewOut key) {
   const ImageSize full = image_size(bytes, size);
   ViewParams q = draw_view_params(query_seed, full.height, full.width, options_of_view(o, 0)), k;
   double scale = scale_needed(q.box, o.out_size);
@@ -47,10 +47,10 @@ void encoded_train_views(const uint8_t* bytes, size_t size, const AugmentOptions
       dct_scaling ? static_cast<int64_t>(std::ceil(static_cast<double>(full.width) * std::min(1.0, scale))) : 0;
   const Decoded decoded = decode_image(bytes, size, min_h, min_w);
   q.box = map_box(q.box, full, decoded.image);
-  normalize_into(augment_view(decoded.image, q, o.recipe, o.transforms, o.out_size), o.mean, o.std, query);
+  write_view(augment_view(decoded.image, q, o.recipe, o.transforms, o.out_size), o.mean, o.std, query);
   if (key_seed) {
     k.box = map_box(k.box, full, decoded.image);
-    normalize_into(augment_view(decoded.image, k, o.recipe, o.transforms, o.out_size), o.mean, o.std, key);
+    write_view(augment_view(decoded.image, k, o.recipe, o.transforms, o.out_size), o.mean, o.std, key);
   }
 }
 

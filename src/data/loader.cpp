@@ -124,20 +124,20 @@ TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
   }
   TwoViewBatch batch;
   batch.indices = torch::tensor(indices, torch::kInt64);
+  const torch::Dtype view_type = options.uint8_views ? torch::kUInt8 : torch::kFloat;
   if (dataset->is_encoded()) {
     // Images of their own sizes: each sample is decoded once and cropped into both views; the
     // views go straight into the batch.
-    const int64_t c = dataset->channels(), s = augment.out_size, floats = c * s * s;
-    batch.query = torch::empty({b, c, s, s}, torch::kFloat);
-    if (options.key_view) batch.key = torch::empty({b, c, s, s}, torch::kFloat);
+    const int64_t c = dataset->channels(), s = augment.out_size;
+    batch.query = torch::empty({b, c, s, s}, view_type);
+    if (options.key_view) batch.key = torch::empty({b, c, s, s}, view_type);
     std::vector<int64_t> labels(indices.size());
     for (size_t i = 0; i < indices.size(); ++i) {
       dataset->with_encoded(indices[i], [&](const uint8_t* bytes, size_t size, int64_t label) {
-        encoded_train_views(
-            bytes, size, augment, augment.dct_scaling, query_seeds[i],
-            batch.query.data_ptr<float>() + static_cast<int64_t>(i) * floats,
-            options.key_view ? &key_seeds[i] : nullptr,
-            options.key_view ? batch.key.data_ptr<float>() + static_cast<int64_t>(i) * floats : nullptr);
+        const auto sample = static_cast<int64_t>(i);
+        encoded_train_views(bytes, size, augment, augment.dct_scaling, query_seeds[i], view_out(batch.query, sample),
+                            options.key_view ? &key_seeds[i] : nullptr,
+                            options.key_view ? view_out(batch.key, sample) : ViewOut(nullptr));
         labels[i] = label;
       });
     }
@@ -145,8 +145,8 @@ TwoViewBatch TwoViewLoader::State::build(int64_t j) const {
     return batch;
   }
   auto [images, labels] = dataset->get_batch(indices);
-  batch.query = augment_batch(images, options_of_view(augment, 0), query_seeds);
-  if (options.key_view) batch.key = augment_batch(images, options_of_view(augment, 1), key_seeds);
+  batch.query = augment_batch(images, options_of_view(augment, 0), query_seeds, view_type);
+  if (options.key_view) batch.key = augment_batch(images, options_of_view(augment, 1), key_seeds, view_type);
   batch.labels = std::move(labels);
   return batch;
 }
@@ -203,6 +203,9 @@ TwoViewLoader::TwoViewLoader(std::shared_ptr<const Dataset> dataset, AugmentOpti
   check_options(options);
   if (options.workers < 1) throw std::invalid_argument("TwoViewLoader: workers must be at least 1");
   if (options.prefetch < 1) throw std::invalid_argument("TwoViewLoader: prefetch must be at least 1");
+  if (options.uint8_views && augment.recipe == Recipe::kSimple)
+    throw std::invalid_argument(
+        "TwoViewLoader: uint8_views needs the v1, v2 or v3 augmentation; the simple recipe makes its views in float");
   state_->dataset = std::move(dataset);
   state_->augment = std::move(augment);
   state_->options = options;
@@ -215,6 +218,8 @@ TwoViewLoader::TwoViewLoader(std::shared_ptr<const Dataset> dataset, AugmentOpti
 TwoViewLoader::~TwoViewLoader() { state_->stop(); }
 
 int64_t TwoViewLoader::batches_per_epoch() const { return state_->batches; }
+
+const LoaderOptions& TwoViewLoader::options() const { return state_->options; }
 
 void TwoViewLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   State& s = *state_;

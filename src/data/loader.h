@@ -16,9 +16,11 @@ struct LoaderOptions {
   int prefetch = 2;          // ready batches kept ahead of the consumer (batches being built count;
                              // the bound is max(prefetch, workers) so every worker can stay busy)
   bool shuffle = true;
-  bool key_view = true;     // false: the query view only (TwoViewBatch::key stays undefined)
-  bool pin_memory = false;  // batches in page-locked host memory, for asynchronous copies to a GPU
-  bool drop_last = true;    // false: keep the last partial batch, as main_lincls.py's sampler and loader
+  bool key_view = true;      // false: the query view only (TwoViewBatch::key stays undefined)
+  bool pin_memory = false;   // batches in page-locked host memory, for asynchronous copies to a GPU
+  bool uint8_views = false;  // views as uint8 pixels, normalised later on the device (run::PixelNormalizer);
+                             // recipes v1, v2, v3 (the simple recipe is refused)
+  bool drop_last = true;     // false: keep the last partial batch, as main_lincls.py's sampler and loader
   uint64_t seed = 0;
   int rank = 0, world_size = 1;
 };
@@ -37,8 +39,8 @@ std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& opti
 int64_t batches_per_epoch(int64_t dataset_size, const LoaderOptions& options);
 
 struct TwoViewBatch {
-  torch::Tensor query;    // float [b, C, S, S]
-  torch::Tensor key;      // float [b, C, S, S], an independent augmentation of the same images
+  torch::Tensor query;    // float [b, C, S, S] normalised (uint8 pixels with uint8_views)
+  torch::Tensor key;      // the same for an independent augmentation of the same images
   torch::Tensor labels;   // int64 [b] (for monitoring only; MoCo never reads them)
   torch::Tensor indices;  // int64 [b] dataset indices
 };
@@ -51,6 +53,7 @@ class TwoViewLoader {
   TwoViewLoader& operator=(const TwoViewLoader&) = delete;
 
   int64_t batches_per_epoch() const;
+  const LoaderOptions& options() const;
   // Starts producing the batches of `epoch` in the background (stops any epoch in flight), from batch
   // `first_batch` on: a resumed run continues mid-epoch. Batch j of an epoch holds the same global
   // samples for any world size with the same global batch.

@@ -72,4 +72,17 @@ void normalize_into(const Image& image, const std::vector<double>& mean, const s
   }
 }
 
+ViewOut view_out(torch::Tensor& views, int64_t i) {
+  const int64_t values = views.size(1) * views.size(2) * views.size(3);
+  if (views.scalar_type() == torch::kUInt8) return views.data_ptr<uint8_t>() + i * values;
+  return views.data_ptr<float>() + i * values;
+}
+
+void write_view(const Image& view, const std::vector<double>& mean, const std::vector<double>& std, ViewOut out) {
+  if (out.pixels)
+    std::copy(view.pixels.begin(), view.pixels.end(), out.pixels);
+  else
+    normalize_into(view, mean, std, out.normalised);
+}
+
 }  // namespace moco::data

@@ -1,10 +1,15 @@
 // defines: augment_view (MoCo v1/v2/v3's augmentation of one uint8 image with given parameters),
-// hflip, normalize_into (uint8 -> the network's normalised float input)
+// hflip, normalize_into (uint8 -> the network's normalised float input), ViewOut, view_out and
+// write_view (a view written as normalised floats or as its uint8 pixels)
 #pragma once
 
 #include "data/augment.h"
 #include "data/image.h"
 #include "data/view_params.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
 
 namespace moco::data {
 
@@ -28,5 +33,22 @@ void hflip(Image& image);
 // ToTensor + Normalize: (x / 255 - mean[c]) / std[c] in float32, written to out[C * H * W].
 // mean/std hold 1 value or one per channel (checked by the caller).
 void normalize_into(const Image& image, const std::vector<double>& mean, const std::vector<double>& std, float* out);
+
+// Where one view goes, C * S * S values: normalised floats (normalize_into) or its uint8 pixels as
+// they are, for a normalisation on the device (run::PixelNormalizer). Implicit from either pointer, so
+// a call site passes the buffer it has; nullptr: no view.
+struct ViewOut {
+  ViewOut(float* floats) : normalised(floats) {}
+  ViewOut(uint8_t* bytes) : pixels(bytes) {}
+  ViewOut(std::nullptr_t) {}
+  float* normalised = nullptr;
+  uint8_t* pixels = nullptr;
+};
+
+// Sample i's place in a batch of views [n, C, S, S], float (normalised) or uint8 (pixels).
+ViewOut view_out(torch::Tensor& views, int64_t i);
+
+// `view` into `out`: its planar pixels copied, or normalize_into.
+void write_view(const Image& view, const std::vector<double>& mean, const std::vector<double>& std, ViewOut out);
 
 }  // namespace moco::data

@@ -103,15 +103,16 @@ void RunChores::score_trained(double epoch) {
   result_.knn_trained = knn_.evaluate(run_.method->encoder(), "trained", step_, epoch);
 }
 
-void RunChores::start_epoch(data::TwoViewLoader& loader, int64_t epoch) {
+void RunChores::start_epoch(run::DeviceBatches& batches, int64_t epoch) {
   epoch_ = epoch;
   batch_in_epoch_ = epoch == at_.epoch ? at_.batch_in_epoch : 0;  // at_ is where the loader stands
-  loader.start_epoch(epoch, batch_in_epoch_);
+  batches.start_epoch(epoch, batch_in_epoch_);
 }
 
-std::optional<data::TwoViewBatch> RunChores::next_batch(data::TwoViewLoader& loader) {
+// A batch fetched ahead (DeviceBatches' lookahead) is not counted until it is handed out here.
+std::optional<data::TwoViewBatch> RunChores::next_batch(run::DeviceBatches& batches) {
   const auto wait_start = run::Clock::now();
-  auto batch = loader.next();
+  auto batch = batches.next();
   if (!batch) return batch;
   data_wait_ = run::seconds_since(wait_start);
   ++batch_in_epoch_;  // counting this step's batch

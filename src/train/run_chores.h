@@ -6,6 +6,7 @@
 
 #include "data/loader.h"
 #include "run/clock.h"
+#include "run/device_batches.h"
 #include "run/initial_weights.h"
 #include "run/knn_monitor.h"
 #include "run/online_probe.h"
@@ -29,10 +30,10 @@ class RunChores {
   bool done() const { return done_; }
   int64_t step() const { return step_; }             // steps done
   int64_t first_epoch() const { return at_.epoch; }  // the resumed one, or 0
-  // The loader at `epoch`'s start, or at the resumed batch of the first epoch.
-  void start_epoch(data::TwoViewLoader& loader, int64_t epoch);
-  // The loader's next batch, its wait timed; nullopt at the epoch's end.
-  std::optional<data::TwoViewBatch> next_batch(data::TwoViewLoader& loader);
+  // The batches at `epoch`'s start, or at the resumed batch of the first epoch.
+  void start_epoch(run::DeviceBatches& batches, int64_t epoch);
+  // The next batch (on the device), its wait timed; nullopt at the epoch's end.
+  std::optional<data::TwoViewBatch> next_batch(run::DeviceBatches& batches);
   // The learning rate of the step about to be made; from here to after_step the host must not wait
   // for the device (debug.check_step_syncs).
   double start_step();

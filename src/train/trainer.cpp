@@ -37,8 +37,8 @@ TrainResult train(const run::Config& config, const run::RunContext& context) {
   RunChores chores(run);
   try {
     for (int64_t epoch = chores.first_epoch(); !chores.done(); ++epoch) {
-      chores.start_epoch(run.loader, epoch);
-      while (const auto batch = chores.next_batch(run.loader)) {
+      chores.start_epoch(run.batches, epoch);
+      while (const auto batch = chores.next_batch(run.batches)) {
         run.method->set_lr(chores.start_step());
         const auto out = run.method->step(*batch, chores.step() + 1);
         if (chores.after_step(out)) break;

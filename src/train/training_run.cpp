@@ -36,6 +36,7 @@ data::LoaderOptions train_loader_options(const run::Config& config, const run::R
   options.rank = context.group->rank();
   options.world_size = world;
   options.pin_memory = context.device.is_cuda();
+  options.uint8_views = uint8_views(context.device, run::augment_options(config).recipe);
   run::log_rank_cores(context.device, context.local_size, torch::get_num_threads(), options.workers);
   spdlog::info("  data: {} decode/augmentation thread(s) per rank{}, {} batch(es) prefetched", options.workers,
                config.data.workers == 0 ? " (data.workers=0: from the cores)" : "", options.prefetch);
@@ -67,6 +68,10 @@ RunShape run_shape(const run::Config& c, const data::TwoViewLoader& loader, cons
 
 }  // namespace
 
+bool uint8_views(torch::Device device, data::Recipe recipe) {
+  return device.is_cuda() && recipe != data::Recipe::kSimple;
+}
+
 std::unique_ptr<run::Method> make_method(const run::Config& config, const run::RunContext& context,
                                          int64_t in_channels) {
   if (config.model.method == run::MocoVersion::kV3)
@@ -85,9 +90,11 @@ TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
       splits(run::load_splits(c)),
       method(make_method(c, ctx, splits.train->channels())),
       loader(splits.train, run::augment_options(c), train_loader_options(c, ctx)),
+      batches(loader, run::augment_options(c), splits.train->channels(), ctx.device),
       shape(run_shape(c, loader, *splits.train, world)),
       metrics(run::open_run_output(c, rank, /*append=*/checkpointing.will_try_resume(), ctx.dry_run)) {
   method->set_run_length(shape.total_steps);
+  spdlog::info("  views: {}", batches.describe());
 }
 
 void TrainingRun::log_plan() {

@@ -5,7 +5,7 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)/src
 step_sources=("$src"/model/*.cpp "$src"/train/*.cpp "$src"/run/sgd.cpp "$src"/moco_v2/moco_v2.cpp
-  "$src"/moco_v2/replicas.cpp "$src"/moco_v3/*.cpp "$src"/dist/reducer.cpp)
+  "$src"/moco_v2/replicas.cpp "$src"/moco_v3/*.cpp "$src"/dist/reducer.cpp "$src"/run/device_batches.cpp)
 hits=$(grep -nE '\.item\b|\.item<|\.cpu\(\)|\.to\(torch::kCPU|\.tolist\(' "${step_sources[@]}" |
   grep -vE 'read_on_host\(|// host read:' || true)
 if [ -n "$hits" ]; then
