@@ -211,6 +211,37 @@ TEST(DeviceBatchesTest, Uint8LookaheadGivesTheFloatLoadersBatchesInOrder) {
   EXPECT_FALSE(batches.next().has_value());
 }
 
+// On a GPU (tools/gpu_check.sh's gpu_tests run every test named Cuda*): the pinned uint8 views, copied
+// on the side stream one batch ahead and normalised on cuda:0, equal the float loader's views bit for
+// bit, in order, over two epochs. A matrix product on the compute stream after each batch keeps that
+// stream busy while the next batch's copy is in flight.
+TEST(CudaDeviceBatchesTest, SideStreamViewsEqualTheFloatLoadersBitForBit) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the side stream, its event and recordStream need one";
+  const AugmentOptions augment = augment_of(Recipe::kV2);
+  LoaderOptions options = loader_options(true);
+  options.pin_memory = true;
+  TwoViewLoader loader(synthetic(), augment, options);
+  const torch::Device cuda(torch::kCUDA, 0);
+  DeviceBatches batches(loader, augment, 3, cuda);
+  EXPECT_EQ(batches.describe(), "uint8, copied on a side stream one batch ahead, normalised on cuda:0");
+  const auto busy = torch::randn({2048, 2048}, torch::TensorOptions(cuda));
+  for (const int64_t epoch : {0, 1}) {
+    const auto expected = float_epoch(augment, epoch);
+    batches.start_epoch(epoch);
+    for (size_t j = 0; j < expected.size(); ++j) {
+      auto batch = batches.next();
+      ASSERT_TRUE(batch.has_value()) << "epoch " << epoch << " batch " << j;
+      ASSERT_TRUE(batch->query.is_cuda() && batch->key.is_cuda());
+      TwoViewBatch on_host = *batch;
+      on_host.query = batch->query.cpu();
+      on_host.key = batch->key.cpu();
+      expect_same_batch(on_host, expected[j], "epoch " + std::to_string(epoch) + " batch " + std::to_string(j));
+      torch::mm(busy, busy);
+    }
+    EXPECT_FALSE(batches.next().has_value());
+  }
+}
+
 // Float views (the CPU's, the simple recipe's) pass through as the loader gives them; a query-only
 // uint8 loader keeps its key undefined.
 TEST(DeviceBatchesTest, FloatViewsPassThroughAndQueryOnlyStaysQueryOnly) {
