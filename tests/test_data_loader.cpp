@@ -1,6 +1,8 @@
 #include "data/loader.h"
 #include "data/synthetic.h"
 
+#include "failing_dataset.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -360,32 +362,13 @@ TEST(LoaderTest, PrefetchBoundsTheWorkAhead) {
   expect_window_kept(/*workers=*/3, /*prefetch=*/1, /*window=*/3);
 }
 
-// Fails on one index; the default get_batch stacks get(), so the failure surfaces mid-batch.
-class FailingDataset : public Dataset {
- public:
-  explicit FailingDataset(int64_t bad) : inner_(40, 1, 8, 8, 4, 1), bad_(bad) {}
-  int64_t size() const override { return inner_.size(); }
-  Example get(int64_t index) const override {
-    if (index == bad_) throw std::runtime_error("cannot read sample " + std::to_string(index));
-    return inner_.get(index);
-  }
-  int64_t channels() const override { return inner_.channels(); }
-  int64_t height() const override { return inner_.height(); }
-  int64_t width() const override { return inner_.width(); }
-  int64_t num_classes() const override { return inner_.num_classes(); }
-
- private:
-  SyntheticDataset inner_;
-  int64_t bad_;
-};
-
 TEST(LoaderTest, DatasetErrorsPropagateFromNext) {
   LoaderOptions options = loader_options(2, 2);
   options.batch_size = 4;
   options.shuffle = false;
   AugmentOptions augment;
   augment.out_size = 8;
-  TwoViewLoader loader(std::make_shared<FailingDataset>(13), augment, options);
+  TwoViewLoader loader(std::make_shared<moco::test_data::FailingDataset>(13, 1, 8), augment, options);
   for (int attempt = 0; attempt < 2; ++attempt) {
     loader.start_epoch(attempt);
     for (int j = 0; j < 3; ++j) ASSERT_TRUE(loader.next().has_value()) << "batch " << j;  // before index 13

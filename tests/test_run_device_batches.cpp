@@ -6,6 +6,7 @@
 #include "data/loader.h"
 #include "data/synthetic.h"
 #include "data/view_augment.h"
+#include "failing_dataset.h"
 #include "image_files.h"
 #include "run/device_batches.h"
 #include "train/training_run.h"
@@ -269,32 +270,13 @@ TEST(DeviceBatchesTest, FloatViewsPassThroughAndQueryOnlyStaysQueryOnly) {
   EXPECT_EQ(count, pixels.batches_per_epoch());
 }
 
-// Fails on one index (the default get_batch stacks get(), so the failure surfaces mid-batch).
-class BrokenSampleDataset : public Dataset {
- public:
-  explicit BrokenSampleDataset(int64_t bad) : inner_(40, 3, 14, 14, 4, 1), bad_(bad) {}
-  int64_t size() const override { return inner_.size(); }
-  moco::data::Example get(int64_t index) const override {
-    if (index == bad_) throw std::runtime_error("cannot read sample " + std::to_string(index));
-    return inner_.get(index);
-  }
-  int64_t channels() const override { return inner_.channels(); }
-  int64_t height() const override { return inner_.height(); }
-  int64_t width() const override { return inner_.width(); }
-  int64_t num_classes() const override { return inner_.num_classes(); }
-
- private:
-  moco::data::SyntheticDataset inner_;
-  int64_t bad_;
-};
-
 // Batch 3 holds the broken sample 13: its error, met while staging it, is thrown when batch 3 is
 // asked for (batch 2 is handed out first, as without the lookahead), and again until start_epoch.
 TEST(DeviceBatchesTest, AStagedBatchsErrorIsThrownWhenItsBatchIsAskedFor) {
   const AugmentOptions augment = augment_of(Recipe::kV2);
   LoaderOptions options = loader_options(true);
   options.shuffle = false;
-  TwoViewLoader loader(std::make_shared<BrokenSampleDataset>(13), augment, options);
+  TwoViewLoader loader(std::make_shared<moco::test_data::FailingDataset>(13, 3, 14), augment, options);
   DeviceBatches batches(loader, augment, 3, torch::kCPU);
   for (int epoch = 0; epoch < 2; ++epoch) {
     batches.start_epoch(epoch);
