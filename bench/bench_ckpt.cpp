@@ -13,10 +13,11 @@
 #include "dist/bootstrap.h"
 #include "dist/mpi_process_group.h"
 #include "moco_v2/moco_v2.h"
-#include "model/moco.h"
-#include "run/sgd.h"
+#include "moco_v2/moco.h"
+#include "optim/sgd.h"
 #include "sys/host_memory.h"
 #include "sys/openblas_kernels.h"
+#include "train/pretraining.h"
 #include "train/train_state.h"
 
 #include <CLI/CLI.hpp>
@@ -91,11 +92,11 @@ int main(int argc, char** argv) {
     const int rank = group->rank(), world = group->world_size();
     auto encoder = moco::model::resnet_options_for("resnet50");
     encoder.mlp_head = true;
-    moco::model::MocoOptions options;
+    moco::moco_v2::MocoOptions options;
     options.queue_size = 65536;
-    moco::model::Moco moco(encoder, options, group, 0);
-    moco::run::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
-    moco::train::TrainState state(moco::moco_v2::state_entries(*moco, sgd, false));
+    moco::moco_v2::Moco moco(encoder, options, group, 0);
+    moco::optim::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
+    moco::train::TrainState state(moco::moco_v2::state_entries(*moco, sgd, false), moco::train::pretraining_layout());
     const auto& entries = state.entries_for_save({});
     int64_t bytes = 0;
     for (const auto& e : entries)

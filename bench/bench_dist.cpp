@@ -25,8 +25,8 @@
 #include "dist/mpi_process_group.h"
 #include "dist/reducer.h"
 #include "eval/knn.h"
-#include "model/batch_shuffle.h"
-#include "model/moco.h"
+#include "moco_v2/batch_shuffle.h"
+#include "moco_v2/moco.h"
 #include "sys/host_memory.h"
 #include "sys/openblas_kernels.h"
 
@@ -108,13 +108,13 @@ nlohmann::json shuffle_bench(ProcessGroup& group, int64_t b, int64_t side, int i
   const auto keys = torch::randn({b, 128});
   int64_t step = 0, rows_to_others = 0;
   const double a2a_s = time_per_call(group, 2, iters, [&] {
-    const moco::model::BatchShuffle plan(moco::model::shared_permutation(b * n, 0, step++), rank, n);
+    const moco::moco_v2::BatchShuffle plan(moco::moco_v2::shared_permutation(b * n, 0, step++), rank, n);
     plan.shuffle(images, group);
     plan.unshuffle(keys, group);
     rows_to_others = plan.rows_sent_to_others();
   });
   const double gather_s = time_per_call(group, 2, iters, [&] {
-    const auto perm = torch::tensor(moco::model::shared_permutation(b * n, 0, step++), torch::kLong);
+    const auto perm = torch::tensor(moco::moco_v2::shared_permutation(b * n, 0, step++), torch::kLong);
     const auto all_images = group.all_gather(images).index_select(0, perm).narrow(0, rank * b, b);
     const auto all_keys = group.all_gather(keys).index_select(0, perm.argsort()).narrow(0, rank * b, b);
   });
@@ -177,14 +177,14 @@ class StepRunner {
   const std::vector<double>& reducer_waits() const { return reducer_waits_; }
 
  private:
-  static moco::model::MocoOptions options() {
-    moco::model::MocoOptions o;
+  static moco::moco_v2::MocoOptions options() {
+    moco::moco_v2::MocoOptions o;
     o.queue_size = 4096;
     return o;
   }
   std::shared_ptr<ProcessGroup> group_;
   Comm comm_;
-  moco::model::Moco moco_;
+  moco::moco_v2::Moco moco_;
   torch::optim::SGD sgd_;
   moco::dist::GradientReducer reducer_;
   torch::Tensor im_q_, im_k_;

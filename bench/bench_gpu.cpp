@@ -12,13 +12,14 @@
 //     machinery around the model costs at a batch where the host may set the pace.
 // --device cpu runs either mode on the CPU: a smoke test of the code path, not a figure.
 #include "data/loader.h"
+#include "app/methods.h"
 #include "dist/bootstrap.h"
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 #include "moco_v2/moco_v2.h"
 #include "run/config.h"
 #include "run/device.h"
 #include "run/run_context.h"
-#include "run/sgd.h"
+#include "optim/sgd.h"
 #include "sys/host_memory.h"
 #include "sys/openblas_kernels.h"
 
@@ -57,15 +58,15 @@ std::function<void()> model_step(const Setup& s) {
   auto encoder = moco::model::resnet_options_for(s.arch);
   encoder.small_stem = false;
   encoder.mlp_head = true;
-  moco::model::MocoOptions options;
+  moco::moco_v2::MocoOptions options;
   options.queue_size = s.queue;
   options.temperature = 0.2;
   options.bf16 = s.precision == "bf16";
-  moco::model::Moco moco(encoder, options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
+  moco::moco_v2::Moco moco(encoder, options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
   moco->to(s.device);
   if (s.channels_last) moco::run::use_channels_last(*moco);
   moco->train();
-  auto sgd = std::make_shared<moco::run::MomentumSgd>(moco->trainable_parameters(), 0.9, 1e-4);
+  auto sgd = std::make_shared<moco::optim::MomentumSgd>(moco->trainable_parameters(), 0.9, 1e-4);
   sgd->set_lr(0.03);
   return [moco, sgd, im_q = images(s, s.device), im_k = images(s, s.device)]() mutable {
     auto out = moco->forward(im_q, im_k);
@@ -90,6 +91,7 @@ struct TrainerStep {
 std::shared_ptr<TrainerStep> trainer_step(const Setup& s) {
   auto t = std::make_shared<TrainerStep>();
   t->config = moco::run::load_config_text(
+      moco::app::methods(),
       fmt::format("model: {{arch: {}, small_stem: false, mlp: true}}\n"
                   "moco: {{queue_size: {}, momentum: 0.999, temperature: 0.2, bn_splits: 1}}\n"
                   "data: {{dataset: synthetic, image_size: {}}}\n"

@@ -9,9 +9,9 @@
 // step/floor near 1 means the MoCo machinery costs nothing beyond the convolutions.
 #include "data/loader.h"
 #include "data/synthetic.h"
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 #include "run/device.h"
-#include "run/sgd.h"
+#include "optim/sgd.h"
 #include "sys/host_memory.h"
 #include "sys/op_count.h"
 #include "sys/openblas_kernels.h"
@@ -94,14 +94,14 @@ Rates images_per_second(const Case& c, int warmup, int steps, Step step, Floor f
 // channels_last: weights and every batch in channels-last order, as train.channels_last does.
 // skip: the NaN/Inf skip as the trainer has it; false times the plain step, to see what the skip costs.
 nlohmann::json run_case(const Case& c, int warmup, int steps, int64_t queue_size, bool channels_last, bool skip) {
-  moco::model::MocoOptions options;
+  moco::moco_v2::MocoOptions options;
   options.queue_size = queue_size;
   options.skip_nonfinite = skip;
-  moco::model::Moco moco(encoder_for(c), options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
+  moco::moco_v2::Moco moco(encoder_for(c), options, std::make_shared<moco::dist::LocalProcessGroup>(), 0);
   moco->train();
   if (channels_last) moco::run::use_channels_last(*moco);
   const auto format = channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
-  moco::run::MomentumSgd optimizer(moco->trainable_parameters(), 0.9, 1e-4);
+  moco::optim::MomentumSgd optimizer(moco->trainable_parameters(), 0.9, 1e-4);
   optimizer.set_lr(0.03);
 
   auto dataset =

@@ -4,6 +4,7 @@
 // report) is a bug. A config that loads must survive what a checkpoint does with it: written with
 // to_yaml and read back with load_config_text, unchanged.
 #include "fuzz_util.h"
+#include "app/methods.h"
 #include "run/config.h"
 
 #include <cstdint>
@@ -25,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   moco::run::Config config;
   try {
-    config = moco::run::load_config(file.path(), overrides);
+    config = moco::run::load_config(moco::app::methods(), file.path(), overrides);
   } catch (const moco::run::ConfigError&) {
     return 0;
   }
@@ -38,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string yaml = moco::run::to_yaml(config);
   moco::run::Config reloaded;
   try {
-    reloaded = moco::run::load_config_text(yaml, "the saved config");
+    reloaded = moco::run::load_config_text(moco::app::methods(), yaml, "the saved config");
   } catch (const moco::run::ConfigError& e) {
     moco::fuzz::fuzz_bug(std::string("a loaded config does not load again from its own YAML: ") + e.what() + "\n" +
                          yaml);

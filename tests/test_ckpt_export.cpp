@@ -5,9 +5,10 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/export.h"
 #include "ckpt/torch_export.h"
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 #include "moco_v2/moco_v2.h"
-#include "run/sgd.h"
+#include "optim/sgd.h"
+#include "train/pretraining.h"
 #include "train/train_state.h"
 
 #include <gtest/gtest.h>
@@ -26,10 +27,10 @@ void expect_torchvision_agrees(const std::string& arch) {
   encoder.in_channels = 3;
   encoder.small_stem = false;
   encoder.mlp_head = true;
-  model::MocoOptions options;
+  moco_v2::MocoOptions options;
   options.queue_size = 256;
   auto group = std::make_shared<dist::LocalProcessGroup>();
-  model::Moco moco(encoder, options, group, /*seed=*/5);
+  moco_v2::Moco moco(encoder, options, group, /*seed=*/5);
   {
     // Trained-looking BatchNorm statistics, so that the export's buffers matter.
     torch::NoGradGuard no_grad;
@@ -38,8 +39,8 @@ void expect_torchvision_agrees(const std::string& arch) {
       if (item.key().find("running_var") != std::string::npos) item.value().uniform_(0.5, 1.5);
     }
   }
-  run::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
-  train::TrainState state(moco_v2::state_entries(*moco, sgd, false));
+  optim::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
+  train::TrainState state(moco_v2::state_entries(*moco, sgd, false), train::pretraining_layout());
   const auto dir = fs::temp_directory_path() / ("moco_ckpt_export_" + arch);
   fs::remove_all(dir);
   const auto checkpoint =

@@ -2,12 +2,15 @@
 // linearly separable features, the backbone sources (random init = MoCo's, an export of another
 // architecture refused naming the tensor) and the sanity check catching a changed backbone.
 #include "ckpt/h5_tensor_file.h"
+#include "app/methods.h"
+#include "moco_v2/v2_settings.h"
+#include "moco_v3/v3_settings.h"
 #include "data/augment.h"
 #include "data/synthetic.h"
-#include "lincls/backbone.h"
+#include "lincls/frozen_backbone.h"
 #include "lincls/linear_classifier.h"
 #include "lincls/views.h"
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 #include "test_world.h"
 #include "run/config.h"
 #include "run/setup.h"
@@ -42,9 +45,11 @@ lincls::TopK plain_topk(const torch::Tensor& logits, const torch::Tensor& labels
 
 run::Config tiny_config(const std::string& pretrained) {
   run::Config c;
+  c.methods = moco::app::methods();
+  c.model.method = moco_v2::kMethod;
   c.model.arch = run::Arch::kResnetTiny;
   c.model.width = 0.25;
-  c.model.mlp = true;
+  moco_v2::settings(c).mlp = true;
   c.data.dataset = run::Dataset::kSynthetic;
   c.data.augment.out_size = 16;
   c.train.seed = 7;
@@ -64,9 +69,9 @@ std::string write_export(const std::string& name, model::Backbone net) {
 // MoCo v3's CPU-sized ViT (patch 4, dim 64, 4 blocks) on 16 px synthetic images: 17 tokens.
 run::Config vit_config(const std::string& pretrained) {
   auto c = tiny_config(pretrained);
-  c.model.method = run::MocoVersion::kV3;
+  c.model.method = moco_v3::kMethod;
   c.model.arch = run::Arch::kVitTinyCpu;
-  c.model.mlp = false;
+  c.method_settings.keep_only(moco_v3::kMethod);
   return c;
 }
 
@@ -143,7 +148,8 @@ TEST(DistLinclsTest, APartialBatchStepsOnTheMeanOverItsImages) {
                                            torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   per_image.sum().backward();
   const double lr = 0.5;
-  const double loss = mine.step(features.narrow(0, rank * share, share), labels.narrow(0, rank * share, share), lr);
+  const double loss =
+      mine.step(features.narrow(0, rank * share, share), labels.narrow(0, rank * share, share), lr).item<double>();
   EXPECT_NEAR(loss, per_image.narrow(0, rank * share, share).mean().item<double>(), 1e-6);
   EXPECT_TRUE(torch::allclose(mine.fc()->weight, w.detach() - lr * w.grad() / static_cast<double>(n), 1e-5, 1e-7));
   EXPECT_TRUE(torch::allclose(mine.fc()->bias, b.detach() - lr * b.grad() / static_cast<double>(n), 1e-5, 1e-7));
@@ -158,7 +164,7 @@ TEST(LinclsTest, ClassifierLearnsLinearlySeparableFeatures) {
   double first_loss = 0, last_loss = 0;
   for (int epoch = 0; epoch < 5; ++epoch)
     for (int64_t start = 0; start < 2000; start += 100) {
-      last_loss = classifier.step(train_x.narrow(0, start, 100), train_y.narrow(0, start, 100), 0.01);
+      last_loss = classifier.step(train_x.narrow(0, start, 100), train_y.narrow(0, start, 100), 0.01).item<double>();
       if (epoch == 0 && start == 0) first_loss = last_loss;
     }
   const double after = lincls::evaluate_classifier(classifier, test_x, test_y, *group, 256).top1();
@@ -184,11 +190,11 @@ TEST(LinclsTest, RandomInitIsTheEncoderMocoTrainingStartsFrom) {
   options.small_stem = c.model.small_stem;
   options.width = c.model.width;
   options.out_dim = c.model.dim;
-  options.mlp_head = c.model.mlp;
+  options.mlp_head = moco_v2::settings(c).mlp;
   options.bn_splits = 8;  // as the trainer builds it; BatchNorm groups draw nothing
-  model::MocoOptions moco_options;
+  moco_v2::MocoOptions moco_options;
   moco_options.queue_size = 256;
-  model::Moco moco(options, moco_options, std::make_shared<dist::LocalProcessGroup>(), c.train.seed);
+  moco_v2::Moco moco(options, moco_options, std::make_shared<dist::LocalProcessGroup>(), c.train.seed);
   const auto backbone = lincls::Backbone::load(c, torch::kCPU);
   EXPECT_EQ(backbone.kind(), lincls::Backbone::Kind::kRandomInit);
   const auto expected = lincls::backbone_tensors(*moco->encoder_q);

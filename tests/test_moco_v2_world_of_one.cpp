@@ -5,6 +5,7 @@
 // that counts the calls stands in for the MPI/NCCL group; cli.train.world_group_at_one runs the real
 // MPI group and compares the losses and weights bit for bit.
 #include "dist/process_group.h"
+#include "app/methods.h"
 #include "moco_v2/moco_v2.h"
 #include "run/config.h"
 #include "run/run_context.h"
@@ -65,7 +66,7 @@ struct StepCollectives {
 // 1, one BatchNorm group (the case with no shuffle of its own), the replica check off.
 StepCollectives collectives_of_a_step(bool world_group_at_one) {
   const auto config =
-      run::load_config(MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
+      run::load_config(moco::app::methods(), MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
                        {"moco.bn_splits=1", "train.threads=1", "dist.queue_check_every=0",
                         std::string("dist.world_group_at_one=") + (world_group_at_one ? "true" : "false")});
   auto group = std::make_shared<CountingGroup>();

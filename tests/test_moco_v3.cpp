@@ -3,8 +3,10 @@
 // the R50 recipe's config (PaperConfigTest.MocoV3R50IsTheOfficialRecipe).
 // The whole step against PyTorch: tests/parity/moco_v3_step_parity.py.
 #include "constant_table.h"
+#include "moco_v3/v3_settings.h"
+#include "app/methods.h"
 #include "dist/process_group.h"
-#include "moco_v3/lars.h"
+#include "optim/lars.h"
 #include "moco_v3/moco_v3.h"
 #include "moco_v3/v3_model.h"
 #include "model/vit.h"
@@ -161,11 +163,11 @@ TEST(MocoV3Test, LarsScalesMatricesAndLeavesVectorsAlone) {
   b.mutable_grad() = torch::tensor({0.5f, -0.5f});
   const auto w0 = w.detach().clone(), b0 = b.detach().clone();
   const double lr = 0.5, wd = 0.1, momentum = 0.9;
-  moco_v3::Lars lars({w, b}, momentum, wd);
+  optim::Lars lars({w, b}, momentum, wd);
   lars.set_lr(lr);
   lars.step();
   const auto d = w.grad() + wd * w0;
-  const auto trust = moco_v3::Lars::kTrustCoefficient * w0.norm() / d.norm();
+  const auto trust = optim::Lars::kTrustCoefficient * w0.norm() / d.norm();
   EXPECT_TRUE(torch::allclose(w.detach(), w0 - lr * trust * d, 1e-6, 1e-7));
   EXPECT_TRUE(torch::allclose(b.detach(), b0 - lr * b.grad(), 1e-6, 1e-7));
   // The second step carries the momentum buffer.
@@ -249,14 +251,29 @@ TEST(DistMocoV3Test, RanksEqualOneProcessWithTheGlobalBatch) {
 // A checkpoint holds one model: BN running statistics, rank-local while training (each rank
 // normalises its own batch), are rank 0's on every rank after before_save (and before_eval), so that
 // the replicated entries written by whichever rank are the same. Also under mpirun (mpi.np2, mpi.np4).
+// debug.anomaly_detection is a key every method reads: v3 switches autograd's anomaly mode as v1/v2 do.
+TEST(MocoV3Test, AnomalyDetectionFollowsItsKey) {
+  for (const bool on : {true, false}) {
+    run::Config config;
+    config.model.method = moco_v3::kMethod;
+    config.model.width = 0.125;
+    config.model.dim = 8;
+    moco_v3::settings(config).mlp_dim = 16;
+    config.debug.anomaly_detection = on;
+    run::RunContext context;
+    context.group = std::make_shared<dist::LocalProcessGroup>();
+    moco_v3::MocoV3 method(config, context, /*in_channels=*/1);
+    EXPECT_EQ(torch::autograd::AnomalyMode::is_enabled(), on);
+  }
+}
+
 TEST(DistMocoV3Test, BeforeSaveGivesEveryRankRank0sBuffers) {
   auto group = test_world_group();
   run::Config config;
-  config.model.method = run::MocoVersion::kV3;
-  config.model.mlp = false;
+  config.model.method = moco_v3::kMethod;
   config.model.width = 0.125;
   config.model.dim = 8;
-  config.v3.mlp_dim = 16;
+  moco_v3::settings(config).mlp_dim = 16;
   run::RunContext context;
   context.group = group;
   moco_v3::MocoV3 method(config, context, /*in_channels=*/1);
@@ -298,7 +315,6 @@ TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
       {"model.method", "v3", "MoCo v3"},
       {"model.arch", "resnet50", "main_moco.py -a resnet50 (default)"},
       {"model.small_stem", "false", "torchvision's resnet50"},
-      {"model.mlp", "false", "v3's heads are the projector and predictor"},
       {"model.dim", "256", "main_moco.py --moco-dim 256"},
       {"v3.mlp_dim", "4096", "main_moco.py --moco-mlp-dim 4096"},
       {"v3.projector_layers", "2", "moco/builder.py MoCo_ResNet _build_mlp(2, hidden_dim, mlp_dim, dim)"},
@@ -318,7 +334,7 @@ TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
       {"data.transforms", "pil", "main_moco.py: torchvision's transforms on ImageFolder's PIL images"},
   };
   official.insert(official.end(), kV3Views.begin(), kV3Views.end());
-  const auto c = run::load_config(constant_table::config_path("moco_v3_r50_imagenet.yaml"));
+  const auto c = run::load_config(moco::app::methods(), constant_table::config_path("moco_v3_r50_imagenet.yaml"));
   constant_table::expect_constants(c, official, "moco_v3_r50_imagenet.yaml");
   // init_lr = 0.6 x 4096 / 256 = 9.6: linear over 10 warm-up epochs, then a cosine over the other 90.
   EXPECT_NEAR(train::learning_rate(c, 5), 4.8, 1e-12);
@@ -338,12 +354,12 @@ TEST(PaperConfigTest, MocoV3R50LongerRecipesDifferOnlyInTheirFlags) {
   };
   for (const auto& f : {Flags{"moco_v3_r50_300ep_imagenet.yaml", 300, 0.3, 1e-6, 0.99},
                         Flags{"moco_v3_r50_1000ep_imagenet.yaml", 1000, 0.3, 1.5e-6, 0.996}}) {
-    auto expected = run::load_config(constant_table::config_path("moco_v3_r50_imagenet.yaml"));
+    auto expected = run::load_config(moco::app::methods(), constant_table::config_path("moco_v3_r50_imagenet.yaml"));
     expected.train.epochs = f.epochs;
     expected.optim.base_lr = f.lr;
     expected.optim.weight_decay = f.weight_decay;
-    expected.v3.momentum = f.momentum;
-    auto got = run::load_config(constant_table::config_path(f.file));
+    moco_v3::settings(expected).momentum = f.momentum;
+    auto got = run::load_config(moco::app::methods(), constant_table::config_path(f.file));
     got.train.output_dir = expected.train.output_dir;  // each run its own folder
     EXPECT_EQ(run::to_yaml(got), run::to_yaml(expected)) << f.file;
   }
@@ -357,7 +373,6 @@ std::vector<constant_table::Constant> official_vit_recipe(const char* arch) {
   std::vector<constant_table::Constant> table = {
       {"model.method", "v3", "MoCo v3"},
       {"model.arch", arch, "CONFIG.md main_moco.py -a vit_small / -a vit_base; vits.py (patch 16, 12 heads)"},
-      {"model.mlp", "false", "v3's heads are the projector and predictor"},
       {"model.dim", "256", "main_moco.py --moco-dim 256"},
       {"v3.mlp_dim", "4096", "main_moco.py --moco-mlp-dim 4096"},
       {"v3.projector_layers", "3", "moco/builder.py MoCo_ViT _build_mlp(3, hidden_dim, mlp_dim, dim)"},
@@ -380,7 +395,7 @@ std::vector<constant_table::Constant> official_vit_recipe(const char* arch) {
 }
 
 void expect_vit_recipe(const char* file, const char* arch) {
-  const auto c = run::load_config(constant_table::config_path(file));
+  const auto c = run::load_config(moco::app::methods(), constant_table::config_path(file));
   constant_table::expect_constants(c, official_vit_recipe(arch), file);
   // init_lr = 1.5e-4 x 4096 / 256 = 2.4e-3: linear over 40 warm-up epochs, then a cosine over 260.
   EXPECT_NEAR(train::learning_rate(c, 20), 1.2e-3, 1e-15);

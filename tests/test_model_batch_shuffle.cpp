@@ -1,4 +1,4 @@
-#include "model/batch_shuffle.h"
+#include "moco_v2/batch_shuffle.h"
 
 #include "test_world.h"
 
@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <set>
 
-using moco::model::BatchShuffle;
-using moco::model::shared_permutation;
+using moco::moco_v2::BatchShuffle;
+using moco::moco_v2::shared_permutation;
 
 namespace {
 

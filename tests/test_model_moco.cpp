@@ -1,9 +1,9 @@
-#include "model/batch_shuffle.h"
-#include "model/contrastive.h"
-#include "model/moco.h"
+#include "moco_v2/batch_shuffle.h"
+#include "moco_v2/contrastive.h"
+#include "moco_v2/moco.h"
 #include "model/nonfinite.h"
 #include "run/device.h"
-#include "run/sgd.h"
+#include "optim/sgd.h"
 #include "thrown_message.h"
 
 #include <gtest/gtest.h>
@@ -36,12 +36,12 @@ model::ResNetOptions tiny_encoder() {
   return o;
 }
 
-model::Moco make_moco(int64_t queue_size, double momentum = 0.99) {
-  model::MocoOptions options;
+moco_v2::Moco make_moco(int64_t queue_size, double momentum = 0.99) {
+  moco_v2::MocoOptions options;
   options.queue_size = queue_size;
   options.momentum = momentum;
   options.temperature = 0.2;
-  model::Moco m(tiny_encoder(), options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/1);
+  moco_v2::Moco m(tiny_encoder(), options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/1);
   m->train();
   return m;
 }
@@ -175,11 +175,11 @@ TEST(MocoTest, ShuffledKeysComeBackToTheirSamples) {
   torch::manual_seed(0);
   auto encoder = tiny_encoder();
   encoder.bn_splits = 2;
-  model::MocoOptions options;
+  moco_v2::MocoOptions options;
   options.queue_size = 64;
   options.temperature = 0.2;
   const uint64_t seed = 3;
-  model::Moco moco(encoder, options, std::make_shared<dist::LocalProcessGroup>(), seed);
+  moco_v2::Moco moco(encoder, options, std::make_shared<dist::LocalProcessGroup>(), seed);
   moco->train();
   const int64_t n = 8;
   for (int64_t step = 0; step < 3; ++step) {
@@ -187,7 +187,7 @@ TEST(MocoTest, ShuffledKeysComeBackToTheirSamples) {
     const auto im_k = torch::randn({n, 1, 8, 8});
     auto out = moco->forward(im_q, im_k);
     moco->end_step(out);
-    const auto perm = model::shared_permutation(n, seed, step);
+    const auto perm = moco_v2::shared_permutation(n, seed, step);
     auto shuffled = torch::empty_like(im_k);
     for (int64_t i = 0; i < n; ++i) shuffled[i].copy_(im_k[perm[i]]);  // row i holds sample perm[i]
     torch::Tensor encoded;
@@ -309,7 +309,7 @@ TEST(MocoTest, QueriesAndKeysAreUnitOutputsOfTheEncodersAndLogitsFollowByHand) {
     expected[i][0] = (out.q[i] * out.k[i]).sum() / 0.2;
     for (int64_t j = 0; j < 8; ++j) expected[i][1 + j] = (out.q[i] * queue_before.select(1, j)).sum() / 0.2;
   }
-  EXPECT_NEAR(out.loss.item<double>(), model::contrastive_loss(expected).item<double>(), 1e-5);
+  EXPECT_NEAR(out.loss.item<double>(), moco_v2::contrastive_loss(expected).item<double>(), 1e-5);
   EXPECT_TRUE(torch::equal(out.positive_rank, expected.narrow(1, 1, 8).gt(expected.narrow(1, 0, 1)).sum(1)));
 }
 
@@ -320,10 +320,10 @@ TEST(MocoTest, LogitsUseTheQueueAsItWasBeforeTheEnqueue) {
   auto out = moco->forward(torch::randn({4, 1, 8, 8}), torch::randn({4, 1, 8, 8}));
   moco->end_step(out);
   torch::NoGradGuard no_grad;
-  const auto logits = model::contrastive_logits(out.q, out.k, queue_before, 0.2);
-  EXPECT_NEAR(out.loss.item<double>(), model::contrastive_loss(logits).item<double>(), 1e-6);
+  const auto logits = moco_v2::contrastive_logits(out.q, out.k, queue_before, 0.2);
+  EXPECT_NEAR(out.loss.item<double>(), moco_v2::contrastive_loss(logits).item<double>(), 1e-6);
   EXPECT_GT(
-      std::abs(model::contrastive_loss(model::contrastive_logits(out.q, out.k, moco->queue(), 0.2)).item<double>() -
+      std::abs(moco_v2::contrastive_loss(moco_v2::contrastive_logits(out.q, out.k, moco->queue(), 0.2)).item<double>() -
                out.loss.item<double>()),
       1e-4);  // the queue after the enqueue would give another loss
   EXPECT_FALSE(torch::equal(moco->queue(), queue_before));
@@ -350,13 +350,13 @@ TEST(ContrastiveTest, FusedLossAndGradientEqualThePlainComposition) {
     const auto upstream = torch::rand({}) + 0.5;
 
     auto q_plain = q0.clone().requires_grad_(true);
-    const auto logits = model::contrastive_logits(q_plain, k, queue, T);
-    const auto plain = model::contrastive_loss(logits);
+    const auto logits = moco_v2::contrastive_logits(q_plain, k, queue, T);
+    const auto plain = moco_v2::contrastive_loss(logits);
     (plain * upstream).backward();
 
     auto q_fused = q0.clone().requires_grad_(true);
     auto queue_to_overwrite = queue.clone();
-    const auto fused = model::fused_contrastive_loss(q_fused, k, queue_to_overwrite, T);
+    const auto fused = moco_v2::fused_contrastive_loss(q_fused, k, queue_to_overwrite, T);
     queue_to_overwrite.normal_();
     (fused.loss * upstream).backward();
 
@@ -373,10 +373,10 @@ TEST(ContrastiveTest, FusedLossAndGradientEqualThePlainComposition) {
 TEST(ContrastiveTest, FusedLossRefusesAKeyOrQueueThatWantsAGradient) {
   const auto q = torch::randn({2, 4}, torch::requires_grad());
   EXPECT_THROW(
-      model::fused_contrastive_loss(q, torch::randn({2, 4}, torch::requires_grad()), torch::randn({4, 3}), 0.2),
+      moco_v2::fused_contrastive_loss(q, torch::randn({2, 4}, torch::requires_grad()), torch::randn({4, 3}), 0.2),
       std::invalid_argument);
   EXPECT_THROW(
-      model::fused_contrastive_loss(q, torch::randn({2, 4}), torch::randn({4, 3}, torch::requires_grad()), 0.2),
+      moco_v2::fused_contrastive_loss(q, torch::randn({2, 4}), torch::randn({4, 3}, torch::requires_grad()), 0.2),
       std::invalid_argument);
 }
 
@@ -388,7 +388,7 @@ TEST(ContrastiveTest, LogitsAndLossEqualAHandComputation) {
   const double T = 0.5;
   // Row 0: q.k = 0.6, q.queue = (1, 0, 0.6); row 1: q.k = 0, q.queue = (0, 1, -0.8); all / T.
   const std::vector<std::vector<double>> hand = {{1.2, 2.0, 0.0, 1.2}, {0.0, 0.0, 2.0, -1.6}};
-  const auto logits = model::contrastive_logits(q, k, queue, T);
+  const auto logits = moco_v2::contrastive_logits(q, k, queue, T);
   ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{2, 4}));
   double loss = 0;
   for (int i = 0; i < 2; ++i) {
@@ -399,19 +399,19 @@ TEST(ContrastiveTest, LogitsAndLossEqualAHandComputation) {
     }
     loss += (std::log(sum) - hand[i][0]) / 2;  // -log softmax of the positive, averaged
   }
-  EXPECT_NEAR(model::contrastive_loss(logits).item<double>(), loss, 1e-6);
+  EXPECT_NEAR(moco_v2::contrastive_loss(logits).item<double>(), loss, 1e-6);
 }
 
 TEST(ContrastiveTest, EnqueueWrapsAndRefusesMoreKeysThanTheQueueHolds) {
   auto queue = torch::zeros({2, 5});
   auto ptr = torch::full({1}, 3, torch::kLong);
   const auto keys = torch::arange(1, 9, torch::kFloat).view({4, 2});  // key i = (2i+1, 2i+2)
-  model::enqueue_keys(queue, ptr, keys);
+  moco_v2::enqueue_keys(queue, ptr, keys);
   EXPECT_EQ(ptr.item<int64_t>(), 2);
   // Columns 3, 4, 0, 1 receive keys 0..3; column 2 is untouched.
   const auto expected = torch::tensor({{5.0f, 7.0f, 0.0f, 1.0f, 3.0f}, {6.0f, 8.0f, 0.0f, 2.0f, 4.0f}});
   EXPECT_TRUE(torch::equal(queue, expected));
-  EXPECT_THROW(model::enqueue_keys(queue, ptr, torch::zeros({6, 2})), std::invalid_argument);
+  EXPECT_THROW(moco_v2::enqueue_keys(queue, ptr, torch::zeros({6, 2})), std::invalid_argument);
 }
 
 // A step skipped on the device (Note [Skipping a step on the device]) writes nothing: the same
@@ -421,13 +421,13 @@ TEST(ContrastiveTest, EnqueueKeepsQueueAndPointerWhereNotApplied) {
   auto queue = torch::randn({2, 5});
   auto ptr = torch::full({1}, 4, torch::kLong);
   const auto queue_before = queue.clone();
-  model::enqueue_keys(queue, ptr, keys, torch::tensor(false));
+  moco_v2::enqueue_keys(queue, ptr, keys, torch::tensor(false));
   EXPECT_TRUE(torch::equal(queue, queue_before));
   EXPECT_EQ(ptr.item<int64_t>(), 4);
   auto plain = queue.clone();
   auto plain_ptr = ptr.clone();
-  model::enqueue_keys(plain, plain_ptr, keys);
-  model::enqueue_keys(queue, ptr, keys, torch::tensor(true));
+  moco_v2::enqueue_keys(plain, plain_ptr, keys);
+  moco_v2::enqueue_keys(queue, ptr, keys, torch::tensor(true));
   EXPECT_TRUE(torch::equal(queue, plain));
   EXPECT_EQ(ptr.item<int64_t>(), 2);
   EXPECT_EQ(plain_ptr.item<int64_t>(), 2);
@@ -439,7 +439,7 @@ namespace {
 
 enum class Poison { kNone, kQueries, kKeys, kLoss, kGradients };
 
-model::MocoOutput train_step(model::Moco& moco, run::MomentumSgd& sgd, Poison poison = Poison::kNone) {
+moco_v2::MocoOutput train_step(moco_v2::Moco& moco, optim::MomentumSgd& sgd, Poison poison = Poison::kNone) {
   auto im_q = torch::randn({6, 1, 8, 8}), im_k = torch::randn({6, 1, 8, 8});
   if (poison == Poison::kQueries) im_q[2][0][3][3] = std::nan("");
   if (poison == Poison::kKeys) im_k[1][0][2][2] = std::numeric_limits<float>::infinity();
@@ -459,18 +459,18 @@ model::MocoOutput train_step(model::Moco& moco, run::MomentumSgd& sgd, Poison po
 }
 
 struct Trained {
-  model::Moco moco;
-  run::MomentumSgd sgd;
+  moco_v2::Moco moco;
+  optim::MomentumSgd sgd;
 };
 
 Trained make_trained(bool skip) {
-  model::MocoOptions options;
+  moco_v2::MocoOptions options;
   options.queue_size = 20;
   options.momentum = 0.9;
   options.skip_nonfinite = skip;
-  model::Moco m(tiny_encoder(), options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/1);
+  moco_v2::Moco m(tiny_encoder(), options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/1);
   m->train();
-  run::MomentumSgd sgd(m->trainable_parameters(), 0.9, 1e-4);
+  optim::MomentumSgd sgd(m->trainable_parameters(), 0.9, 1e-4);
   sgd.set_lr(0.1);
   return {m, std::move(sgd)};
 }

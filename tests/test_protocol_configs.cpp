@@ -5,6 +5,8 @@
 // project's own small configs are pinned too, their deliberate differences cited as "project choice".
 // (Issue 25; the lincls configs are in tests/test_protocol_lincls.cpp; docs/evaluation.md summarises.)
 #include "constant_table.h"
+#include "app/methods.h"
+#include "moco_v2/moco_v2.h"
 #include "data/view_params.h"
 #include "model/resnet.h"
 #include "run/config.h"
@@ -110,20 +112,27 @@ double lr_at(const run::Config& c, double epoch) { return train::learning_rate(c
 using namespace protocol_configs_test;
 
 TEST(PaperConfigTest, MocoV1IsThePapersAndMainMocoPys) {
-  constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml")), kMocoV1,
-                                   "moco_v1_r50_imagenet.yaml");
+  constant_table::expect_constants(
+      run::load_config(moco::app::methods(), constant_table::config_path("moco_v1_r50_imagenet.yaml")), kMocoV1,
+      "moco_v1_r50_imagenet.yaml");
 }
 
 TEST(PaperConfigTest, MocoV2IsThePapersAndMainMocoPys) {
-  constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v2_r50_imagenet.yaml")), kMocoV2,
-                                   "moco_v2_r50_imagenet.yaml");
+  constant_table::expect_constants(
+      run::load_config(moco::app::methods(), constant_table::config_path("moco_v2_r50_imagenet.yaml")), kMocoV2,
+      "moco_v2_r50_imagenet.yaml");
 }
 
 TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
-  constant_table::expect_constants(run::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
-                                   kFashionMnistQuick, "fashion_mnist_quick.yaml");
-  // The defaults a config without moco.* or optim.* gets are v1's (run::Config, --help).
-  constant_table::expect_constants(run::Config{},
+  constant_table::expect_constants(
+      run::load_config(moco::app::methods(), constant_table::config_path("fashion_mnist_quick.yaml")),
+      kFashionMnistQuick, "fashion_mnist_quick.yaml");
+  // The defaults a config without moco.* or optim.* gets are v1's (run::Config and the v1/v2 room's
+  // settings, --help).
+  run::Config defaults;
+  defaults.methods = moco::app::methods();
+  defaults.model.method = "v2";
+  constant_table::expect_constants(defaults,
                                    {{"moco.queue_size", "65536", "main_moco.py --moco-k"},
                                     {"moco.momentum", "0.999", "main_moco.py --moco-m"},
                                     {"moco.temperature", "0.07", "main_moco.py --moco-t"},
@@ -144,11 +153,11 @@ TEST(PaperConfigTest, ProjectConfigsPinTheirOwnChoices) {
 // steps ScheduleTest checks); learning_rate also takes the fractional epochs of lr_update=step. The lr is for the batch
 // of 256 and scales linearly (the MoCo README: "linear lr scaling", --lr 0.015 for a batch of 128).
 TEST(PaperConfigTest, LrSchedulesAtTheirMilestonesAndAlongTheCosine) {
-  const auto v1 = run::load_config(constant_table::config_path("moco_v1_r50_imagenet.yaml"));
+  const auto v1 = run::load_config(moco::app::methods(), constant_table::config_path("moco_v1_r50_imagenet.yaml"));
   const std::map<double, double> step = {{0, 0.03},    {119, 0.03},  {119.999, 0.03}, {120, 0.003},
                                          {121, 0.003}, {159, 0.003}, {160, 0.0003},   {199, 0.0003}};
   for (const auto& [epoch, lr] : step) EXPECT_NEAR(lr_at(v1, epoch), lr, lr * 1e-12) << "v1, epoch " << epoch;
-  const auto v2 = run::load_config(constant_table::config_path("moco_v2_r50_imagenet.yaml"));
+  const auto v2 = run::load_config(moco::app::methods(), constant_table::config_path("moco_v2_r50_imagenet.yaml"));
   const std::map<double, double> cosine = {{0, 0.03}, {50, 0.015 * (1 + std::sqrt(0.5))}, {100, 0.015}, {200, 0}};
   for (const auto& [epoch, lr] : cosine) EXPECT_NEAR(lr_at(v2, epoch), lr, 1e-12) << "v2, epoch " << epoch;
   auto half = v1;
@@ -160,8 +169,8 @@ TEST(PaperConfigTest, LrSchedulesAtTheirMilestonesAndAlongTheCosine) {
 // 2048), ReLU, Linear(2048, 128). v1: fc = Linear(2048, 128).
 TEST(PaperConfigTest, HeadIsLinearForV1AndA2048HiddenMlpForV2) {
   auto shapes_of = [](const char* name) {
-    const auto c = run::load_config(constant_table::config_path(name));
-    model::ResNet net(run::backbone_options(c, run::dataset_channels(c)));
+    const auto c = run::load_config(moco::app::methods(), constant_table::config_path(name));
+    model::ResNet net(moco_v2::encoder_options(c, run::dataset_channels(c), /*world_size=*/8));
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& p : net->named_parameters())
       if (p.key().rfind("fc.", 0) == 0) shapes[p.key()] = p.value().sizes().vec();
@@ -188,8 +197,8 @@ TEST(PaperConfigTest, AugmentationGatesFireAtThePapersProbabilities) {
     double jitter = 0, grayscale = 0, blur = 0, solarize = 0, flip = 0, least_area = 1, sigma_min = 100, sigma_max = 0;
   };
   auto rates_of = [](const char* name, int view = 0) {
-    const auto options =
-        data::options_of_view(run::augment_options(run::load_config(constant_table::config_path(name))), view);
+    const auto options = data::options_of_view(
+        run::augment_options(run::load_config(moco::app::methods(), constant_table::config_path(name))), view);
     Rates r;
     const int draws = 5000;
     for (int seed = 0; seed < draws; ++seed) {

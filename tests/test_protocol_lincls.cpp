@@ -8,12 +8,13 @@
 //     temperature of the vote weights, the L2 normalisation, train split as memory, test as queries.
 // docs/evaluation.md summarises the tables ("The constants and where they are pinned").
 #include "constant_table.h"
+#include "app/methods.h"
 #include "data/dataset.h"
 #include "data/encoded_views.h"
 #include "data/view_params.h"
 #include "dist/process_group.h"
 #include "eval/knn.h"
-#include "lincls/backbone.h"
+#include "lincls/frozen_backbone.h"
 #include "lincls/lincls.h"
 #include "lincls/linear_classifier.h"
 #include "lincls/views.h"
@@ -192,7 +193,7 @@ TEST(LinclsProtocolTest, LrOfEveryEpochAroundTheMilestones) {
   const std::map<int64_t, double> official = {{0, 30}, {1, 30},   {59, 30},  {60, 3},  {61, 3},
                                               {79, 3}, {80, 0.3}, {81, 0.3}, {99, 0.3}};
   for (const char* name : {"moco_v1_lincls_imagenet.yaml", "moco_v2_lincls_imagenet.yaml"}) {
-    const auto c = run::load_config(constant_table::config_path(name));
+    const auto c = run::load_config(moco::app::methods(), constant_table::config_path(name));
     for (const auto& [epoch, lr] : official)
       EXPECT_LT(relative_gap(lincls::learning_rate(c, epoch), lr), 1e-12)
           << name << " epoch " << epoch << ": lr " << lincls::learning_rate(c, epoch) << ", official " << lr;
@@ -226,7 +227,8 @@ TEST(LinclsProtocolTest, MocoV3R50IsMainLinclsPys) {
       {"model.arch", "resnet50", "moco-v3 main_lincls.py -a default resnet50"},
       {"model.small_stem", "false", "torchvision's resnet50"},
   };
-  const auto c = run::load_config(constant_table::config_path("moco_v3_lincls_r50_imagenet.yaml"));
+  const auto c =
+      run::load_config(moco::app::methods(), constant_table::config_path("moco_v3_lincls_r50_imagenet.yaml"));
   constant_table::expect_constants(c, official, "moco_v3_lincls_r50_imagenet.yaml");
   const double init_lr = 0.1 * 1024 / 256;
   for (const int64_t epoch : {0, 1, 45, 89})
@@ -238,7 +240,7 @@ TEST(LinclsProtocolTest, MocoV3R50IsMainLinclsPys) {
 // moco-v3's main_lincls.py for a ViT (CONFIG.md "ViT-Small, linear classification" and "ViT-Base, linear
 // classification": `-a vit_small --lr=3`, `-a vit_base --lr=3`, the argparse defaults otherwise), and
 // its model code: `if args.arch.startswith('vit'): model = vits.__dict__[args.arch](); linear_keyword =
-// 'head'` (the head is the linear layer on the final norm's cls token; src/lincls/backbone.cpp).
+// 'head'` (the head is the linear layer on the final norm's cls token; src/lincls/frozen_backbone.cpp).
 namespace {
 void expect_vit_lincls_config(const std::string& file, const std::string& arch) {
   const std::string lr_source =
@@ -263,7 +265,7 @@ void expect_vit_lincls_config(const std::string& file, const std::string& arch) 
       {"model.arch", arch.c_str(), arch_source.c_str()},
       {"model.method", "v3", method_source.c_str()},
   };
-  const auto c = run::load_config(constant_table::config_path(file));
+  const auto c = run::load_config(moco::app::methods(), constant_table::config_path(file));
   constant_table::expect_constants(c, official, file);
   // The lr of every epoch the cosine passes: init_lr = 3 x 1024 / 256 = 12 at epoch 0, half at 45.
   const double init_lr = 3.0 * 1024 / 256;
@@ -284,12 +286,15 @@ TEST(LinclsProtocolTest, MocoV3VitBaseIsMainLinclsPys) {
 
 TEST(LinclsProtocolTest, ConfigsAndDefaultsAreMainLinclsPys) {
   constant_table::expect_constants(run::Config{}, kMainLincls, "run::Config defaults (lincls.*)");
-  constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v1_lincls_imagenet.yaml")),
-                                   imagenet_lincls_table(false), "moco_v1_lincls_imagenet.yaml");
-  constant_table::expect_constants(run::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml")),
-                                   imagenet_lincls_table(true), "moco_v2_lincls_imagenet.yaml");
-  constant_table::expect_constants(run::load_config(constant_table::config_path("fashion_mnist_lincls.yaml")),
-                                   kFashionMnistLincls, "fashion_mnist_lincls.yaml");
+  constant_table::expect_constants(
+      run::load_config(moco::app::methods(), constant_table::config_path("moco_v1_lincls_imagenet.yaml")),
+      imagenet_lincls_table(false), "moco_v1_lincls_imagenet.yaml");
+  constant_table::expect_constants(
+      run::load_config(moco::app::methods(), constant_table::config_path("moco_v2_lincls_imagenet.yaml")),
+      imagenet_lincls_table(true), "moco_v2_lincls_imagenet.yaml");
+  constant_table::expect_constants(
+      run::load_config(moco::app::methods(), constant_table::config_path("fashion_mnist_lincls.yaml")),
+      kFashionMnistLincls, "fashion_mnist_lincls.yaml");
 }
 
 // torch.optim.SGD(fc params, lr, momentum=0.9, weight_decay=0) as main_lincls.py builds it, with the
@@ -297,7 +302,7 @@ TEST(LinclsProtocolTest, ConfigsAndDefaultsAreMainLinclsPys) {
 // p -= lr*buf). A momentum of 0 or 0.99 moves the second step. (A weight decay of 1e-4 on weights of
 // 0.01 would move it by less than float precision: the tables above pin lincls.weight_decay.)
 TEST(LinclsProtocolTest, SgdStepsAreTorchsWithTheConfiguredMomentumAndNoWeightDecay) {
-  const auto c = run::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
+  const auto c = run::load_config(moco::app::methods(), constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
   lincls::LinearClassifier classifier(16, 5, c.lincls.momentum, c.lincls.weight_decay,
                                       std::make_shared<dist::LocalProcessGroup>(), 3, torch::kCPU);
   auto w = classifier.fc()->weight.detach().clone().requires_grad_(true);
@@ -324,7 +329,7 @@ TEST(LinclsProtocolTest, SgdStepsAreTorchsWithTheConfiguredMomentumAndNoWeightDe
 // main_lincls.py's training view: RandomResizedCrop(224) (torchvision's scale (0.08, 1), ratio
 // (3/4, 4/3)) and RandomHorizontalFlip(), no colour change: whatever the pre-training's augmentation.
 TEST(LinclsProtocolTest, TrainViewIsRandomResizedCropFromEightPercentAndAFlip) {
-  const auto c = run::load_config(constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
+  const auto c = run::load_config(moco::app::methods(), constant_table::config_path("moco_v2_lincls_imagenet.yaml"));
   const auto view = lincls::train_view(c);
   EXPECT_EQ(view.out_size, 224);
   EXPECT_DOUBLE_EQ(view.scale_min, 0.08);
@@ -492,10 +497,11 @@ TEST(KnnProtocolTest, ShippedConfigsUseTheMonitorsConstantsOrSayWhy) {
   };
   for (const char* name : {"moco_v1_r50_imagenet.yaml", "moco_v2_r50_imagenet.yaml", "moco_v1_lincls_imagenet.yaml",
                            "moco_v2_lincls_imagenet.yaml", "fashion_mnist_lincls.yaml"})
-    constant_table::expect_constants(run::load_config(constant_table::config_path(name)), monitor, name);
+    constant_table::expect_constants(run::load_config(moco::app::methods(), constant_table::config_path(name)), monitor,
+                                     name);
   constant_table::expect_constants(run::Config{}, monitor, "run::Config defaults");
   constant_table::expect_constants(
-      run::load_config(constant_table::config_path("fashion_mnist_quick.yaml")),
+      run::load_config(moco::app::methods(), constant_table::config_path("fashion_mnist_quick.yaml")),
       {monitor[0],
        monitor[1],
        {"knn.memory_size", "10000", "project choice: the first 10000 train images, ~30 s per evaluation on 2 cores"},
@@ -503,6 +509,6 @@ TEST(KnnProtocolTest, ShippedConfigsUseTheMonitorsConstantsOrSayWhy) {
       "fashion_mnist_quick.yaml");
   for (const char* name : {"debug.yaml", "imagefolder_quick.yaml"})
     constant_table::expect_constants(
-        run::load_config(constant_table::config_path(name)),
+        run::load_config(moco::app::methods(), constant_table::config_path(name)),
         {{"knn.k", "20", "project choice: seconds-long smoke runs on 512 images or fewer"}, monitor[1]}, name);
 }

@@ -1,4 +1,7 @@
 #include "data/augment_params.h"
+#include "moco_v2/v2_settings.h"
+#include "moco_v3/v3_settings.h"
+#include "app/methods.h"
 #include "run/config.h"
 #include "train/schedule.h"
 
@@ -9,13 +12,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 using moco::run::Config;
 using moco::run::ConfigError;
-using moco::run::load_config;
 
 namespace {
+
+// As moco_dist reads a config: with the programs' methods.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {}) {
+  return moco::run::load_config(moco::app::methods(), path, overrides);
+}
 
 const std::string kConfigs = std::string(MOCO_TEST_DATA_DIR) + "/../../configs/";
 
@@ -46,11 +54,11 @@ TEST(ConfigTest, ShippedConfigsLoad) {
   }
   const auto v1 = load_config(kConfigs + "moco_v1_r50_imagenet.yaml");
   EXPECT_EQ(v1.model.arch, moco::run::Arch::kResnet50);
-  EXPECT_DOUBLE_EQ(v1.moco.temperature, 0.07);
+  EXPECT_DOUBLE_EQ(moco::moco_v2::settings(v1).temperature, 0.07);
   EXPECT_EQ(v1.optim.milestones, (std::vector<double>{120, 160}));
   const auto v2 = load_config(kConfigs + "moco_v2_r50_imagenet.yaml");
-  EXPECT_TRUE(v2.model.mlp);
-  EXPECT_DOUBLE_EQ(v2.moco.temperature, 0.2);
+  EXPECT_TRUE(moco::moco_v2::settings(v2).mlp);
+  EXPECT_DOUBLE_EQ(moco::moco_v2::settings(v2).temperature, 0.2);
   EXPECT_EQ(v2.optim.schedule, moco::run::Schedule::kCosine);
   // The papers' augmentations: v1 jitter 0.4 everywhere (hue too), always; v2 aug+ with hue 0.1 and blur.
   EXPECT_EQ(v1.data.dataset, moco::run::Dataset::kImageFolder);
@@ -103,7 +111,8 @@ TEST(ConfigTest, EnumKeysReadAndPrintTheirNames) {
             "resnet34 synthetic cosine bf16");
   const std::string yaml = moco::run::to_yaml(c);
   EXPECT_TRUE(contains(yaml, "  arch: resnet34\n") && contains(yaml, "  precision: bf16\n")) << yaml;
-  EXPECT_TRUE(contains(moco::run::config_reference(), "  model.arch (string, default resnet_tiny)\n"));
+  EXPECT_TRUE(
+      contains(moco::run::config_reference(*moco::app::methods()), "  model.arch (string, default resnet_tiny)\n"));
 
   const auto bad = write_temp("model:\n  arch: resnet99\n");
   EXPECT_EQ(config_error_of(bad, {"train.seed=1"}),
@@ -144,7 +153,7 @@ TEST(ConfigTest, RangesAreCheckedFromTheRows) {
 
 // The augmentation's keys are the rows of its table (data/augment_params.h), each with its help.
 TEST(ConfigTest, AugmentationKeysComeFromTheirTable) {
-  const std::string reference = moco::run::config_reference();
+  const std::string reference = moco::run::config_reference(*moco::app::methods());
   for (const auto& param : moco::data::augment_params()) {
     EXPECT_TRUE(contains(reference, "\n  " + std::string(param.key) + " (")) << param.key;
     EXPECT_TRUE(contains(reference, std::string(")\n      ") + param.help + "\n")) << param.key;
@@ -215,9 +224,9 @@ TEST(ConfigTest, OverridesReachNestedKeysAndWinOverTheFile) {
   const auto c =
       load_config(path, {"optim.base_lr=0.5", "moco.queue_size=1000", "optim.milestones=[1, 2, 3]", "model.mlp=true"});
   EXPECT_DOUBLE_EQ(c.optim.base_lr, 0.5);
-  EXPECT_EQ(c.moco.queue_size, 1000);
+  EXPECT_EQ(moco::moco_v2::settings(c).queue_size, 1000);
   EXPECT_EQ(c.optim.milestones, (std::vector<double>{1, 2, 3}));
-  EXPECT_TRUE(c.model.mlp);
+  EXPECT_TRUE(moco::moco_v2::settings(c).mlp);
   EXPECT_EQ(c.optim.batch_size, Config{}.optim.batch_size);  // untouched keys keep defaults
 }
 
@@ -335,7 +344,7 @@ TEST(ConfigTest, EffectiveConfigRoundTrips) {
   EXPECT_EQ(again.train.seed, 7u);
   EXPECT_EQ(again.data.augment.mean, (std::vector<double>{0.1, 0.2, 0.3}));
   EXPECT_EQ(moco::run::to_yaml(again), moco::run::to_yaml(c));
-  EXPECT_TRUE(contains(moco::run::config_reference(), "moco.queue_size (int, default 65536)"));
+  EXPECT_TRUE(contains(moco::run::config_reference(*moco::app::methods()), "moco.queue_size (int, default 65536)"));
 }
 
 // A thread count no machine has is a typo, refused before any thread starts: 100000 intra-op
@@ -400,7 +409,7 @@ TEST(ConfigTest, ExtremeFiniteFloatsSurviveTheCheckpointRoundTrip) {
   const auto c = load_config(write_temp("{}\n"),
                              {"train.time_budget_s=1.7976931348623157e308", "data.std=[2.2250738585072014e-308]",
                               "moco.momentum=-0.0", "dist.bucket_mb=4.9e-324"});
-  const auto again = moco::run::load_config_text(moco::run::to_yaml(c), "saved");
+  const auto again = moco::run::load_config_text(moco::app::methods(), moco::run::to_yaml(c), "saved");
   EXPECT_TRUE(moco::run::config_changes(c, again).empty()) << moco::run::to_yaml(c);
 }
 
@@ -410,26 +419,92 @@ TEST(ConfigTest, ExtremeFiniteFloatsSurviveTheCheckpointRoundTrip) {
 TEST(ConfigTest, SavedConfigWithoutALaterKeyReadsTheValueItRanBeforeTheKeyExisted) {
   using moco::data::Transforms;
   using moco::run::LrUpdate;
-  const Config before_the_keys = moco::run::load_config_text("{}\n", "old checkpoint");
+  const Config before_the_keys = moco::run::load_config_text(moco::app::methods(), "{}\n", "old checkpoint");
   EXPECT_EQ(before_the_keys.data.augment.transforms, Transforms::kTensor);
   EXPECT_EQ(before_the_keys.optim.lr_update, LrUpdate::kStep);
   std::set<std::string> math;
-  for (const auto& change : moco::run::config_changes(before_the_keys, Config{}))
+  for (const auto& change : moco::run::config_changes(before_the_keys, load_config(write_temp("{}\n"))))
     if (change.changes_math) math.insert(change.key);
   EXPECT_EQ(math, (std::set<std::string>{"data.transforms", "optim.lr_update"}));
   // Their sections present, the keys absent: the same.
-  const Config sections = moco::run::load_config_text("data: {dataset: synthetic}\noptim: {base_lr: 0.1}\n", "old");
+  const Config sections =
+      moco::run::load_config_text(moco::app::methods(), "data: {dataset: synthetic}\noptim: {base_lr: 0.1}\n", "old");
   EXPECT_EQ(sections.data.augment.transforms, Transforms::kTensor);
   EXPECT_EQ(sections.optim.lr_update, LrUpdate::kStep);
 
   // Saved today, both keys are written: they read back as they were, defaults included.
-  const Config now = moco::run::load_config_text(moco::run::to_yaml(Config{}), "new checkpoint");
+  const Config now = moco::run::load_config_text(moco::app::methods(), moco::run::to_yaml(Config{}), "new checkpoint");
   EXPECT_EQ(now.data.augment.transforms, Transforms::kPil);
   EXPECT_EQ(now.optim.lr_update, LrUpdate::kEpoch);
   // Given in a section of their own, they are read, not replaced.
-  const Config given = moco::run::load_config_text("data: {transforms: pil}\noptim: {lr_update: epoch}\n", "given");
+  const Config given = moco::run::load_config_text(moco::app::methods(),
+                                                   "data: {transforms: pil}\noptim: {lr_update: epoch}\n", "given");
   EXPECT_EQ(given.data.augment.transforms, Transforms::kPil);
   EXPECT_EQ(given.optim.lr_update, LrUpdate::kEpoch);
+}
+
+// A method's keys are its room's (issue 49): given to a config of another method they are refused
+// naming the key and both methods, from the file or the command line (issue 50, case 10); a
+// checkpoint's saved config of before the rooms, which held every method's keys, drops the others'.
+TEST(ConfigTest, AKeyOfAnotherMethodIsRefusedNamingBothMethods) {
+  const auto v2_file = write_temp("moco: {temperature: 0.2}\n");
+  const auto error = config_error_of(v2_file, {"model.method=v3"});
+  EXPECT_TRUE(contains(error, v2_file + ": key 'moco.temperature' is read by model.method v2 only, and this "
+                                        "config's model.method is v3"))
+      << error;
+  const auto from_override = config_error_of(write_temp("{}\n"), {"v3.mlp_dim=64"});
+  EXPECT_TRUE(contains(from_override,
+                       "command-line override 'v3.mlp_dim=64': key 'v3.mlp_dim' is read by model.method "
+                       "v3 only, and this config's model.method is v2"))
+      << from_override;
+  EXPECT_NO_THROW(load_config(write_temp("{}\n"), {"model.method=v3", "v3.mlp_dim=64"}));
+
+  const Config saved = moco::run::load_config_text(
+      moco::app::methods(), "model: {method: v3, mlp: false}\nmoco: {queue_size: 256}\nv3: {mlp_dim: 64}\n", "saved");
+  EXPECT_EQ(moco::moco_v3::settings(saved).mlp_dim, 64);
+  const std::string yaml = moco::run::to_yaml(saved);
+  EXPECT_FALSE(contains(yaml, "queue_size")) << yaml;
+  EXPECT_FALSE(contains(yaml, "mlp:")) << yaml;
+  EXPECT_TRUE(contains(yaml, "mlp_dim: 64")) << yaml;
+}
+
+// Whether a resume must find a key unchanged is said by its row: a method's keys change MoCo's math
+// (debug.check_invariants does not), and no key of a method changes the linear protocol's.
+TEST(ConfigTest, AMethodsKeysChangeTheMathOfItsRunsOnly) {
+  const auto path = write_temp("{}\n");
+  const auto a = load_config(path);
+  const auto b = load_config(path, {"moco.temperature=0.2", "debug.check_invariants=true"});
+  std::map<std::string, bool> moco, lincls;
+  for (const auto& change : moco::run::config_changes(a, b, moco::run::Job::kMoco))
+    moco[change.key] = change.changes_math;
+  for (const auto& change : moco::run::config_changes(a, b, moco::run::Job::kLincls))
+    lincls[change.key] = change.changes_math;
+  EXPECT_EQ(moco, (std::map<std::string, bool>{{"debug.check_invariants", false}, {"moco.temperature", true}}));
+  EXPECT_EQ(lincls, (std::map<std::string, bool>{{"debug.check_invariants", false}, {"moco.temperature", false}}));
+  // Another method: model.method says it all.
+  const auto v3 = load_config(path, {"model.method=v3"});
+  std::set<std::string> keys;
+  for (const auto& change : moco::run::config_changes(a, v3)) keys.insert(change.key);
+  EXPECT_EQ(keys, std::set<std::string>{"model.method"});
+}
+
+// --help lists every method's keys where its room places them: model.mlp after model.dim, MoCo
+// v1/v2's moco.* then v3's v3.* after model.pretrained, debug.check_invariants after
+// debug.anomaly_detection; model.method's line names each method.
+TEST(ConfigTest, HelpListsEachMethodsKeysWhereItsRoomPlacesThem) {
+  const std::string reference = moco::run::config_reference(*moco::app::methods());
+  const auto at = [&](const std::string& key) { return reference.find("  " + key + " ("); };
+  ASSERT_NE(at("moco.queue_size"), std::string::npos);
+  EXPECT_LT(at("model.dim"), at("model.mlp"));
+  EXPECT_LT(at("model.mlp"), at("model.pretrained"));
+  EXPECT_LT(at("model.pretrained"), at("moco.queue_size"));
+  EXPECT_LT(at("moco.bn_splits"), at("v3.mlp_dim"));
+  EXPECT_LT(at("v3.stop_grad_conv1"), at("data.dataset"));
+  EXPECT_LT(at("debug.anomaly_detection"), at("debug.check_invariants"));
+  EXPECT_LT(at("debug.check_invariants"), at("debug.check_step_syncs"));
+  EXPECT_TRUE(contains(reference, "model.method (string, default v2)\n      v2: MoCo v1/v2 with the queue"))
+      << reference;
+  EXPECT_TRUE(contains(reference, "; v3: MoCo v3 (projector and predictor")) << reference;
 }
 
 TEST(ScheduleTest, LinearScalingStepAndCosine) {
@@ -469,18 +544,22 @@ TEST(ScheduleTest, EpochUpdateIsMainMocoPysIntegerEpochAndStepUpdateTheFraction)
       const int64_t epoch = step / steps_per_epoch;
       const double progress = static_cast<double>(step) / static_cast<double>(total);
       c.optim.lr_update = moco::run::LrUpdate::kEpoch;
-      const double lr = moco::train::learning_rate(c, moco::train::schedule_epoch(c, epoch, progress));
+      const double lr = moco::train::learning_rate(
+          c, moco::train::schedule_epoch(moco::train::pretraining_schedule(c), epoch, progress));
       EXPECT_NEAR(lr, schedule_test::main_moco_lr(0.03, epoch, 10, cos, c.optim.milestones), 1e-15)
           << "step " << step << " cos " << cos;
       c.optim.lr_update = moco::run::LrUpdate::kStep;
-      EXPECT_DOUBLE_EQ(moco::train::schedule_epoch(c, epoch, progress), progress * 10) << "step " << step;
+      EXPECT_DOUBLE_EQ(moco::train::schedule_epoch(moco::train::pretraining_schedule(c), epoch, progress),
+                       progress * 10)
+          << "step " << step;
     }
   }
   // Under a time budget the budget's whole epochs lead when they are ahead of the loop's.
   c.optim.lr_update = moco::run::LrUpdate::kEpoch;
   c.train.time_budget_s = 100;
-  EXPECT_EQ(moco::train::schedule_epoch(c, 0, 0.0999), 0);
-  EXPECT_EQ(moco::train::schedule_epoch(c, 0, 0.1), 1);
-  EXPECT_EQ(moco::train::schedule_epoch(c, 0, 0.75), 7);
-  EXPECT_EQ(moco::train::schedule_epoch(c, 4, 0.25), 4);  // steps ahead of the clock: the loop's epoch
+  EXPECT_EQ(moco::train::schedule_epoch(moco::train::pretraining_schedule(c), 0, 0.0999), 0);
+  EXPECT_EQ(moco::train::schedule_epoch(moco::train::pretraining_schedule(c), 0, 0.1), 1);
+  EXPECT_EQ(moco::train::schedule_epoch(moco::train::pretraining_schedule(c), 0, 0.75), 7);
+  EXPECT_EQ(moco::train::schedule_epoch(moco::train::pretraining_schedule(c), 4, 0.25),
+            4);  // steps ahead of the clock: the loop's epoch
 }

@@ -1,7 +1,7 @@
 // N ranks, each with its share of the global batch, must train exactly as one process that sees the
 // whole global batch with its BatchNorm split into N groups (shuffle-BN's single-device twin).
 #include "dist/reducer.h"
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 
 #include "test_world.h"
 
@@ -23,15 +23,15 @@ model::ResNetOptions tiny_encoder_split_bn(int64_t bn_splits) {
   return o;
 }
 
-model::MocoOptions moco_options() {
-  model::MocoOptions o;
+moco_v2::MocoOptions moco_options() {
+  moco_v2::MocoOptions o;
   o.queue_size = 50;  // no multiple of the global batch: the queue wraps mid-batch
   o.momentum = 0.9;
   o.temperature = 0.2;
   return o;
 }
 
-torch::optim::SGD make_sgd(model::Moco& moco) {
+torch::optim::SGD make_sgd(moco_v2::Moco& moco) {
   return torch::optim::SGD(moco->trainable_parameters(),
                            torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
 }
@@ -91,7 +91,7 @@ TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) 
   const int64_t b = 4, global = b * world, steps = 4;
   const uint64_t seed = 5;
 
-  model::Moco distributed(tiny_encoder_split_bn(1), moco_options(), group, seed);
+  moco_v2::Moco distributed(tiny_encoder_split_bn(1), moco_options(), group, seed);
   distributed->train();
   dist::broadcast_parameters(distributed->encoder_q->parameters(), *group);
   distributed->copy_query_to_key();
@@ -103,7 +103,7 @@ TEST(DistEquivalenceTest, RanksTrainLikeOneProcessWithTheGlobalBatchAndSplitBn) 
     return v;
   }();
 
-  model::Moco single(tiny_encoder_split_bn(world), moco_options(), std::make_shared<dist::LocalProcessGroup>(), seed);
+  moco_v2::Moco single(tiny_encoder_split_bn(world), moco_options(), std::make_shared<dist::LocalProcessGroup>(), seed);
   single->train();
   auto single_sgd = make_sgd(single);
   for (const auto& t : {distributed->encoder_q->parameters()[0], distributed->queue(), single->queue()})

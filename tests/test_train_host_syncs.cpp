@@ -2,6 +2,7 @@
 // for nothing the device computes; a log step reads all the steps since the last one at once. On a
 // GPU each such read would drain the queue of kernels; here every read_on_host call is counted.
 #include "dist/process_group.h"
+#include "app/methods.h"
 #include "run/host_reads.h"
 #include "test_world.h"
 #include "train/step_sync_check.h"
@@ -24,7 +25,7 @@ using moco::run::host_reads;
 int64_t host_reads_of_run(const std::string& dir, int64_t steps, int64_t log_every) {
   std::filesystem::remove_all(dir);
   const auto config = moco::run::load_config(
-      MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
+      moco::app::methods(), MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
       {"train.output_dir=" + dir, "train.epochs=1", "train.stop_at_step=" + std::to_string(steps),
        "train.log_every=" + std::to_string(log_every), "train.threads=1", "ckpt.every_minutes=0", "ckpt.async=false",
        "dist.queue_check_every=0"});
@@ -68,7 +69,7 @@ int64_t host_reads_of_checked_run(const std::string& dir, int64_t check_every) {
   if (group->rank() == 0) std::filesystem::remove_all(dir);
   group->barrier();
   const auto config =
-      moco::run::load_config(MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
+      moco::run::load_config(moco::app::methods(), MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
                              {"train.output_dir=" + dir, "train.epochs=0.5", "train.log_every=4", "train.threads=1",
                               "ckpt.every_minutes=0", "ckpt.async=false", "knn.raw_baseline=false",
                               "debug.check_step_syncs=true", "dist.queue_check_every=" + std::to_string(check_every)});

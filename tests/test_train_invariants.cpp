@@ -7,22 +7,23 @@ using namespace moco;
 
 namespace {
 
-model::Moco small_moco() {
+moco_v2::Moco small_moco() {
   auto o = model::resnet_options_for("resnet_tiny");
   o.in_channels = 1;
   o.small_stem = true;
   o.width = 0.125;
   o.out_dim = 16;
   o.bn_splits = 2;
-  model::MocoOptions options;
+  moco_v2::MocoOptions options;
   options.queue_size = 32;
   options.momentum = 0.9;
-  model::Moco m(o, options, std::make_shared<dist::LocalProcessGroup>(), 3);
+  moco_v2::Moco m(o, options, std::make_shared<dist::LocalProcessGroup>(), 3);
   m->train();
   return m;
 }
 
-std::string error_of_step(model::Moco& moco, moco_v2::InvariantChecker& checker, const std::function<void()>& tamper) {
+std::string error_of_step(moco_v2::Moco& moco, moco_v2::InvariantChecker& checker,
+                          const std::function<void()>& tamper) {
   checker.before_forward();
   auto out = moco->forward(torch::randn({8, 1, 12, 12}), torch::randn({8, 1, 12, 12}));
   moco->end_step(out);

@@ -1,6 +1,6 @@
 // bf16 autocast and channels-last: the same training, other numerics or memory order.
 #include "model/autocast.h"
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 #include "run/device.h"
 
 #include <gtest/gtest.h>
@@ -11,22 +11,22 @@
 namespace moco {
 namespace {
 
-model::Moco moco_in_precision(bool bf16) {
+moco_v2::Moco moco_in_precision(bool bf16) {
   auto encoder = model::resnet_options_for("resnet_tiny");
   encoder.in_channels = 1;
   encoder.small_stem = true;
   encoder.out_dim = 32;
-  model::MocoOptions options;
+  moco_v2::MocoOptions options;
   options.queue_size = 256;
   options.temperature = 0.2;
   options.bf16 = bf16;
-  model::Moco m(encoder, options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/4);
+  moco_v2::Moco m(encoder, options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/4);
   m->train();
   return m;
 }
 
 // The losses of `steps` SGD steps on fixed random batches.
-std::vector<double> losses(model::Moco& moco, int steps, bool channels_last = false) {
+std::vector<double> losses(moco_v2::Moco& moco, int steps, bool channels_last = false) {
   torch::optim::SGD sgd(moco->trainable_parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   torch::manual_seed(11);
   std::vector<double> out;

@@ -1,4 +1,4 @@
-#include "run/sgd.h"
+#include "optim/sgd.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -14,7 +14,7 @@ TEST(MomentumSgdTest, StepsBitwiseLikeTorchSgd) {
     b.push_back(p.clone().set_requires_grad(true));
   }
   torch::optim::SGD reference(a, torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
-  moco::run::MomentumSgd mine(b, 0.9, 1e-4);
+  moco::optim::MomentumSgd mine(b, 0.9, 1e-4);
   for (int step = 0; step < 6; ++step) {
     const double lr = 0.1 / (1 + step);
     for (auto& g : reference.param_groups()) g.options().set_lr(lr);
@@ -38,7 +38,7 @@ TEST(MomentumSgdTest, StepsBitwiseLikeTorchSgd) {
 TEST(MomentumSgdTest, BuffersKeepTheParametersMemoryOrder) {
   auto weight = torch::randn({4, 3, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast).set_requires_grad(true);
   auto bias = torch::randn({4}).set_requires_grad(true);
-  moco::run::MomentumSgd sgd({weight, bias}, 0.9, 1e-4);
+  moco::optim::MomentumSgd sgd({weight, bias}, 0.9, 1e-4);
   EXPECT_EQ(sgd.momentum_buffers()[0].strides(), weight.strides());
   EXPECT_EQ(sgd.momentum_buffers()[1].strides(), bias.strides());
 }
@@ -49,7 +49,7 @@ TEST(MomentumSgdTest, AStepNotAppliedChangesNothingAndAnAppliedOneIsThePlainStep
   torch::manual_seed(3);
   const auto start = torch::randn({5, 4});
   auto masked = start.clone().set_requires_grad(true), plain = start.clone().set_requires_grad(true);
-  moco::run::MomentumSgd masked_sgd({masked}, 0.9, 1e-4), plain_sgd({plain}, 0.9, 1e-4);
+  moco::optim::MomentumSgd masked_sgd({masked}, 0.9, 1e-4), plain_sgd({plain}, 0.9, 1e-4);
   masked_sgd.set_lr(0.5);
   plain_sgd.set_lr(0.5);
   for (int step = 0; step < 3; ++step) {
@@ -74,7 +74,7 @@ TEST(MomentumSgdTest, AParameterWithoutAGradientIsLeftAlone) {
   torch::manual_seed(5);
   auto a = torch::randn({3, 2}).set_requires_grad(true), b = torch::randn({4}).set_requires_grad(true);
   auto ra = a.detach().clone().set_requires_grad(true), rb = b.detach().clone().set_requires_grad(true);
-  moco::run::MomentumSgd mine({a, b}, 0.9, 1e-2);
+  moco::optim::MomentumSgd mine({a, b}, 0.9, 1e-2);
   torch::optim::SGD reference({ra, rb}, torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-2));
   mine.set_lr(0.1);
   for (int step = 0; step < 3; ++step) {
@@ -96,7 +96,7 @@ TEST(MomentumSgdTest, AParameterMadeChannelsLastLaterStepsLikeTorchSgd) {
   torch::manual_seed(6);
   auto w = torch::randn({4, 3, 3, 3}).set_requires_grad(true), bias = torch::randn({4}).set_requires_grad(true);
   auto rw = w.detach().clone().set_requires_grad(true), rbias = bias.detach().clone().set_requires_grad(true);
-  moco::run::MomentumSgd mine({w, bias}, 0.9, 1e-4);
+  moco::optim::MomentumSgd mine({w, bias}, 0.9, 1e-4);
   torch::optim::SGD reference({rw, rbias}, torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
   mine.set_lr(0.1);
   for (int step = 0; step < 4; ++step) {
@@ -118,7 +118,7 @@ TEST(MomentumSgdTest, AParameterMadeChannelsLastLaterStepsLikeTorchSgd) {
 // The update goes through the flat buffer; autograd still learns that the parameters changed.
 TEST(MomentumSgdTest, AStepBumpsTheParametersVersion) {
   auto p = torch::randn({3}).set_requires_grad(true);
-  moco::run::MomentumSgd sgd({p}, 0.9, 0);
+  moco::optim::MomentumSgd sgd({p}, 0.9, 0);
   sgd.set_lr(0.1);
   p.mutable_grad() = torch::ones({3});
   const auto before = p._version();
@@ -131,7 +131,7 @@ TEST(MomentumSgdTest, AStepBumpsTheParametersVersion) {
 TEST(MomentumSgdTest, ZeroGradThenBackwardGivesEachStepItsOwnGradient) {
   torch::manual_seed(8);
   auto p = torch::randn({6}).set_requires_grad(true), rp = p.detach().clone().set_requires_grad(true);
-  moco::run::MomentumSgd mine({p}, 0.9, 1e-4);
+  moco::optim::MomentumSgd mine({p}, 0.9, 1e-4);
   torch::optim::SGD reference({rp}, torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
   mine.set_lr(0.1);
   for (int step = 0; step < 4; ++step) {

@@ -4,8 +4,8 @@
 // and resnet50 (161). On a GPU each op is a kernel launch or more: per-tensor updates cost
 // thousands of launches a step.
 #include "dist/process_group.h"
-#include "model/moco.h"
-#include "run/sgd.h"
+#include "moco_v2/moco.h"
+#include "optim/sgd.h"
 #include "sys/op_count.h"
 
 #include <gtest/gtest.h>
@@ -41,12 +41,12 @@ StepOps ops_of_a_step(const std::string& arch) {
   encoder.width = 0.125;
   encoder.out_dim = 16;
   encoder.mlp_head = true;
-  model::MocoOptions options;
+  moco_v2::MocoOptions options;
   options.queue_size = 64;
   options.skip_nonfinite = true;
-  model::Moco moco(encoder, options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/0);
+  moco_v2::Moco moco(encoder, options, std::make_shared<dist::LocalProcessGroup>(), /*seed=*/0);
   moco->train();
-  run::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
+  optim::MomentumSgd sgd(moco->trainable_parameters(), 0.9, 1e-4);
   sgd.set_lr(0.03);
   const auto step = [&] {
     auto out = moco->forward(torch::randn({4, 3, 8, 8}), torch::randn({4, 3, 8, 8}));

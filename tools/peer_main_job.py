@@ -215,7 +215,7 @@ class ResNetTiny(nn.Module):
 
 
 class Moco(nn.Module):
-    """MoCo v2 as src/model/moco.cpp on one rank."""
+    """MoCo v2 as src/moco_v2/moco.cpp on one rank."""
 
     def __init__(self, cfg):
         super().__init__()

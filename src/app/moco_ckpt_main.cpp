@@ -1,12 +1,12 @@
 // moco_ckpt: looks into moco_dist checkpoints: inspect, verify, export the backbone, diff two.
+#include "app/methods.h"
 #include "app/parse_command_line.h"
+#include "app/program.h"
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/export.h"
 #include "ckpt/h5_tensor_file.h"
 #include "ckpt/manifest.h"
 #include "run/config.h"
-#include "sys/host_memory.h"
-#include "sys/openblas_kernels.h"
 #include "sys/paths.h"
 #include "sys/removed_on_signal.h"
 
@@ -26,10 +26,7 @@ namespace {
 using moco::ckpt::CheckpointError;
 using moco::ckpt::CheckpointReader;
 
-// A request refused before any work: exit 2, nothing written.
-struct Refusal : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using moco::app::Refusal;  // a request refused before any work: exit 2, nothing written
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   return shape.empty() ? "scalar" : fmt::format("{}", fmt::join(shape, "x"));
@@ -172,9 +169,8 @@ std::vector<std::regex> ignore_patterns(const std::vector<std::string>& ignore) 
 // be read: two checkpoints that differ here differ in every tensor's shape, for one reason.
 std::string architecture_of(const CheckpointReader& reader) {
   try {
-    const auto c = moco::run::load_config_text(reader.manifest().config_yaml, reader.dir());
-    return fmt::format("model.arch={} model.width={} model.small_stem={} model.dim={} model.mlp={}", c.model.arch,
-                       c.model.width, c.model.small_stem, c.model.dim, c.model.mlp);
+    const auto c = moco::run::load_config_text(moco::app::methods(), reader.manifest().config_yaml, reader.dir());
+    return moco::run::section_text(c, "model", {"model.pretrained"});
   } catch (const std::exception&) {
     return {};
   }
@@ -262,8 +258,7 @@ std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
-  moco::sys::keep_freed_host_memory();
+  moco::app::start_process();
   CLI::App app{
       "moco_ckpt: inspect, verify, export and compare moco_dist checkpoints.\n"
       "CHECKPOINT is a checkpoint folder (output_dir/checkpoints/step_<n>), a checkpoints folder or a run's\n"
@@ -319,17 +314,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
-  try {
+  return moco::app::run_tool("moco_ckpt", [&] {
     if (*inspect_cmd) return inspect(a);
     if (*verify_cmd) return verify(a);
     if (*export_cmd) return export_backbone(a, out, module, format, keep_head, force);
     if (*diff_cmd) return diff(a, b, ignore, atol);
-  } catch (const Refusal& e) {
-    std::cerr << "moco_ckpt: " << e.what() << "\n";
     return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "moco_ckpt: " << e.what() << "\n";
-    return 1;
-  }
-  return 2;
+  });
 }

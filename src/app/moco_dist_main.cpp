@@ -1,25 +1,16 @@
 // moco_dist: MoCo self-supervised training. Parses the command line, joins the MPI job (a world of
 // one without a launcher) and hands over to train().
+#include "app/methods.h"
 #include "app/parse_command_line.h"
-#include "dist/bootstrap.h"
-#include "dist/process_group.h"
+#include "app/program.h"
 #include "lincls/knn_eval.h"
-#include "preempt/preemption.h"
 #include "run/config.h"
-#include "run/device.h"
-#include "run/run_logging.h"
-#include "run/run_output.h"
-#include "run/setup.h"
-#include "sys/host_memory.h"
-#include "sys/openblas_kernels.h"
-#include "sys/workarounds.h"
 #include "train/trainer.h"
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include <iostream>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,51 +41,18 @@ void add_options(CLI::App& app, Options& o) {
                "writes nothing")
       ->excludes("--dry-run");
   app.footer(
-      "Config keys (YAML sections in the file, dotted on the command line):\n" + moco::run::config_reference() +
+      "Config keys (YAML sections in the file, dotted on the command line):\n" +
+      moco::run::config_reference(*moco::app::methods()) +
       "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
       "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
       "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running, 2 bad command line or config, or\n"
       "train.output_dir in use by another run (its lock train.output_dir/moco.lock names the holder's host and pid).");
 }
 
-// The config file with the overrides applied, or the exit code: 2 for a bad config, 0 once printed
-// (--print-config).
-std::optional<int> read_config(const Options& o, moco::run::Config& config) {
-  try {
-    config = moco::run::load_config(o.config_path, o.overrides);
-    if (o.print_config) {
-      std::cout << moco::run::to_yaml(config);
-      return 0;
-    }
-  } catch (const moco::run::ConfigError& e) {
-    spdlog::error("{}", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    spdlog::error("{}: {}", o.config_path, e.what());
-    return 2;
-  } catch (...) {
-    spdlog::error("{}: unexpected error while reading the config", o.config_path);
-    return 2;
-  }
-  return std::nullopt;
-}
-
-moco::run::RunContext make_context(const moco::run::Config& config, const moco::dist::WorldInfo& world, bool dry_run,
-                                   const std::optional<moco::run::EarlyDevice>& early_device) {
-  moco::run::RunContext context;
-  context.dry_run = dry_run;
-  context.device = moco::run::select_device(world, early_device);
-  spdlog::info("{}", moco::run::describe_placement(world, context.device, early_device));
-  context.local_size = world.local_size;
-  context.group = moco::run::make_job_group(config, world.world_size, context.device);
-  return context;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
-  moco::sys::keep_freed_host_memory();
+  moco::app::start_process();
   CLI::App app{
       "moco_dist: MoCo (Momentum Contrast) self-supervised training.\n"
       "Trains on the config's data, logs to train.output_dir/metrics.jsonl, reports kNN top-1.\n"
@@ -104,59 +62,17 @@ int main(int argc, char** argv) {
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
   moco::run::Config config;
-  if (const auto code = read_config(o, config)) return *code;
+  if (const auto code = moco::app::read_config(o.config_path, o.overrides, o.print_config, config)) return *code;
   if (o.dry_run) std::cout << moco::run::to_yaml(config);
-
-  moco::dist::WorldInfo world;
-  std::optional<moco::run::LogUndo> log_undo;
-  moco::sys::FolderLock folder_lock;  // held until main returns; the kernel drops it at any other end
-  // Nothing may reach std::terminate: every failure ends as exit 1 or 2 with a message, and with
-  // several ranks takes the others down too (they may wait in a collective this rank never joins).
-  auto fail = [&](const std::string& why, int code) {
-    if (world.world_size > 1) moco::dist::abort_world(why, code);
-    spdlog::error("{}", why);
-    moco::dist::finalize_world();
-    return code;
-  };
-  try {
-    // Before MPI starts, which may open a CUDA context on the current device (run/device.h).
-    const auto early_device = moco::run::choose_device_before_mpi();
-    world = moco::dist::init_world(&argc, &argv);
-    moco::preempt::install_preemption_handlers();
-    // The world size is known now: a batch that does not split over the ranks is the config's fault,
-    // reported before any folder is made or data read.
-    moco::run::validate_for_world(config, world.world_size, o.source());
-    moco::run::check_data(config, o.source(), world.rank == 0);
-    if (!o.dry_run && !o.eval_only) {
-      log_undo.emplace(config.train.output_dir, world.rank);
-      // Before the first write into the folder: a second run there stops here, having written nothing.
-      moco::run::lock_output_dir(config.train.output_dir, "train.output_dir", world.rank, folder_lock);
-    }
-    moco::run::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks,
-                             !o.dry_run && !o.eval_only);
-    moco::sys::log_workarounds();
-    const auto context = make_context(config, world, o.dry_run, early_device);
-    if (o.eval_only) {
+  moco::app::JobProgram program;
+  program.source = o.source();
+  program.writes_output = !o.dry_run && !o.eval_only;
+  program.dry_run = o.dry_run;
+  program.body = [&](const moco::run::RunContext& context) {
+    if (o.eval_only)
       moco::lincls::knn_eval_only(config, context);
-    } else {
+    else
       moco::train::train(config, context);
-    }
-  } catch (const moco::run::FolderInUse& e) {
-    // Every rank knows (lock_output_dir is collective): all end with exit 2, none aborts the others.
-    if (world.rank == 0) spdlog::error("{}", e.what());
-    moco::dist::finalize_world();
-    return 2;
-  } catch (const moco::run::ConfigError& e) {
-    folder_lock.release();           // first: the undo removes a folder this run made only if empty
-    if (log_undo) log_undo->undo();  // a refusal writes nothing: the log it started goes too
-    // Found once the ranks could look (a checkpoint's saved config, the world size): still the
-    // config's fault, still before any training.
-    return fail(e.what(), 2);
-  } catch (const std::exception& e) {
-    return fail(e.what(), 1);
-  } catch (...) {
-    return fail("unexpected error (not a std::exception)", 1);
-  }
-  moco::dist::finalize_world();
-  return 0;
+  };
+  return moco::app::run_job(program, config, argc, argv);
 }

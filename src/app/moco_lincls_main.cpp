@@ -2,19 +2,10 @@
 // Parses the command line, joins the MPI job (a world of one without a launcher), loads
 // model.pretrained and hands over to run_lincls().
 #include "app/parse_command_line.h"
-#include "dist/bootstrap.h"
-#include "dist/process_group.h"
-#include "lincls/backbone.h"
+#include "app/program.h"
+#include "lincls/frozen_backbone.h"
 #include "lincls/lincls.h"
-#include "preempt/preemption.h"
 #include "run/config.h"
-#include "run/device.h"
-#include "run/run_logging.h"
-#include "run/run_output.h"
-#include "run/setup.h"
-#include "sys/host_memory.h"
-#include "sys/openblas_kernels.h"
-#include "sys/workarounds.h"
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -24,33 +15,8 @@
 #include <string>
 #include <vector>
 
-namespace {
-
-// The config file with the overrides applied, or the exit code: 2 for a bad config, 0 once printed
-// (--print-config).
-std::optional<int> read_config(const std::string& config_path, const std::vector<std::string>& overrides,
-                               bool print_config, moco::run::Config& config) {
-  try {
-    config = moco::run::load_config(config_path, overrides);
-    if (print_config) {
-      std::cout << moco::run::to_yaml(config);
-      return 0;
-    }
-  } catch (const moco::run::ConfigError& e) {
-    spdlog::error("{}", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    spdlog::error("{}: {}", config_path, e.what());
-    return 2;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
-  moco::sys::keep_freed_host_memory();
+  moco::app::start_process();
   CLI::App app{
       "moco_lincls: linear classification on frozen features (the protocol of MoCo's main_lincls.py).\n"
       "Loads the backbone model.pretrained names, trains a linear classifier (lincls.*) on the train split, reports\n"
@@ -66,8 +32,10 @@ int main(int argc, char** argv) {
   app.footer(
       "Config keys (YAML sections in the file, dotted on the command line; moco_lincls reads model.*, data.*, "
       "lincls.*,\n"
-      "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.{keep_last,async} and dist.*):\n" +
-      moco::run::config_reference() +
+      "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.* (as moco_dist: its checkpoints come\n"
+      "every lincls.save_every_epochs epochs and at the cadence of ckpt.every_steps and ckpt.every_minutes) and\n"
+      "dist.*):\n" +
+      moco::run::config_reference(*moco::app::methods()) +
       "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
       "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
       "Exit codes: 0 done (or stopped with a checkpoint), 1 failed while running (or a corrupt checkpoint), 2 bad\n"
@@ -76,53 +44,16 @@ int main(int argc, char** argv) {
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
 
   moco::run::Config config;
-  const std::string where = overrides.empty() ? config_path : config_path + " (with overrides)";
-  if (const auto code = read_config(config_path, overrides, print_config, config)) return *code;
-
-  moco::dist::WorldInfo world;
-  std::optional<moco::run::LogUndo> log_undo;
-  moco::sys::FolderLock folder_lock;  // held until main returns; the kernel drops it at any other end
-  auto fail = [&](const std::string& why, int code) {
-    if (world.world_size > 1) moco::dist::abort_world(why, code);
-    spdlog::error("{}", why);
-    moco::dist::finalize_world();
-    return code;
+  if (const auto code = moco::app::read_config(config_path, overrides, print_config, config)) return *code;
+  std::optional<moco::lincls::Backbone> backbone;
+  moco::app::JobProgram program;
+  program.job = moco::run::Job::kLincls;
+  program.source = overrides.empty() ? config_path : config_path + " (with overrides)";
+  // Before any folder is made: a backbone that does not fit the config is the config's fault.
+  program.before_output = [&](const moco::run::Config& c, torch::Device device) {
+    backbone.emplace(moco::lincls::Backbone::load(c, device));
+    moco::lincls::check_own_output_dir(c, *backbone);
   };
-  try {
-    // Before MPI starts, which may open a CUDA context on the current device (run/device.h).
-    const auto early_device = moco::run::choose_device_before_mpi();
-    world = moco::dist::init_world(&argc, &argv);
-    moco::preempt::install_preemption_handlers();
-    moco::run::validate_for_world(config, world.world_size, where, moco::run::Job::kLincls);
-    moco::run::check_data(config, where, world.rank == 0);
-    moco::run::RunContext context;
-    context.device = moco::run::select_device(world, early_device);
-    context.local_size = world.local_size;
-    // Before any folder is made: a backbone that does not fit the config is the config's fault.
-    const auto backbone = moco::lincls::Backbone::load(config, context.device);
-    moco::lincls::check_own_output_dir(config, backbone);
-    log_undo.emplace(config.train.output_dir, world.rank);
-    // Before the first write into the folder: a second run there stops here, having written nothing.
-    moco::run::lock_output_dir(config.train.output_dir, "train.output_dir", world.rank, folder_lock);
-    moco::run::setup_logging(config.train.output_dir, world.rank, world.world_size, config.dist.log_all_ranks);
-    spdlog::info("{}", moco::run::describe_placement(world, context.device, early_device));
-    moco::sys::log_workarounds();
-    context.group = moco::run::make_job_group(config, world.world_size, context.device);
-    moco::lincls::run_lincls(config, context, backbone);
-  } catch (const moco::run::FolderInUse& e) {
-    // Every rank knows (lock_output_dir is collective): all end with exit 2, none aborts the others.
-    if (world.rank == 0) spdlog::error("{}", e.what());
-    moco::dist::finalize_world();
-    return 2;
-  } catch (const moco::run::ConfigError& e) {
-    folder_lock.release();           // first: the undo removes a folder this run made only if empty
-    if (log_undo) log_undo->undo();  // a refusal writes nothing: the log it started goes too
-    return fail(e.what(), 2);
-  } catch (const std::exception& e) {
-    return fail(e.what(), 1);
-  } catch (...) {
-    return fail("unexpected error (not a std::exception)", 1);
-  }
-  moco::dist::finalize_world();
-  return 0;
+  program.body = [&](const moco::run::RunContext& context) { moco::lincls::run_lincls(config, context, *backbone); };
+  return moco::app::run_job(program, config, argc, argv);
 }

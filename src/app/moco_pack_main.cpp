@@ -1,11 +1,10 @@
 // moco_pack: packs the splits of an ImageFolder into HDF5 shards that moco_dist trains from
 // (data.dataset: hdf5). The images' bytes are stored as they are, not decoded.
 #include "app/parse_command_line.h"
+#include "app/program.h"
 #include "data/file_list_cache.h"
 #include "data/image_folder.h"
 #include "data/image_pack.h"
-#include "sys/host_memory.h"
-#include "sys/openblas_kernels.h"
 #include "sys/folder_lock.h"
 #include "sys/paths.h"
 
@@ -30,10 +29,7 @@ struct Args {
   bool overwrite = false;
 };
 
-// A request refused before any work: exit 2, nothing written.
-struct Refusal : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using moco::app::Refusal;  // a request refused before any work: exit 2, nothing written
 
 void add_options(CLI::App& app, Args& a) {
   app.add_option("SRC", a.src, "the ImageFolder's root, holding one folder per split")->required();
@@ -142,8 +138,7 @@ int pack(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  moco::sys::restart_with_openblas_settings();  // may re-execute this program first (src/sys/openblas_kernels.h)
-  moco::sys::keep_freed_host_memory();
+  moco::app::start_process();
   CLI::App app{
       "moco_pack: packs the ImageFolder splits SRC/train and SRC/val into HDF5 shards OUT/train-SSSSS-of-NNNNN.h5 and\n"
       "OUT/val-SSSSS-of-NNNNN.h5, for moco_dist with data.dataset=hdf5 data.root=OUT. Each shard holds the image "
@@ -162,19 +157,14 @@ int main(int argc, char** argv) {
       "OUT holding shards of a split already (without --overwrite), or OUT in use by another pack (OUT/moco.lock).\n"
       "Temporary shards an interrupted pack left in OUT are removed by the next pack, which says so.");
   if (const auto code = moco::app::parse_command_line(app, argc, argv)) return *code;
-  try {
-    if (moco::sys::lies_within(a.out, a.src))
-      throw Refusal("OUT " + a.out + " lies inside SRC " + a.src + ", which it reads: write the shards elsewhere");
-    check_splits(a.splits);
-    return pack(a);
-  } catch (const Refusal& e) {
-    std::cerr << "moco_pack: " << e.what() << "\n";
-    return 2;
-  } catch (const moco::data::FolderError& e) {
-    std::cerr << "moco_pack: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "moco_pack: " << e.what() << "\n";
-    return 1;
-  }
+  return moco::app::run_tool(
+      "moco_pack",
+      [&] {
+        if (moco::sys::lies_within(a.out, a.src))
+          throw Refusal("OUT " + a.out + " lies inside SRC " + a.src + ", which it reads: write the shards elsewhere");
+        check_splits(a.splits);
+        return pack(a);
+      },
+      // SRC not an ImageFolder is a refusal too.
+      [](const std::exception& e) { return dynamic_cast<const moco::data::FolderError*>(&e) != nullptr; });
 }

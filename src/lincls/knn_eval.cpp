@@ -1,6 +1,6 @@
 #include "lincls/knn_eval.h"
 
-#include "lincls/backbone.h"
+#include "lincls/frozen_backbone.h"
 #include "run/device.h"
 #include "run/knn_monitor.h"
 #include "run/setup.h"

@@ -3,7 +3,7 @@
 // own checkpoints and resume), LinclsResult
 #pragma once
 
-#include "lincls/backbone.h"
+#include "lincls/frozen_backbone.h"
 #include "run/config.h"
 #include "run/config.h"
 #include "run/run_context.h"

@@ -17,7 +17,7 @@ LinearClassifier::LinearClassifier(int64_t in_features, int64_t num_classes, dou
   }
   fc_->to(device);
   if (group->world_size() > 1) dist::broadcast_parameters(fc_->parameters(), *group);
-  sgd_ = std::make_unique<run::MomentumSgd>(fc_->parameters(), momentum, weight_decay);
+  sgd_ = std::make_unique<optim::MomentumSgd>(fc_->parameters(), momentum, weight_decay);
   reducer_ = std::make_unique<dist::GradientReducer>(
       fc_->parameters(), std::move(group), dist::GradientReducer::kDefaultBucketCapBytes,
       dist::GradientReducer::kDefaultFirstBucketCapBytes, std::vector<std::string>{"fc.weight", "fc.bias"});
@@ -38,7 +38,7 @@ torch::Tensor LinearClassifier::predict(const torch::Tensor& features) {
   return fc_->forward(standardize(features));
 }
 
-double LinearClassifier::step(const torch::Tensor& features, const torch::Tensor& labels, double lr) {
+torch::Tensor LinearClassifier::step(const torch::Tensor& features, const torch::Tensor& labels, double lr) {
   const auto loss = torch::nn::functional::cross_entropy(fc_->forward(standardize(features).detach()),
                                                          labels.to(mean_.device(), torch::kLong));
   sgd_->set_lr(lr);
@@ -46,7 +46,7 @@ double LinearClassifier::step(const torch::Tensor& features, const torch::Tensor
   loss.backward();
   reducer_->finalize();
   sgd_->step();
-  return loss.item<double>();
+  return loss.detach();
 }
 
 std::vector<ckpt::StateEntry> LinearClassifier::state_entries() {

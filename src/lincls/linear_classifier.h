@@ -6,7 +6,7 @@
 #include "ckpt/checkpoint.h"
 #include "dist/process_group.h"
 #include "dist/reducer.h"
-#include "run/sgd.h"
+#include "optim/sgd.h"
 
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
@@ -29,8 +29,8 @@ class LinearClassifier {
   torch::Tensor predict(const torch::Tensor& features);
   // One SGD step on this rank's share of a global batch (cross-entropy, mean over the share; the
   // gradients are averaged over the ranks, so the step is that of the global batch). Returns this
-  // rank's loss.
-  double step(const torch::Tensor& features, const torch::Tensor& labels, double lr);
+  // rank's loss, a scalar on the device (nothing read on the host).
+  torch::Tensor step(const torch::Tensor& features, const torch::Tensor& labels, double lr);
 
   // What a checkpoint holds: lincls/fc.weight, lincls/fc.bias, lincls/feature_mean,
   // lincls/feature_std, optimizer/momentum_buffer/fc.{weight,bias}. Restored in place.
@@ -41,7 +41,7 @@ class LinearClassifier {
   torch::Tensor standardize(const torch::Tensor& features) const;
   torch::nn::Linear fc_{nullptr};
   torch::Tensor mean_, std_;
-  std::unique_ptr<run::MomentumSgd> sgd_;
+  std::unique_ptr<optim::MomentumSgd> sgd_;
   std::unique_ptr<dist::GradientReducer> reducer_;
 };
 

@@ -19,7 +19,7 @@ MetricsLog::MetricsLog(const std::string& path, bool append, const std::string& 
 MetricsLog::~MetricsLog() = default;
 
 void MetricsLog::write(const StepRecord& r) {
-  write_line(nlohmann::json{{"event", "train"},
+  auto row = nlohmann::json{{"event", "train"},
                             {"step", r.step},
                             {"epoch", r.epoch},
                             {"loss", r.loss},
@@ -29,21 +29,18 @@ void MetricsLog::write(const StepRecord& r) {
                             {"shuffle_bytes_per_step", r.shuffle_bytes_per_step},
                             {"grad_bytes_per_step", r.grad_bytes_per_step},
                             {"bad_steps", r.bad_steps},
-                            {"acc1", r.acc1},
-                            {"acc5", r.acc5},
                             {"data_wait_s", r.data_wait_s},
-                            {"data_wait_share", r.data_wait_share}}
-                 .dump());
+                            {"data_wait_share", r.data_wait_share}};
+  for (const auto& [name, value] : r.scalars) row[name] = value;
+  write_line(row.dump());
   if (tensorboard_) {
     // The same numbers as the JSON row, under the same names.
-    for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", r.loss},
-                                     {"train/lr", r.lr},
-                                     {"train/img_per_s", r.img_per_s},
-                                     {"train/acc1", r.acc1},
-                                     {"train/acc5", r.acc5},
-                                     {"train/data_wait_share", r.data_wait_share},
-                                     {"train/bad_steps", static_cast<double>(r.bad_steps)}})
-      tensorboard_->add_scalar(tag, value, r.step);
+    std::vector<std::pair<std::string, double>> tags{
+        {"train/loss", r.loss}, {"train/lr", r.lr}, {"train/img_per_s", r.img_per_s}};
+    for (const auto& [name, value] : r.scalars) tags.emplace_back("train/" + name, value);
+    tags.emplace_back("train/data_wait_share", r.data_wait_share);
+    tags.emplace_back("train/bad_steps", static_cast<double>(r.bad_steps));
+    for (const auto& [tag, value] : tags) tensorboard_->add_scalar(tag, value, r.step);
   }
 }
 

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace moco::metrics {
 
@@ -20,9 +22,10 @@ struct StepRecord {
   int64_t shuffle_bytes_per_step = 0;  // images and keys this rank sent to other ranks for shuffle-BN
   int64_t grad_bytes_per_step = 0;     // gradient bytes all-reduced by this rank
   int64_t bad_steps = 0;               // steps skipped so far for NaN/Inf queries
-  double acc1 = 0, acc5 = 0;           // the contrastive task: the positive key ranked first / in the top 5 (%)
-  double data_wait_s = 0;              // per step, waiting for the loader
-  double data_wait_share = 0;          // of the wall time of the steps
+  // The method's own numbers, by name (MoCo: acc1, acc5, the positive key ranked first / in the top 5, %).
+  std::vector<std::pair<std::string, double>> scalars;
+  double data_wait_s = 0;      // per step, waiting for the loader
+  double data_wait_share = 0;  // of the wall time of the steps
 };
 
 struct KnnRecord {

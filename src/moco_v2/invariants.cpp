@@ -10,7 +10,7 @@
 namespace moco::moco_v2 {
 namespace {
 
-void check_no_gradient(model::MocoImpl& moco, int64_t step) {
+void check_no_gradient(moco_v2::MocoImpl& moco, int64_t step) {
   for (const auto& item : moco.encoder_k->named_parameters()) {
     if (item.value().requires_grad())
       throw std::logic_error(fmt::format("step {}: key encoder parameter {} requires grad", step, item.key()));
@@ -55,13 +55,13 @@ void InvariantChecker::after_forward(int64_t step, const torch::Tensor& trained)
 
 void InvariantChecker::after_step(int64_t step) const { check_no_gradient(moco_, step); }
 
-DebugChecks::DebugChecks(const run::Config::Debug& debug, model::MocoImpl& moco) {
-  if (debug.check_invariants) invariants_.emplace(moco);
-  torch::autograd::AnomalyMode::set_enabled(debug.anomaly_detection);
-  if (debug.check_invariants || debug.anomaly_detection)
-    spdlog::info("debug: {}{}", debug.check_invariants ? "invariants checked every step" : "",
-                 debug.anomaly_detection
-                     ? (debug.check_invariants ? ", autograd anomaly detection on" : "autograd anomaly detection on")
+DebugChecks::DebugChecks(bool check_invariants, bool anomaly_detection, moco_v2::MocoImpl& moco) {
+  if (check_invariants) invariants_.emplace(moco);
+  torch::autograd::AnomalyMode::set_enabled(anomaly_detection);
+  if (check_invariants || anomaly_detection)
+    spdlog::info("debug: {}{}", check_invariants ? "invariants checked every step" : "",
+                 anomaly_detection
+                     ? (check_invariants ? ", autograd anomaly detection on" : "autograd anomaly detection on")
                      : "");
 }
 

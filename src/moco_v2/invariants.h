@@ -3,7 +3,7 @@
 // keys and no autograd graph; DebugChecks (the debug.* switches as the training step's hooks)
 #pragma once
 
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 #include "run/config.h"
 
 #include <optional>
@@ -13,7 +13,7 @@ namespace moco::moco_v2 {
 
 class InvariantChecker {
  public:
-  explicit InvariantChecker(model::MocoImpl& moco) : moco_(moco) {}
+  explicit InvariantChecker(moco_v2::MocoImpl& moco) : moco_(moco) {}
   // Before the step's forward: remembers both encoders' parameters.
   void before_forward();
   // After the forward and Moco::end_step (the momentum update and the enqueue, kept or not) and
@@ -25,7 +25,7 @@ class InvariantChecker {
   void after_step(int64_t step) const;
 
  private:
-  model::MocoImpl& moco_;
+  moco_v2::MocoImpl& moco_;
   std::vector<torch::Tensor> q_before_, k_before_;
 };
 
@@ -33,7 +33,7 @@ class InvariantChecker {
 // (autograd's, switched on here); both logged in one line. Each hook is a no-op when its switch is off.
 class DebugChecks {
  public:
-  DebugChecks(const run::Config::Debug& debug, model::MocoImpl& moco);
+  DebugChecks(bool check_invariants, bool anomaly_detection, moco_v2::MocoImpl& moco);
   void before_forward() {
     if (invariants_) invariants_->before_forward();
   }

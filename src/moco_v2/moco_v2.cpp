@@ -1,8 +1,11 @@
 #include "moco_v2/moco_v2.h"
 
+#include "model/positive_rank.h"
+#include "moco_v2/v2_settings.h"
 #include "run/device.h"
 #include "run/setup.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -12,16 +15,16 @@
 namespace moco::moco_v2 {
 namespace {
 
-model::Moco make_moco(const run::Config& config, const run::RunContext& context, int64_t in_channels) {
-  const model::MocoOptions options{config.moco.queue_size,
-                                   config.moco.momentum,
-                                   config.moco.temperature,
-                                   /*skip_nonfinite=*/true,
-                                   /*bf16=*/config.train.precision == run::Precision::kBf16,
-                                   /*shuffle_at_world_one=*/config.dist.world_group_at_one};
-  auto encoder = run::backbone_options(config, in_channels);
-  encoder.bn_splits = bn_splits_per_rank(config, context.group->world_size());
-  model::Moco moco(encoder, options, context.group, config.train.seed);
+moco_v2::Moco make_moco(const run::Config& config, const run::RunContext& context, int64_t in_channels) {
+  const Settings& s = settings(config);
+  const MocoOptions options{s.queue_size,
+                            s.momentum,
+                            s.temperature,
+                            /*skip_nonfinite=*/true,
+                            /*bf16=*/config.train.precision == run::Precision::kBf16,
+                            /*shuffle_at_world_one=*/config.dist.world_group_at_one};
+  const auto encoder = encoder_options(config, in_channels, context.group->world_size());
+  moco_v2::Moco moco(encoder, options, context.group, config.train.seed);
   moco->to(context.device);
   if (config.train.channels_last) run::use_channels_last(*moco);
   if (context.device.is_cuda()) at::globalContext().setBenchmarkCuDNN(config.train.cudnn_benchmark);
@@ -29,37 +32,45 @@ model::Moco make_moco(const run::Config& config, const run::RunContext& context,
   return moco;
 }
 
-std::vector<std::string> query_parameter_names(model::MocoImpl& moco) {
+std::vector<std::string> query_parameter_names(moco_v2::MocoImpl& moco) {
   std::vector<std::string> names;
   for (const auto& item : moco.encoder_q->named_parameters()) names.push_back("encoder_q." + item.key());
   return names;
 }
 
 // Rank 0's state everywhere (replicas.broadcast_start), then the line that says what was built.
-model::Moco& started(model::Moco& moco, ReplicaSync& replicas, const run::Config& c, const run::RunContext& ctx) {
+moco_v2::Moco& started(moco_v2::Moco& moco, ReplicaSync& replicas, const run::Config& c, const run::RunContext& ctx) {
   replicas.broadcast_start();
   spdlog::info(
       "{}: {} parameters in the query encoder, feature dim {}, queue {}x{}, {} rank(s) on {}, {} threads, {}{}",
       c.model.arch, model::count_parameters(*moco->encoder_q), moco->encoder_q->feature_dim(), c.model.dim,
-      c.moco.queue_size, ctx.group->world_size(), ctx.device.str(), torch::get_num_threads(), c.train.precision,
+      settings(c).queue_size, ctx.group->world_size(), ctx.device.str(), torch::get_num_threads(), c.train.precision,
       c.train.channels_last ? ", channels-last" : "");
   return moco;
 }
 
 }  // namespace
 
+model::ResNetOptions encoder_options(const run::Config& c, int64_t in_channels, int world_size) {
+  auto options = run::backbone_options(c, in_channels);
+  options.mlp_head = settings(c).mlp;
+  options.bn_splits = bn_splits_per_rank(c, world_size);
+  return options;
+}
+
 // The math is then the same for any world size that divides moco.bn_splits (a checkpoint resumes on
 // another number of ranks exactly); with more ranks than groups, each rank's batch is one group, as
 // in the reference.
 int64_t bn_splits_per_rank(const run::Config& c, int world_size) {
-  if (c.moco.bn_splits <= world_size) return 1;
-  if (c.moco.bn_splits % world_size != 0) {
+  const int64_t splits = settings(c).bn_splits;
+  if (splits <= world_size) return 1;
+  if (splits % world_size != 0) {
     spdlog::warn(
         "moco.bn_splits {} is not a multiple of the {} ranks: each rank normalises its batch as one BatchNorm group",
-        c.moco.bn_splits, world_size);
+        splits, world_size);
     return 1;
   }
-  return c.moco.bn_splits / world_size;
+  return splits / world_size;
 }
 
 MocoV2::MocoV2(const run::Config& c, const run::RunContext& ctx, int64_t in_channels)
@@ -70,7 +81,7 @@ MocoV2::MocoV2(const run::Config& c, const run::RunContext& ctx, int64_t in_chan
       optimizer_(started(moco_, replicas_, c, ctx)->trainable_parameters(), c.optim.momentum, c.optim.weight_decay),
       reducer_(moco_->trainable_parameters(), ctx.group, static_cast<int64_t>(c.dist.bucket_mb * (1 << 20)),
                static_cast<int64_t>(c.dist.first_bucket_mb * (1 << 20)), query_parameter_names(*moco_)),
-      debug_(c.debug, *moco_),
+      debug_(settings(c).check_invariants, c.debug.anomaly_detection, *moco_),
       nan_(sys::hooks().nan_injection()) {
   // A world of one that rehearses world N keeps the buckets, their hooks and all-reduces (the
   // reducer switches itself off at world size 1).
@@ -81,7 +92,7 @@ namespace {
 
 // MOCO_INJECT_NAN (sys/fault_hooks.h) for what comes out of the forward: the loss alone (NaN added:
 // its gradient stays finite), or the gradient that reaches the queries (the loss stays finite).
-void inject_nan_after_forward(const sys::NanInjection& nan, int64_t step, int rank, model::MocoOutput& out) {
+void inject_nan_after_forward(const sys::NanInjection& nan, int64_t step, int rank, moco_v2::MocoOutput& out) {
   if (nan.hits(step, rank, sys::NanTarget::kLoss)) out.loss = out.loss + std::nan("");
   if (nan.hits(step, rank, sys::NanTarget::kGradients))
     out.q.register_hook([](const torch::Tensor& grad) { return torch::full_like(grad, std::nan("")); });
@@ -91,8 +102,8 @@ void inject_nan_after_forward(const sys::NanInjection& nan, int64_t step, int ra
 
 // Algorithm 1 of the MoCo paper on this rank's share of the batch: the two augmented views, the
 // query encoder's forward, the key encoder's momentum update and forward (shuffled keys) and the
-// logits against the queue (model::Moco's forward), the backward, the gradients averaged across
-// ranks, the enqueue (model::Moco's end_step) and the SGD update. Where any rank's queries, keys,
+// logits against the queue (moco_v2::Moco's forward), the backward, the gradients averaged across
+// ranks, the enqueue (moco_v2::Moco's end_step) and the SGD update. Where any rank's queries, keys,
 // loss or gradients hold NaN or Inf, every rank keeps its state instead, decided on the device
 // (Note [Skipping a step on the device]).
 run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
@@ -114,15 +125,20 @@ run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
   debug_.after_forward(step, out.trained);
   optimizer_.step(out.trained);
   debug_.after_step(step);
-  return {out.loss,      out.positive_rank,           out.nonfinite_by_rank,
-          out.trained,   moco_->last_shuffle_bytes(), reducer_.last_stats().bytes_reduced,
+  return {out.loss,
+          model::positive_rank_accuracies(out.positive_rank, {1, 5}),
+          out.nonfinite_by_rank,
+          out.trained,
+          moco_->last_shuffle_bytes(),
+          reducer_.last_stats().bytes_reduced,
           out.q_features};
 }
 
 // Names follow torchvision's state_dict keys under one group per module (docs/checkpoints.md):
 // encoder_q/<key> and encoder_k/<key>, moco/queue and moco/queue_ptr, optimizer/momentum_buffer/<key>.
 // BatchNorm buffers are rank-local when no step broadcasts rank 0's.
-std::vector<ckpt::StateEntry> state_entries(model::MocoImpl& moco, const run::MomentumSgd& sgd, bool bn_rank_local) {
+std::vector<ckpt::StateEntry> state_entries(moco_v2::MocoImpl& moco, const optim::MomentumSgd& sgd,
+                                            bool bn_rank_local) {
   std::vector<ckpt::StateEntry> entries;
   for (auto* encoder : {&moco.encoder_q, &moco.encoder_k}) {
     const std::string module = encoder == &moco.encoder_q ? "encoder_q/" : "encoder_k/";
@@ -140,8 +156,16 @@ std::vector<ckpt::StateEntry> state_entries(model::MocoImpl& moco, const run::Mo
   return entries;
 }
 
+// The contrastive task's accuracies: how often the positive key outscores every negative in the
+// queue (acc@1), all but four (acc@5).
+std::vector<run::StepScalar> MocoV2::step_scalars() const {
+  return {{"acc1", "acc@1", "%", 1, /*in_epoch_line=*/true}, {"acc5", "acc@5", "%", 1, false}};
+}
+
 run::MethodFacts MocoV2::facts() {
-  return {model::count_parameters(*moco_->encoder_q), bn_splits_per_rank(config_, context_.group->world_size())};
+  return {model::count_parameters(*moco_->encoder_q),
+          fmt::format("queue {}, BatchNorm groups per rank {}", settings(config_).queue_size,
+                      bn_splits_per_rank(config_, context_.group->world_size()))};
 }
 
 }  // namespace moco::moco_v2

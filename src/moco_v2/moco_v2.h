@@ -5,13 +5,13 @@
 
 #include "dist/process_group.h"
 #include "dist/reducer.h"
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 #include "moco_v2/invariants.h"
 #include "moco_v2/replicas.h"
 #include "run/config.h"
 #include "run/method.h"
 #include "run/run_context.h"
-#include "run/sgd.h"
+#include "optim/sgd.h"
 #include "sys/fault_hooks.h"
 
 #include <cstdint>
@@ -22,8 +22,11 @@ namespace moco::moco_v2 {
 // moco.bn_splits counts BatchNorm groups in the global batch; the groups of one rank's share.
 int64_t bn_splits_per_rank(const run::Config& config, int world_size);
 
+// The encoders' options: model.*'s ResNet with model.mlp's head and a rank's BatchNorm groups.
+model::ResNetOptions encoder_options(const run::Config& config, int64_t in_channels, int world_size);
+
 // The named tensors of a MoCo v1/v2 checkpoint, in the order they are saved.
-std::vector<ckpt::StateEntry> state_entries(model::MocoImpl& moco, const run::MomentumSgd& sgd, bool bn_rank_local);
+std::vector<ckpt::StateEntry> state_entries(moco_v2::MocoImpl& moco, const optim::MomentumSgd& sgd, bool bn_rank_local);
 
 class MocoV2 final : public run::Method {
  public:
@@ -42,14 +45,15 @@ class MocoV2 final : public run::Method {
   void before_save() override { replicas_.broadcast_bn_for_save(); }
   void before_eval() override { replicas_.broadcast_bn_for_eval(); }
   model::Backbone encoder() override { return moco_->encoder_q; }
+  std::vector<run::StepScalar> step_scalars() const override;
   run::MethodFacts facts() override;
 
  private:
   const run::Config& config_;
   const run::RunContext& context_;
-  model::Moco moco_;
+  moco_v2::Moco moco_;
   ReplicaSync replicas_;
-  run::MomentumSgd optimizer_;
+  optim::MomentumSgd optimizer_;
   dist::GradientReducer reducer_;
   DebugChecks debug_;
   sys::NanInjection nan_;

@@ -1,5 +1,7 @@
 #include "moco_v2/replicas.h"
 
+#include "moco_v2/v2_settings.h"
+
 #include "dist/reducer.h"
 #include "run/host_reads.h"
 
@@ -36,7 +38,7 @@ torch::Tensor bytes_of(const std::vector<torch::Tensor>& flats) {
 // differed from rank 0's at the step's start (bn_hash, of a copy taken right after the step's broadcast; 0
 // when the buffers are rank-local). The queue is never broadcast: it stays identical only because
 // every rank enqueues the same all-gathered keys.
-void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup& group, int64_t step) {
+void check_replicas(moco_v2::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup& group, int64_t step) {
   const auto mine =
       torch::tensor({static_cast<int64_t>(fnv1a_hash(moco.queue())),
                      run::read_on_host(moco.queue_state()[1]).item<int64_t>(), static_cast<int64_t>(bn_hash)},
@@ -61,13 +63,13 @@ void check_replicas(model::MocoImpl& moco, uint64_t bn_hash, dist::ProcessGroup&
 
 }  // namespace
 
-ReplicaSync::ReplicaSync(const run::Config& config, model::MocoImpl& moco, dist::ProcessGroup& group)
+ReplicaSync::ReplicaSync(const run::Config& config, moco_v2::MocoImpl& moco, dist::ProcessGroup& group)
     : moco_(moco),
       group_(group),
       world_(group.world_size()),
       communicates_(world_ > 1 || config.dist.world_group_at_one),
-      broadcast_buffers_(config.dist.broadcast_buffers),
-      check_every_(config.dist.queue_check_every) {}
+      broadcast_buffers_(settings(config).broadcast_buffers),
+      check_every_(settings(config).queue_check_every) {}
 
 void ReplicaSync::broadcast_start() {
   if (!communicates_) return;

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "dist/process_group.h"
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 #include "run/config.h"
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace moco::moco_v2 {
 
 class ReplicaSync {
  public:
-  ReplicaSync(const run::Config& config, model::MocoImpl& moco, dist::ProcessGroup& group);
+  ReplicaSync(const run::Config& config, moco_v2::MocoImpl& moco, dist::ProcessGroup& group);
 
   // Rank 0's query encoder, its BN buffers and the queue everywhere; the key encoder copies it.
   void broadcast_start();
@@ -35,7 +35,7 @@ class ReplicaSync {
 
  private:
   bool check_step(int64_t step) const;
-  model::MocoImpl& moco_;
+  moco_v2::MocoImpl& moco_;
   dist::ProcessGroup& group_;
   const int world_;
   // Several ranks, or a world of one that rehearses them (dist.world_group_at_one): the broadcasts

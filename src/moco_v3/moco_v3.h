@@ -3,13 +3,13 @@
 #pragma once
 
 #include "dist/reducer.h"
-#include "moco_v3/adamw.h"
-#include "moco_v3/lars.h"
+#include "optim/adamw.h"
+#include "optim/lars.h"
 #include "moco_v3/v3_model.h"
+#include "optim/optimizer.h"
 #include "run/config.h"
 #include "run/method.h"
 #include "run/run_context.h"
-#include "run/sgd.h"
 
 #include <cstdint>
 #include <optional>
@@ -18,26 +18,12 @@
 
 namespace moco::moco_v3 {
 
-// The optimizer optim.optimizer names: LARS, AdamW or SGD with momentum (run::MomentumSgd).
-class Optimizer {
- public:
-  Optimizer(const run::Config& config, std::vector<torch::Tensor> parameters);
-  void set_lr(double lr);
-  void zero_grad();
-  void step();
-  // Its state for a checkpoint, given the parameters' names: optimizer/momentum_buffer/<name> (SGD,
-  // LARS); optimizer/exp_avg/<name>, optimizer/exp_avg_sq/<name> and optimizer/steps (AdamW).
-  std::vector<ckpt::StateEntry> state_entries(const std::vector<std::string>& names) const;
-
- private:
-  std::optional<Lars> lars_;
-  std::optional<AdamW> adamw_;
-  std::optional<run::MomentumSgd> sgd_;
-};
-
 // The named tensors of a MoCo v3 checkpoint: encoder_q/<key>, encoder_k/<key>, predictor/<key> (the
 // official state_dict's keys below its module names) and the optimizer's (Optimizer::state_entries).
-std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const Optimizer& optimizer);
+std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const optim::Optimizer& optimizer);
+
+// model.arch's backbone as v3 builds its encoders (a ViT's patch projection frozen with v3.stop_grad_conv1).
+model::Backbone v3_backbone(const run::Config& config, int64_t in_channels);
 
 class MocoV3 final : public run::Method {
  public:
@@ -55,6 +41,7 @@ class MocoV3 final : public run::Method {
   void before_save() override { agree_on_buffers(); }
   void before_eval() override { agree_on_buffers(); }
   model::Backbone encoder() override { return model_->encoder_q; }
+  std::vector<run::StepScalar> step_scalars() const override;
   run::MethodFacts facts() override;
 
   // The momentum m of step `step` (counted from 1): progress (step - 1) / total steps.
@@ -69,7 +56,7 @@ class MocoV3 final : public run::Method {
   const run::Config& config_;
   const run::RunContext& context_;
   MocoV3Model model_;
-  Optimizer optimizer_;
+  optim::Optimizer optimizer_;
   dist::GradientReducer reducer_;
   int64_t total_steps_ = 1;
 };

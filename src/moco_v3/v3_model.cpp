@@ -1,6 +1,7 @@
 #include "moco_v3/v3_model.h"
 
 #include "model/autocast.h"
+#include "model/momentum_update.h"
 #include "model/sync_batchnorm.h"
 
 #include <torch/torch.h>
@@ -29,8 +30,8 @@ nn::Sequential make_mlp(int64_t layers, int64_t in_dim, int64_t hidden_dim, int6
 
 double momentum_at(double m0, double progress) { return 1.0 - (1.0 - m0) * (std::cos(M_PI * progress) + 1.0) / 2.0; }
 
-Contrast contrastive_loss(const torch::Tensor& q, const torch::Tensor& k, double temperature,
-                          dist::ProcessGroup& group) {
+ContrastiveTerm contrastive_loss(const torch::Tensor& q, const torch::Tensor& k, double temperature,
+                                 dist::ProcessGroup& group) {
   namespace F = torch::nn::functional;
   const auto qn = F::normalize(q, F::NormalizeFuncOptions().dim(1));
   const auto kn = F::normalize(k, F::NormalizeFuncOptions().dim(1)).contiguous();
@@ -76,9 +77,7 @@ void MocoV3ModelImpl::copy_query_to_key() {
 }
 
 void MocoV3ModelImpl::momentum_update(double m) {
-  torch::NoGradGuard no_grad;
-  const auto q = encoder_q->parameters(), k = encoder_k->parameters();
-  for (size_t i = 0; i < q.size(); ++i) k[i].mul_(m).add_(q[i], 1.0 - m);
+  model::momentum_update(encoder_k->parameters(), encoder_q->parameters(), m);
 }
 
 std::vector<torch::Tensor> MocoV3ModelImpl::trainable_parameters() const {

@@ -35,15 +35,15 @@ torch::nn::Sequential make_mlp(int64_t layers, int64_t in_dim, int64_t hidden_di
 // start to 1 at the end on a half cosine, m = 1 - (1 - m0) (cos(pi progress) + 1) / 2.
 double momentum_at(double m0, double progress);
 
-struct Contrast {
+struct ContrastiveTerm {
   torch::Tensor loss;           // scalar, CE(q k_all^T / T, labels) * 2T, with the graph of q
   torch::Tensor positive_rank;  // [n]: how many of the gathered keys score above each query's own
 };
 
 // One term of v3's loss on this rank's n queries q (with graph) and keys k (no graph): the keys of
 // every rank gathered (rank order), query i's positive is key n*rank + i of the gathered ones.
-Contrast contrastive_loss(const torch::Tensor& q, const torch::Tensor& k, double temperature,
-                          dist::ProcessGroup& group);
+ContrastiveTerm contrastive_loss(const torch::Tensor& q, const torch::Tensor& k, double temperature,
+                                 dist::ProcessGroup& group);
 
 struct V3Output {
   torch::Tensor loss;           // ctr(q1, k2) + ctr(q2, k1)

@@ -14,4 +14,12 @@ torch::Tensor holds_nonfinite(const torch::Tensor& t) {
   return ends.sub(ends).isnan().any();
 }
 
+std::string nonfinite_causes_text(int32_t causes) {
+  std::string text;
+  for (const auto& [bit, name] : {std::pair{kNonfiniteQueries, "queries"}, std::pair{kNonfiniteKeys, "keys"},
+                                  std::pair{kNonfiniteLoss, "loss"}, std::pair{kNonfiniteGradients, "gradients"}})
+    if (causes & bit) text += (text.empty() ? "" : ", ") + std::string(name);
+  return text;
+}
+
 }  // namespace moco::model

@@ -1,8 +1,12 @@
 // defines: holds_nonfinite (whether a tensor holds NaN or Inf, decided on its device in one
-// reduction), what the step's skip (Note [Skipping a step on the device]) checks its values with
+// reduction), what the step's skip (Note [Skipping a step on the device]) checks its values with;
+// NonfiniteCause (what held them) and nonfinite_causes_text
 #pragma once
 
 #include <torch/types.h>
+
+#include <cstdint>
+#include <string>
 
 namespace moco::model {
 
@@ -10,5 +14,15 @@ namespace moco::model {
 // One aminmax over t and a few ops on its two results: isfinite(t).all() would write several
 // full-size temporaries (isfinite is a composite of abs, eq, ne and mul) and launch more kernels.
 torch::Tensor holds_nonfinite(const torch::Tensor& t);
+
+// What held NaN or Inf on a rank: the bits a method's skip check sets (run::StepOutput::nonfinite_by_rank).
+enum NonfiniteCause : int32_t {
+  kNonfiniteQueries = 1,
+  kNonfiniteKeys = 2,
+  kNonfiniteLoss = 4,
+  kNonfiniteGradients = 8,
+};
+// The causes set in `causes`, e.g. "queries, loss, gradients".
+std::string nonfinite_causes_text(int32_t causes);
 
 }  // namespace moco::model

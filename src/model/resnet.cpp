@@ -14,9 +14,9 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
 }
 
 // Named members rather than a Sequential so the names are conv1/bn1/... as in torchvision.
-class BlockImpl : public nn::Module {
+class ResidualBlockImpl : public nn::Module {
  public:
-  BlockImpl(BlockType type, int64_t in, int64_t planes, int64_t stride, int64_t bn_splits) : type_(type) {
+  ResidualBlockImpl(BlockType type, int64_t in, int64_t planes, int64_t stride, int64_t bn_splits) : type_(type) {
     auto bn = [bn_splits](int64_t channels) { return SplitBatchNorm2d(channels, bn_splits); };
     const int64_t out = planes * expansion(type);
     if (type == BlockType::kBasic) {
@@ -57,7 +57,7 @@ class BlockImpl : public nn::Module {
   SplitBatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   nn::Sequential downsample_{nullptr};
 };
-TORCH_MODULE(Block);
+TORCH_MODULE(ResidualBlock);
 
 int64_t scaled(int64_t channels, double width) {
   return std::max<int64_t>(1, static_cast<int64_t>(channels * width + 0.5));
@@ -97,8 +97,8 @@ ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
     nn::Sequential seq;
     const int64_t planes = scaled(64 << stage, options.width);
     for (int64_t i = 0; i < options.blocks[stage]; ++i) {
-      seq->push_back(Block(options.block, in, planes, i == 0 ? stride : 1, options.bn_splits));
-      in = planes * BlockImpl::expansion(options.block);
+      seq->push_back(ResidualBlock(options.block, in, planes, i == 0 ? stride : 1, options.bn_splits));
+      in = planes * ResidualBlockImpl::expansion(options.block);
     }
     return seq;
   };

@@ -51,9 +51,9 @@ class MlpImpl : public nn::Module {
 TORCH_MODULE(Mlp);
 
 // timm's pre-norm Block: x + attn(norm1(x)), then + mlp(norm2(x)).
-class BlockImpl : public nn::Module {
+class TransformerBlockImpl : public nn::Module {
  public:
-  BlockImpl(int64_t dim, int64_t heads, int64_t mlp_ratio)
+  TransformerBlockImpl(int64_t dim, int64_t heads, int64_t mlp_ratio)
       : norm1(register_module("norm1", layer_norm(dim))),
         attn(register_module("attn", Attention(dim, heads))),
         norm2(register_module("norm2", layer_norm(dim))),
@@ -67,7 +67,7 @@ class BlockImpl : public nn::Module {
   nn::LayerNorm norm2;
   Mlp mlp;
 };
-TORCH_MODULE(Block);
+TORCH_MODULE(TransformerBlock);
 
 // Uniform in [-bound, bound] with xavier's bound for the given fans.
 void xavier_uniform(torch::Tensor& w, int64_t fan_in, int64_t fan_out) {
@@ -125,7 +125,7 @@ VisionTransformerImpl::VisionTransformerImpl(const ViTOptions& options) : option
   patch_proj = patch_embed->register_module(
       "proj", nn::Conv2d(nn::Conv2dOptions(o.in_channels, o.embed_dim, o.patch_size).stride(o.patch_size)));
   blocks = register_module("blocks", nn::ModuleList());
-  for (int64_t i = 0; i < o.depth; ++i) blocks->push_back(Block(o.embed_dim, o.num_heads, o.mlp_ratio));
+  for (int64_t i = 0; i < o.depth; ++i) blocks->push_back(TransformerBlock(o.embed_dim, o.num_heads, o.mlp_ratio));
   norm = register_module("norm", layer_norm(o.embed_dim));
   head = register_module("head", nn::Linear(o.embed_dim, o.out_dim));
   initialise();
@@ -165,7 +165,7 @@ torch::Tensor VisionTransformerImpl::embed_patches(const torch::Tensor& x) {
 torch::Tensor VisionTransformerImpl::features(const torch::Tensor& x) {
   auto tokens = embed_patches(x);
   tokens = torch::cat({cls_token.expand({tokens.size(0), -1, -1}), tokens}, 1) + pos_embed;
-  for (const auto& block : *blocks) tokens = block->as<BlockImpl>()->forward(tokens);
+  for (const auto& block : *blocks) tokens = block->as<TransformerBlockImpl>()->forward(tokens);
   return norm(tokens).select(1, 0);
 }
 

@@ -65,7 +65,8 @@ Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group, Jo
 
 void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::string& dir,
                                  bool log_allowed_changes) const {
-  const Config saved = load_config_text(manifest.config_yaml, dir + "/" + ckpt::kManifestFile + " (the saved config)");
+  const Config saved =
+      load_config_text(config_.methods, manifest.config_yaml, dir + "/" + ckpt::kManifestFile + " (the saved config)");
   if (global_batch(saved, job_) != global_batch(config_, job_))
     throw ConfigError(
         fmt::format("{} was trained with a global batch of {} ({}), this run has {}: a resumed "

@@ -1,7 +1,6 @@
 #include "run/config.h"
 
-#include "data/augment_params.h"
-#include "model/vit.h"
+#include "run/config_keys.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -10,559 +9,28 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
-#include <variant>
 
 namespace moco::run {
 namespace {
-
-// The names an enum-valued key takes, and how its error lists them ("step or cosine").
-template <typename E>
-struct Choices {
-  std::vector<std::pair<E, const char*>> names;
-  const char* allowed;
-};
-
-const Choices<Arch>& choices(Arch) {
-  static const Choices<Arch> c{{{Arch::kResnetTiny, "resnet_tiny"},
-                                {Arch::kResnet18, "resnet18"},
-                                {Arch::kResnet34, "resnet34"},
-                                {Arch::kResnet50, "resnet50"},
-                                {Arch::kVitTinyCpu, "vit_tiny_cpu"},
-                                {Arch::kVitSmall, "vit_small"},
-                                {Arch::kVitBase, "vit_base"}},
-                               "one of resnet_tiny, resnet18, resnet34, resnet50, vit_tiny_cpu, vit_small, vit_base"};
-  return c;
-}
-const Choices<Dataset>& choices(Dataset) {
-  static const Choices<Dataset> c{{{Dataset::kFashionMnist, "fashion_mnist"},
-                                   {Dataset::kMnist, "mnist"},
-                                   {Dataset::kSynthetic, "synthetic"},
-                                   {Dataset::kImageFolder, "imagefolder"},
-                                   {Dataset::kHdf5, "hdf5"}},
-                                  "one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"};
-  return c;
-}
-const Choices<data::Recipe>& choices(data::Recipe) {
-  using data::Recipe;
-  static const Choices<Recipe> c{{{Recipe::kSimple, data::recipe_name(Recipe::kSimple)},
-                                  {Recipe::kV1, data::recipe_name(Recipe::kV1)},
-                                  {Recipe::kV2, data::recipe_name(Recipe::kV2)},
-                                  {Recipe::kV3, data::recipe_name(Recipe::kV3)}},
-                                 "simple, v1, v2 or v3"};
-  return c;
-}
-const Choices<data::Transforms>& choices(data::Transforms) {
-  using data::Transforms;
-  static const Choices<Transforms> c{{{Transforms::kPil, "pil"}, {Transforms::kTensor, "tensor"}}, "pil or tensor"};
-  return c;
-}
-const Choices<Schedule>& choices(Schedule) {
-  static const Choices<Schedule> c{{{Schedule::kStep, "step"}, {Schedule::kCosine, "cosine"}}, "step or cosine"};
-  return c;
-}
-const Choices<LrUpdate>& choices(LrUpdate) {
-  static const Choices<LrUpdate> c{{{LrUpdate::kEpoch, "epoch"}, {LrUpdate::kStep, "step"}}, "epoch or step"};
-  return c;
-}
-const Choices<Precision>& choices(Precision) {
-  static const Choices<Precision> c{{{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}}, "fp32 or bf16"};
-  return c;
-}
-
-const Choices<MocoVersion>& choices(MocoVersion) {
-  static const Choices<MocoVersion> c{{{MocoVersion::kV2, "v2"}, {MocoVersion::kV3, "v3"}}, "v2 or v3"};
-  return c;
-}
-const Choices<Optimizer>& choices(Optimizer) {
-  static const Choices<Optimizer> c{
-      {{Optimizer::kSgd, "sgd"}, {Optimizer::kLars, "lars"}, {Optimizer::kAdamw, "adamw"}}, "sgd, lars or adamw"};
-  return c;
-}
-
-template <typename E>
-const char* name_of(E value) {
-  for (const auto& [e, name] : choices(value).names)
-    if (e == value) return name;
-  return "?";  // not reached: every enumerator has a name
-}
-
-template <typename T>
-const char* type_name() {
-  if constexpr (std::is_same_v<T, bool>)
-    return "bool";
-  else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>)
-    return "int";
-  else if constexpr (std::is_same_v<T, uint64_t>)
-    return "unsigned int";
-  else if constexpr (std::is_same_v<T, double>)
-    return "float";
-  else if constexpr (std::is_same_v<T, std::string> || std::is_enum_v<T>)
-    return "string";  // an enum is read and written as its name
-  else
-    return "list of float";
-}
-
-// Thrown by a float field given .nan or .inf: no key means anything by them, and a config holding
-// one cannot be written back (to_yaml prints "nan", which YAML does not read as a float), so a
-// checkpoint of the run could not be resumed.
-struct NotFinite {};
-
-// Thrown by an enum-valued field given a name it does not know. The loader holds it back until the
-// config is validated (a later override may still fix it), then reports it as validate always did.
-struct BadChoice {
-  std::string what;
-};
-
-// One configurable value: its dotted key, how to read it from YAML, write it back and check its range.
-struct Field {
-  std::string key, type, help;
-  std::function<void(Config&, const YAML::Node&)> set;  // throws YAML::Exception on a bad value
-  std::function<YAML::Node(const Config&)> get;
-  std::function<std::string(const Config&)> check;  // "must be positive" when out of range, "" when fine; may be empty
-};
-
-// Floats are written in their shortest exact form (0.07, not yaml-cpp's 0.070000000000000007).
-template <typename T>
-YAML::Node to_node(const T& value) {
-  if constexpr (std::is_enum_v<T>)
-    return YAML::Node(std::string(name_of(value)));
-  else
-    return YAML::Node(value);
-}
-template <>
-YAML::Node to_node(const double& value) {
-  return YAML::Node(fmt::format("{}", value));
-}
-template <>
-YAML::Node to_node(const std::vector<double>& values) {
-  YAML::Node list(YAML::NodeType::Sequence);
-  for (double v : values) list.push_back(to_node(v));
-  return list;
-}
-
-template <typename T>
-T read_value(const YAML::Node& node) {
-  if constexpr (std::is_same_v<T, std::vector<double>>) {
-    T value = node.IsScalar() ? T{node.as<double>()} : node.as<T>();  // "mean: 0.5" is a one-element list
-    for (double v : value)
-      if (!std::isfinite(v)) throw NotFinite{};
-    return value;
-  } else {
-    if (!node.IsScalar()) throw YAML::Exception(node.Mark(), "not a scalar");
-    if constexpr (std::is_enum_v<T>) {
-      const auto name = node.as<std::string>();
-      for (const auto& [e, known] : choices(T{}).names)
-        if (name == known) return e;
-      throw BadChoice{fmt::format("must be {}, not '{}'", choices(T{}).allowed, name)};
-    } else {
-      const T value = node.as<T>();
-      if constexpr (std::is_same_v<T, double>)
-        if (!std::isfinite(value)) throw NotFinite{};
-      return value;
-    }
-  }
-}
-
-// A key's own range: what is wrong with a value ("must be positive"), or "" when it is allowed.
-template <typename T>
-using Rule = std::function<std::string(const T&)>;
-
-// A row of the key table, typed: the key, its help, the member it binds, and its range rule if any.
-template <typename T>
-struct FieldOf {
-  std::string key, help;
-  T& (*member)(Config&);
-  Rule<T> rule;
-
-  FieldOf must(Rule<T> r) && {
-    rule = std::move(r);
-    return std::move(*this);
-  }
-
-  operator Field() const {  // NOLINT(google-explicit-constructor): rows are written as a list of fields
-    Field f{key, type_name<T>(), help, nullptr, nullptr, nullptr};
-    auto access = member;
-    f.set = [access](Config& c, const YAML::Node& node) { access(c) = read_value<T>(node); };
-    f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
-    if (rule) f.check = [access, r = rule](const Config& c) { return r(access(const_cast<Config&>(c))); };
-    return f;
-  }
-};
-
-// The rules the rows use; each message is the one validate gave before the rows checked themselves.
-const auto positive = [](const auto& v) -> std::string { return v > 0 ? "" : "must be positive"; };
-const auto non_negative = [](const auto& v) -> std::string { return v >= 0 ? "" : "must be >= 0"; };
-const auto at_least_one = [](const auto& v) -> std::string { return v >= 1 ? "" : "must be at least 1"; };
-const auto one_or_two = [](const int64_t& v) -> std::string { return v == 1 || v == 2 ? "" : "must be 1 or 2"; };
-// More threads than any machine runs is a typo: started all the same, an OpenMP pool of 100000
-// spinning threads held a 2-core host for minutes (and ignored SIGTERM) before the first step.
-constexpr int kMostThreads = 1024;
-const auto thread_count = [](const int& v) -> std::string {
-  if (v >= 0 && v <= kMostThreads) return "";
-  return fmt::format("must be 0 (from the cores) or a thread count up to {}, not {}", kMostThreads, v);
-};
-const auto not_empty = [](const std::string& v) -> std::string { return v.empty() ? "must not be empty" : ""; };
-const auto resume_target = [](const std::string& v) -> std::string {
-  return v.empty() ? "must be auto, never or the path of a checkpoint folder" : "";
-};
-const auto auto_true_false = [](const std::string& v) -> std::string {
-  return v == "auto" || v == "true" || v == "false" ? "" : "must be auto, true or false, not '" + v + "'";
-};
-const auto spread_or_first = [](const std::string& v) -> std::string {
-  return v == "spread" || v == "first" ? "" : "must be spread or first, not '" + v + "'";
-};
-// Epochs of a step schedule: a negative one would multiply the lr before training starts.
-const auto milestone_epochs = [](const std::vector<double>& v) -> std::string {
-  for (double epoch : v)
-    if (epoch < 0) return fmt::format("holds {}: milestones are epochs, at least 0", epoch);
-  return std::is_sorted(v.begin(), v.end()) ? "" : "must be ascending";
-};
-Rule<double> lies_in(double lo, double hi, bool lo_open, bool hi_open) {
-  const std::string what = fmt::format("must lie in {}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
-  return [=](const double& v) -> std::string {
-    const bool above = lo_open ? v > lo : v >= lo, below = hi_open ? v < hi : v <= hi;
-    return above && below ? "" : what;
-  };
-}
-Rule<double> in_closed(double lo, double hi) { return lies_in(lo, hi, false, false); }
-Rule<double> in_open_closed(double lo, double hi) { return lies_in(lo, hi, true, false); }
-Rule<double> in_closed_open(double lo, double hi) { return lies_in(lo, hi, false, true); }
-
-// MOCO_FIELD(model.dim, help): the key is the member's path. MOCO_BOUND("data.x", data.y, help): a key
-// bound to a member of another name. (The augmentation's keys are rows of data/augment_params.h instead.)
-#define MOCO_BOUND(key, path, help)                              \
-  FieldOf<std::decay_t<decltype(std::declval<Config>().path)>> { \
-    key, help, [](Config & c) -> auto& { return c.path; }        \
-    , {}                                                         \
-  }
-#define MOCO_FIELD(path, help) MOCO_BOUND(#path, path, help)
-
-std::vector<Field> model_moco_fields() {
-  return {
-      MOCO_FIELD(model.method,
-                 "v2: MoCo v1/v2 with the queue (v1 or v2 as model.mlp, moco.temperature and data.augmentation say); "
-                 "v3: MoCo v3 (projector and predictor, symmetric loss over the gathered keys, the v3.* keys)"),
-      MOCO_FIELD(model.arch,
-                 "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50; with "
-                 "model.method v3 also vit_small, vit_base (MoCo v3's ViT-S/16, ViT-B/16) and vit_tiny_cpu (patch 4, "
-                 "dim 64, 4 blocks of 4 heads, for 28-32 px images); a ViT is built for data.image_size"),
-      MOCO_FIELD(model.small_stem, "3x3 stride-1 first conv and no max-pool, for 28-32 px images"),
-      MOCO_FIELD(
-          model.stem_stride,
-          "stride of the small stem's conv: 2 halves every feature map (about 4x fewer FLOPs, for speed on CPUs)")
-          .must(one_or_two),
-      MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own").must(non_negative),
-      MOCO_FIELD(model.dim, "dimension of queries and keys").must(positive),
-      MOCO_FIELD(model.mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear"),
-      MOCO_FIELD(
-          model.pretrained,
-          "the backbone moco_lincls and moco_dist --eval-only evaluate: a checkpoint folder, a checkpoints/ folder or "
-          "a run's output_dir (its latest), a `moco_ckpt export` .h5 file, random (MoCo's initialisation from "
-          "train.seed) or raw_pixels (the normalised pixels, no network); training ignores it"),
-      MOCO_FIELD(moco.queue_size, "K, negatives in the queue; need not be a multiple of the batch").must(positive),
-      MOCO_FIELD(moco.momentum, "m of the key encoder's update k = m*k + (1-m)*q").must(in_closed(0, 1)),
-      MOCO_FIELD(moco.temperature, "T of the logits (0.07 in v1, 0.2 in v2)").must(positive),
-      MOCO_FIELD(moco.bn_splits,
-                 "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs "
-                 "bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on "
-                 "one device"),
-      MOCO_FIELD(v3.mlp_dim, "model.method v3: hidden width of the projector and predictor MLPs").must(positive),
-      MOCO_FIELD(v3.projector_layers,
-                 "model.method v3: Linear layers of the projector on the pooled features (2: the official ResNet "
-                 "builder, 3: its ViT builder; BN and ReLU between, a BN without affine last; its output is model.dim)")
-          .must(at_least_one),
-      MOCO_FIELD(v3.predictor_layers,
-                 "model.method v3: Linear layers of the predictor on the query side (BN and ReLU between, none last)")
-          .must(at_least_one),
-      MOCO_FIELD(v3.momentum,
-                 "model.method v3: m0, the momentum encoder's m at the first step; m = 1 - (1-m0)(cos(pi p)+1)/2 at "
-                 "progress p of the run")
-          .must(in_closed(0, 1)),
-      MOCO_FIELD(v3.temperature, "model.method v3: T of the logits; each loss term is scaled by 2T").must(positive),
-      MOCO_FIELD(v3.stop_grad_conv1,
-                 "model.method v3 with a ViT: the patch projection (patch_embed.proj) keeps its random initialisation, "
-                 "no gradient (main_moco.py --stop-grad-conv1)"),
-  };
-}
-
-// A row of data/augment_params.h (the augmentation's keys) as a field bound to its AugmentOptions
-// member, checked by the table's own range.
-Field augment_field(const data::AugmentParam& param) {
-  return std::visit(
-      [&param](auto member) {
-        using T = std::decay_t<decltype(std::declval<data::AugmentOptions>().*member)>;
-        Field f{param.key, type_name<T>(), param.help, nullptr, nullptr, nullptr};
-        f.set = [member](Config& c, const YAML::Node& node) { c.data.augment.*member = read_value<T>(node); };
-        f.get = [member](const Config& c) { return to_node(c.data.augment.*member); };
-        f.check = [param](const Config& c) { return data::range_error(param, c.data.augment); };
-        return f;
-      },
-      param.member);
-}
-
-void add_augment_fields(std::vector<Field>& fields, data::ParamGroup group) {
-  for (const auto& param : data::augment_params())
-    if (param.group == group) fields.push_back(augment_field(param));
-}
-
-// The dataset's keys, the augmentation's pipeline (its table's rows), the loader's, the ops' parameters.
-std::vector<Field> data_fields() {
-  std::vector<Field> rows = {
-      MOCO_FIELD(data.dataset,
-                 "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder "
-                 "(data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs "
-                 "data.augmentation v1, v2 or v3), or hdf5 (an ImageFolder packed by moco_pack: "
-                 "data.root/<split>-SSSSS-of-NNNNN.h5, the same samples in the same order; as imagefolder otherwise)"),
-      MOCO_FIELD(data.root, "folder of the IDX files, or of the ImageFolder splits"),
-      MOCO_FIELD(data.train_dir,
-                 "imagefolder: the train split's folder under data.root; hdf5: its shards' prefix "
-                 "(data.root/<train_dir>-*.h5)"),
-      MOCO_FIELD(data.val_dir,
-                 "imagefolder: the val split's folder under data.root, hdf5: its shards' prefix (the kNN monitor's "
-                 "queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
-  };
-  add_augment_fields(rows, data::ParamGroup::kPipeline);
-  const std::vector<Field> loader = {
-      MOCO_FIELD(data.workers,
-                 "decode/augmentation threads per rank; 0: on CUDA the rank's cores but one (its share of the node's, "
-                 "or those it is bound to), on CPU 1")
-          .must(thread_count),
-      MOCO_FIELD(data.prefetch, "batches prepared ahead of training").must(at_least_one),
-      MOCO_FIELD(data.synthetic_train_size, "images in the synthetic train split"),
-      MOCO_FIELD(data.synthetic_test_size, "images in the synthetic test split"),
-      MOCO_FIELD(data.synthetic_channels, "channels of synthetic images").must(at_least_one),
-  };
-  rows.insert(rows.end(), loader.begin(), loader.end());
-  add_augment_fields(rows, data::ParamGroup::kOps);
-  return rows;
-}
-
-std::vector<Field> optim_train_fields() {
-  return {
-      MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch").must(positive),
-      MOCO_FIELD(optim.batch_size, "images per step (the global batch)").must(positive),
-      MOCO_FIELD(optim.optimizer,
-                 "sgd (SGD with momentum); model.method v3 also lars (momentum SGD whose update of each weight matrix "
-                 "is scaled by 0.001 |w|/|g + wd w|; biases and BN parameters get neither weight decay nor scaling) or "
-                 "adamw (torch.optim.AdamW: betas 0.9, 0.999, eps 1e-8, decoupled weight decay on every parameter)"),
-      MOCO_FIELD(optim.momentum, "SGD and LARS momentum").must(in_closed_open(0, 1)),
-      MOCO_FIELD(optim.weight_decay, "weight decay (AdamW's decoupled: p *= 1 - lr wd)").must(non_negative),
-      MOCO_FIELD(optim.warmup_epochs, "epochs over which the lr rises linearly from 0 before the schedule; 0: none")
-          .must(non_negative),
-      MOCO_FIELD(optim.schedule, "step (x gamma at each milestone) or cosine"),
-      MOCO_FIELD(optim.milestones, "epochs at which the step schedule multiplies the lr by gamma")
-          .must(milestone_epochs),
-      MOCO_FIELD(optim.gamma, "factor of the step schedule").must(positive),
-      MOCO_FIELD(optim.lr_update,
-                 "epoch: the lr is set at each epoch's start from the integer epoch (main_moco.py; under "
-                 "train.time_budget_s the whole epochs of the budget spent, if ahead); step: every step from the "
-                 "fractional epoch"),
-      MOCO_FIELD(train.epochs, "length of training in epochs (may be fractional)").must(positive),
-      MOCO_FIELD(train.time_budget_s,
-                 "if > 0, training stops after this many seconds and the schedule runs over that time")
-          .must(non_negative),
-      MOCO_FIELD(train.seed, "seed of initialisation, data order and augmentation"),
-      MOCO_FIELD(train.log_every, "steps between log lines").must(positive),
-      MOCO_FIELD(train.output_dir, "folder for metrics.jsonl and config.yaml").must(not_empty),
-      MOCO_FIELD(train.threads,
-                 "intra-op threads; 0: the rank's cores (those it is bound to, or its share of the node's when "
-                 "unbound: node cores / ranks on the node)")
-          .must(thread_count),
-      MOCO_FIELD(train.resume,
-                 "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); "
-                 "never: refuse to start if one exists; or the path of one checkpoint folder")
-          .must(resume_target),
-      MOCO_FIELD(train.stop_at_step,
-                 "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs "
-                 "(jobs sliced into time windows)")
-          .must(non_negative),
-      MOCO_FIELD(
-          train.tensorboard,
-          "also write the metrics (loss, lr, img/s, acc@1/5, data wait, kNN) as TensorBoard events in output_dir/tb"),
-      MOCO_FIELD(train.max_bad_steps,
-                 "a step whose queries, keys, loss or gradients hold NaN or Inf on any rank is skipped by every rank "
-                 "(parameters, optimizer, key encoder, BatchNorm statistics, queue unchanged); this many in a row stop "
-                 "the run with an error; 0: stop at the first")
-          .must(non_negative),
-      MOCO_FIELD(
-          train.precision,
-          "fp32, or bf16: the encoders' forward and backward run under autocast in bfloat16 (on CUDA, and on CPUs "
-          "LibTorch supports); the loss, the logits, the queue, the momentum update and the optimizer stay in fp32"),
-      MOCO_FIELD(train.channels_last,
-                 "keep images and convolution weights in channels-last (NHWC) memory order, faster for convolutions on "
-                 "tensor cores"),
-      MOCO_FIELD(train.cudnn_benchmark,
-                 "on CUDA: let cuDNN time its convolution algorithms on the first batches and keep the fastest (the "
-                 "shapes do not change during a run)"),
-  };
-}
-
-std::vector<Field> ckpt_dist_debug_fields() {
-  return {
-      MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off").must(non_negative),
-      MOCO_FIELD(ckpt.every_minutes,
-                 "minutes of training between checkpoints; 0: off (a final checkpoint is always written)")
-          .must(non_negative),
-      MOCO_FIELD(ckpt.keep_last, "committed checkpoints kept, newest first (the one 'latest' names is never deleted)")
-          .must(at_least_one),
-      MOCO_FIELD(ckpt.keep_every_steps, "if > 0, checkpoints at multiples of this step are kept forever")
-          .must(non_negative),
-      MOCO_FIELD(ckpt.async,
-                 "write checkpoints in a background thread: training waits only for a copy of the state in host memory "
-                 "(at most one save in flight)"),
-      MOCO_FIELD(dist.bucket_mb, "MiB per gradient all-reduce bucket (several ranks)"),
-      MOCO_FIELD(dist.first_bucket_mb, "MiB of the first bucket, small so that communication starts early in backward"),
-      MOCO_FIELD(dist.broadcast_buffers,
-                 "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)"),
-      MOCO_FIELD(dist.queue_check_every,
-                 "steps between checks that every rank holds the same queue and pointer (and, with "
-                 "dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never")
-          .must(non_negative),
-      MOCO_FIELD(dist.check_collectives,
-                 "before each collective, verify that all ranks pass the same shapes and dtypes"),
-      MOCO_FIELD(dist.timeout_s, "seconds after which a collective that has not completed is an error naming the rank")
-          .must(positive),
-      MOCO_FIELD(dist.log_all_ranks, "every rank logs to the console (each always logs to output_dir/rank<N>.log)"),
-      MOCO_FIELD(dist.world_group_at_one,
-                 "a world of one still takes the MPI group (NCCL for CUDA tensors) and runs the collectives of several "
-                 "ranks in training: the gradient buckets' all-reduces from their hooks, the per-step BatchNorm "
-                 "broadcast, the key "
-                 "shuffle's all-to-all, the replica check (a device check; the same bits as without); false: a local "
-                 "group, and none of them"),
-      MOCO_FIELD(debug.anomaly_detection,
-                 "autograd anomaly detection: an op that makes NaN or Inf in backward is named (slow)"),
-      MOCO_FIELD(debug.check_invariants,
-                 "each step, check that the key encoder moved by exactly m*k + (1-m)*q and got no gradient, and that "
-                 "the queue holds unit keys and no graph (slow)"),
-      MOCO_FIELD(debug.check_step_syncs,
-                 "a call that makes the host wait for the device inside a training step, up to its reports (log "
-                 "steps, checkpoints, epoch ends), is an error naming the op (CUDA: any such call; every device: "
-                 "the trainer's counted host reads); not with debug.check_invariants, which reads inside the step"),
-  };
-}
-
-std::vector<Field> knn_lincls_fields() {
-  return {
-      MOCO_FIELD(knn.k, "neighbours of the kNN monitor").must(positive),
-      MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)").must(positive),
-      MOCO_FIELD(knn.every_epochs, "also evaluate every this many epochs; 0: only before and after").must(non_negative),
-      MOCO_FIELD(knn.batch_size, "images per feature-extraction batch").must(positive),
-      MOCO_FIELD(knn.memory_size, "train images in the memory bank (knn.subset); 0: the whole train split"),
-      MOCO_FIELD(knn.query_size, "test images scored (knn.subset); 0: the whole test split"),
-      MOCO_FIELD(knn.subset,
-                 "the images knn.memory_size and knn.query_size take: spread (evenly over the split, so a split stored "
-                 "class by class gives every class) or first (the split's first ones, for a split in random order)")
-          .must(spread_or_first),
-      MOCO_FIELD(knn.raw_baseline,
-                 "also score the raw normalised pixels, once per run (encoder raw_pixels): auto (images up to 64 px), "
-                 "true, false")
-          .must(auto_true_false),
-      MOCO_FIELD(eval.online_probe,
-                 "train a linear classifier on the detached, pooled query features of the labelled train batches "
-                 "alongside the method (its own SGD, no gradient into the encoder) and log its test top-1 at each "
-                 "epoch's end (event probe)"),
-      MOCO_FIELD(eval.probe_lr, "the online probe's SGD lr (momentum 0.9, no weight decay), constant").must(positive),
-      MOCO_FIELD(eval.probe_val_size,
-                 "test images, evenly spaced over the split, the online probe is scored on; 0: the whole test split")
-          .must(non_negative),
-      MOCO_FIELD(lincls.epochs, "moco_lincls: epochs of the linear classifier").must(positive),
-      MOCO_FIELD(lincls.base_lr,
-                 "moco_lincls: SGD lr for a batch of 256, scaled linearly with lincls.batch_size (30: the official "
-                 "value, for raw features)")
-          .must(positive),
-      MOCO_FIELD(lincls.batch_size, "moco_lincls: images per step (the global batch)").must(positive),
-      MOCO_FIELD(lincls.momentum, "moco_lincls: SGD momentum").must(in_closed_open(0, 1)),
-      MOCO_FIELD(lincls.weight_decay, "moco_lincls: SGD weight decay").must(non_negative),
-      MOCO_FIELD(lincls.schedule,
-                 "moco_lincls: step (x lincls.gamma at each milestone; MoCo v1/v2's main_lincls.py) or cosine over "
-                 "lincls.epochs, set at each epoch's start (MoCo v3's)"),
-      MOCO_FIELD(lincls.milestones, "moco_lincls: epochs at which the lr is multiplied by lincls.gamma (step)")
-          .must(milestone_epochs),
-      MOCO_FIELD(lincls.gamma, "moco_lincls: factor of the step schedule").must(positive),
-      MOCO_FIELD(lincls.crop_scale_min,
-                 "moco_lincls: smallest crop area of the training view's random resized crop (then a flip)")
-          .must(in_open_closed(0, 1)),
-      MOCO_FIELD(lincls.cached_features,
-                 "moco_lincls: extract the features of the un-augmented train images once and train the classifier on "
-                 "them (fast; CPU, quick looks) instead of on a new augmented view of every image each epoch"),
-      MOCO_FIELD(lincls.standardize,
-                 "moco_lincls: shift and scale every feature dimension by its mean and std over the un-augmented train "
-                 "split before the classifier (one lr then suits any encoder)"),
-      MOCO_FIELD(lincls.save_every_epochs,
-                 "moco_lincls: epochs between checkpoints; 0: only at the end (and when stopped)")
-          .must(non_negative),
-  };
-}
-
-// Every key, in the order to_yaml writes them and --help lists them.
-const std::vector<Field>& fields() {
-  static const std::vector<Field> all = [] {
-    std::vector<Field> list;
-    for (auto section :
-         {&model_moco_fields, &data_fields, &optim_train_fields, &ckpt_dist_debug_fields, &knn_lincls_fields})
-      for (auto& f : section()) list.push_back(std::move(f));
-    return list;
-  }();
-  return all;
-}
-#undef MOCO_FIELD
-#undef MOCO_BOUND
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string unknown_key_message(const std::string& where, const std::string& key) {
-  std::string best;
-  size_t best_distance = 4;  // suggest only near misses
-  for (const auto& f : fields()) {
-    const size_t d = edit_distance(key, f.key);
-    if (d < best_distance) best_distance = d, best = f.key;
-  }
-  std::string msg = where + ": unknown key '" + key + "'";
-  if (!best.empty()) msg += " (did you mean '" + best + "'?)";
-  return msg + "; 'moco_dist --help' lists every key";
-}
-
-const Field* find_field(const std::string& key) {
-  for (const auto& f : fields())
-    if (f.key == key) return &f;
-  return nullptr;
-}
-
-bool is_section(const std::string& key) {
-  for (const auto& f : fields())
-    if (f.key.rfind(key + ".", 0) == 0) return true;
-  return false;
-}
 
 // A config being read, and the enum values it was given that name nothing (key -> what validate
 // reports), held back so that a later override can still replace them.
 struct Reading {
   Config config;
   std::map<std::string, std::string> bad_choices;
+  std::vector<std::pair<std::string, std::string>> given;  // (key, where it was given), in the order given
 };
 
 void assign(Reading& reading, const Field& field, const YAML::Node& node, const std::string& where) {
   // "arch:" in a file, "model.arch=" on the command line: YAML reads nothing as null, not as "".
   if (!node.IsDefined() || node.IsNull())
     throw ConfigError(where + ": key '" + field.key + "' has no value (expects " + field.type + ")");
+  reading.given.emplace_back(field.key, where);
   try {
     field.set(reading.config, node);
     reading.bad_choices.erase(field.key);
@@ -587,7 +55,8 @@ std::string line_of(const YAML::Node& node) {
 // Walks a mapping, assigning each leaf to its field; every key must be known and appear once.
 // yaml-cpp keeps both entries of a repeated key (a lookup finds the first, a walk sees both), so the
 // repetition is caught here; unnoticed, the last one would win.
-void apply_mapping(Reading& reading, const YAML::Node& map, const std::string& prefix, const std::string& where) {
+void apply_mapping(Reading& reading, const KeyTable& keys, const YAML::Node& map, const std::string& prefix,
+                   const std::string& where) {
   std::map<std::string, YAML::Node> seen;
   for (const auto& entry : map) {
     if (!entry.first.IsScalar())
@@ -597,36 +66,29 @@ void apply_mapping(Reading& reading, const YAML::Node& map, const std::string& p
       throw ConfigError(where + ": key '" + key + "' is given twice (lines " + line_of(before->second) + " and " +
                         line_of(entry.first) + ")");
     seen.emplace(key, entry.first);
-    if (const Field* field = find_field(key)) {
+    if (const Field* field = keys.find(key)) {
       assign(reading, *field, entry.second, where);
-    } else if (is_section(key)) {
+    } else if (keys.is_section(key)) {
       if (!entry.second.IsMap()) throw ConfigError(where + ": key '" + key + "' is a section and expects a mapping");
-      apply_mapping(reading, entry.second, key + ".", where);
+      apply_mapping(reading, keys, entry.second, key + ".", where);
     } else {
-      throw ConfigError(unknown_key_message(where, key));
+      throw ConfigError(keys.unknown_key_message(where, key));
     }
   }
 }
 
+}  // namespace
+
 void require(bool ok, const std::string& where, const std::string& key, const std::string& what) {
   if (!ok) throw ConfigError(where + ": key '" + key + "' " + what);
 }
-
-}  // namespace
 
 int64_t global_batch(const Config& c, Job job) {
   return job == Job::kLincls ? c.lincls.batch_size : c.optim.batch_size;
 }
 const char* global_batch_key(Job job) { return job == Job::kLincls ? "lincls.batch_size" : "optim.batch_size"; }
 
-const char* to_string(Arch arch) { return name_of(arch); }
 bool is_vit(Arch arch) { return arch == Arch::kVitTinyCpu || arch == Arch::kVitSmall || arch == Arch::kVitBase; }
-const char* to_string(Dataset dataset) { return name_of(dataset); }
-const char* to_string(Schedule schedule) { return name_of(schedule); }
-const char* to_string(LrUpdate update) { return name_of(update); }
-const char* to_string(Precision precision) { return name_of(precision); }
-const char* to_string(MocoVersion version) { return name_of(version); }
-const char* to_string(Optimizer optimizer) { return name_of(optimizer); }
 
 data::AugmentOptions default_augment_options() {
   data::AugmentOptions o;
@@ -648,15 +110,16 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
   require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
           fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share",
                       global_batch(c, job), world_size));
-  if (job == Job::kMoco) check_queue_fits(c, where);
+  if (job == Job::kMoco && c.methods) {
+    const auto& room = method_room(c);
+    if (room.check_for_world) room.check_for_world(c, world_size, where);
+  }
   check_batch_fits(c, world_size, where, job);
 }
 
-namespace {
 double physical_memory_bytes() {
   return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
-}  // namespace
 
 // A rank's batch of augmented views (two for MoCo, one for the linear protocol; float32) must fit
 // in memory, or the first step fails (or the machine swaps) long after the folder was made.
@@ -673,28 +136,17 @@ void check_batch_fits(const Config& c, int world_size, const std::string& where,
                       side, bytes, memory));
 }
 
-// Every rank holds the whole queue (model.dim x moco.queue_size float32): one larger than this
-// machine's memory is the config's fault, said before any work.
-void check_queue_fits(const Config& c, const std::string& where) {
-  const double bytes = 4.0 * static_cast<double>(c.model.dim) * static_cast<double>(c.moco.queue_size);
-  const double memory = physical_memory_bytes();
-  require(memory <= 0 || bytes <= memory, where, "moco.queue_size",
-          fmt::format("({}) makes a queue of {} x {} float32, {:.0f} bytes: more than this machine's {:.0f} bytes of "
-                      "memory",
-                      c.moco.queue_size, c.model.dim, c.moco.queue_size, bytes, memory));
-}
-
 namespace {
 
 // Each key's own rule (its row), in the order of the rows; a name an enum-valued key did not know
 // is reported at its row.
-void check_rows(const Reading& reading, const std::string& where) {
-  for (const auto& f : fields()) {
-    if (const auto bad = reading.bad_choices.find(f.key); bad != reading.bad_choices.end())
-      require(false, where, f.key, bad->second);
-    if (f.check) {
-      const std::string what = f.check(reading.config);
-      require(what.empty(), where, f.key, what);
+void check_rows(const KeyTable& keys, const Reading& reading, const std::string& where) {
+  for (const Field* f : keys.of_method(reading.config.model.method)) {
+    if (const auto bad = reading.bad_choices.find(f->key); bad != reading.bad_choices.end())
+      require(false, where, f->key, bad->second);
+    if (f->check) {
+      const std::string what = f->check(reading.config);
+      require(what.empty(), where, f->key, what);
     }
   }
 }
@@ -717,9 +169,9 @@ void check_normalisation(const Config& c, const std::string& where) {
   for (double s : a.std) require(s > 0, where, "data.std", "values must be positive");
 }
 
-// v3's per-view keys do nothing in the other recipes: a value other than the default there would be
-// silently ignored, so it is refused, naming the key.
-void check_v3_view_keys(const Config& c, const std::string& where) {
+// The asymmetric recipe's per-view keys do nothing in the other recipes: a value other than the
+// default there would be silently ignored, so it is refused, naming the key.
+void check_per_view_keys(const Config& c, const std::string& where) {
   const data::AugmentOptions& a = c.data.augment;
   if (a.recipe == data::Recipe::kV3) return;
   const data::AugmentOptions defaults;
@@ -729,39 +181,10 @@ void check_v3_view_keys(const Config& c, const std::string& where) {
   require(a.key_solarize_prob == defaults.key_solarize_prob, where, "data.key_solarize_prob", only);
 }
 
-// Combinations that would not run as they read: v1/v2 train with SGD only; v3 has heads of its own
-// and neither the queue's invariants nor a time budget.
-void check_method_keys(const Config& c, const std::string& where) {
-  if (c.model.method == MocoVersion::kV2) {
-    require(!is_vit(c.model.arch), where, "model.arch",
-            fmt::format("{} needs model.method v3 (MoCo v1/v2 train ResNets only)", c.model.arch));
-    require(c.optim.optimizer == Optimizer::kSgd, where, "optim.optimizer",
-            "must be sgd with model.method v2 (MoCo v1/v2 train with SGD; lars and adamw are for model.method v3)");
-    return;
-  }
-  if (is_vit(c.model.arch)) {
-    const int64_t patch = model::vit_options_for(to_string(c.model.arch)).patch_size;
-    require(c.data.augment.out_size % patch == 0, where, "data.image_size",
-            fmt::format("({}) must be a multiple of {}'s patch size {}: the ViT's grid of patches covers the image",
-                        c.data.augment.out_size, c.model.arch, patch));
-  }
-  const std::string v3 = "cannot be used with model.method v3";
-  require(!c.model.mlp, where, "model.mlp", v3 + ": its head is the projector and predictor (v3.*)");
-  require(!c.debug.check_invariants, where, "debug.check_invariants", v3 + ": its checks are of the queue (v1/v2)");
-  require(c.train.time_budget_s == 0, where, "train.time_budget_s",
-          v3 + " yet: its momentum schedule follows the steps of train.epochs");
-}
-
-// The rows first, then what involves more than one key.
-void validate(const Reading& reading, const std::string& where) {
-  check_rows(reading, where);
-  const Config& c = reading.config;
+// The shared keys against each other.
+void check_shared_keys(const Config& c, const std::string& where) {
   require(c.model.stem_stride == 1 || c.model.small_stem, where, "model.stem_stride",
           "applies to the small stem only (model.small_stem: true)");
-  require(c.moco.queue_size >= c.optim.batch_size, where, "moco.queue_size",
-          "must be at least optim.batch_size (a step's keys must fit in the queue)");
-  require(c.moco.bn_splits >= 1 && c.optim.batch_size % c.moco.bn_splits == 0, where, "moco.bn_splits",
-          "must be >= 1 and divide optim.batch_size");
   require(!is_encoded_dataset(c) || c.data.augment.recipe != data::Recipe::kSimple, where, "data.augmentation",
           fmt::format("must be v1, v2 or v3 with data.dataset {} (the simple recipe needs images of one size)",
                       c.data.dataset));
@@ -769,26 +192,46 @@ void validate(const Reading& reading, const std::string& where) {
   require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size",
           "must be positive");
   check_normalisation(c, where);
-  check_v3_view_keys(c, where);
+  check_per_view_keys(c, where);
   require(c.dist.bucket_mb > 0 && c.dist.first_bucket_mb > 0, where, "dist.bucket_mb/first_bucket_mb",
           "must be positive");
   require(c.knn.memory_size >= 0 && c.knn.query_size >= 0, where, "knn.memory_size/query_size", "must be >= 0");
-  require(!(c.debug.check_invariants && c.debug.check_step_syncs), where, "debug.check_invariants",
-          "cannot be on with debug.check_step_syncs: its checks read the step's results on the host inside the step");
   require(c.optim.schedule != Schedule::kCosine || c.optim.warmup_epochs < c.train.epochs, where, "optim.warmup_epochs",
           "must be less than train.epochs with the cosine schedule");
-  check_method_keys(c, where);
 }
 
-}  // namespace
+// The method model.method names (its first when none is given), and no key of another one: a key
+// the run's method does not read would do nothing. From a checkpoint's saved config (`drop_others`),
+// which held every method's keys before they moved into the rooms, such keys are dropped instead.
+void settle_method(const KeyTable& keys, Reading& reading, const Methods& methods, bool drop_others) {
+  auto& method = reading.config.model.method;
+  if (method.empty()) method = methods.front().name;
+  for (const auto& [key, where] : reading.given) {
+    const Field* f = keys.find(key);
+    if (f->method.empty() || f->method == method || drop_others) continue;
+    throw ConfigError(
+        fmt::format("{}: key '{}' is read by model.method {} only, and this config's model.method is {}: it would do "
+                    "nothing; remove it",
+                    where, key, f->method, method));
+  }
+  reading.config.method_settings.keep_only(method);
+}
 
-namespace {
+// The rows first, then what involves more than one key: the shared keys, then the method's.
+void validate(const KeyTable& keys, const Reading& reading, const std::string& where) {
+  check_rows(keys, reading, where);
+  const Config& c = reading.config;
+  check_shared_keys(c, where);
+  if (!c.methods) return;
+  const auto& room = method_room(c);
+  if (room.check) room.check(c, where);
+}
 
-Reading apply_root(const YAML::Node& root, const std::string& where) {
+Reading apply_root(const KeyTable& keys, const YAML::Node& root, const std::string& where) {
   Reading reading;
   if (root.IsDefined() && !root.IsNull()) {
     if (!root.IsMap()) throw ConfigError(where + ": the top level must be a mapping of sections");
-    apply_mapping(reading, root, "", where);
+    apply_mapping(reading, keys, root, "", where);
   }
   return reading;
 }
@@ -829,7 +272,8 @@ void check_string_read_as_typed(const Field& field, const YAML::Node& value, con
 
 }  // namespace
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+Config load_config(std::shared_ptr<const Methods> methods, const std::string& path,
+                   const std::vector<std::string>& overrides) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a folder, not a config file");
   YAML::Node root;
@@ -847,15 +291,16 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   // An empty file (or one of comments only) would otherwise run every default: 200 epochs.
   if (!root.IsDefined() || root.IsNull())
     throw ConfigError(path + ": the config file is empty (write '{}' to run on every default)");
-  Reading reading = apply_root(root, path);
+  const KeyTable keys(methods.get());
+  Reading reading = apply_root(keys, root, path);
   std::map<std::string, std::string> given;  // key -> the override that set it
   for (const auto& item : overrides) {
     const auto eq = item.find('=');
     const std::string where = "command-line override '" + item + "'";
     if (eq == std::string::npos || eq == 0) throw ConfigError(where + ": expected key=value");
     const std::string key = item.substr(0, eq);
-    const Field* field = find_field(key);
-    if (!field) throw ConfigError(unknown_key_message(where, key));
+    const Field* field = keys.find(key);
+    if (!field) throw ConfigError(keys.unknown_key_message(where, key));
     // As in a file: of two values, which one was meant is not for the program to guess.
     if (const auto [before, fresh] = given.emplace(key, item); !fresh)
       throw ConfigError(where + ": key '" + key + "' is given twice on the command line (also '" + before->second +
@@ -871,7 +316,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     check_string_read_as_typed(*field, value, item.substr(eq + 1), where);
     assign(reading, *field, value, where);
   }
-  validate(reading, overrides.empty() ? path : path + " (with overrides)");
+  reading.config.methods = methods;
+  settle_method(keys, reading, *methods, /*drop_others=*/false);
+  validate(keys, reading, overrides.empty() ? path : path + " (with overrides)");
   return reading.config;
 }
 
@@ -898,70 +345,103 @@ bool holds_key(const YAML::Node& node, const std::string& dotted) {
 
 }  // namespace
 
-Config load_config_text(const std::string& yaml, const std::string& where) {
+Config load_config_text(std::shared_ptr<const Methods> methods, const std::string& yaml, const std::string& where) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
   } catch (const YAML::Exception& e) {
     throw ConfigError(where + ": not valid YAML: " + e.what());
   }
-  Reading reading = apply_root(root, where);
+  const KeyTable keys(methods.get());
+  Reading reading = apply_root(keys, root, where);
   for (const auto& before : kValuesBeforeTheKeys) {
-    if (!holds_key(root, before.key)) assign(reading, *find_field(before.key), YAML::Node(before.value), where);
+    if (!holds_key(root, before.key)) assign(reading, *keys.find(before.key), YAML::Node(before.value), where);
   }
-  validate(reading, where);
+  reading.config.methods = methods;
+  settle_method(keys, reading, *methods, /*drop_others=*/true);
+  validate(keys, reading, where);
   return reading.config;
 }
 
 namespace {
 
-bool changes_math(const std::string& key, Job job) {
+// Shared keys; a method's own say so themselves (Field::resume_must_match), for MoCo: the linear
+// protocol reads none of them.
+bool changes_math(const Field& f, Job job) {
+  if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;
   static const std::set<std::string> free_in_math_sections{"data.workers", "data.prefetch", "lincls.epochs",
                                                            "lincls.save_every_epochs"};
+  const std::string& key = f.key;
   if (free_in_math_sections.count(key)) return false;
   const std::string section = key.substr(0, key.find('.'));
   if (key == "train.seed" || section == "data") return true;
   if (job == Job::kLincls) return section == "model" || section == "lincls";
   // The online probe's state is in the checkpoint only when it was on, and its lr shapes that state.
   if (key == "eval.online_probe" || key == "eval.probe_lr") return true;
-  return (section == "model" && key != "model.pretrained") || section == "moco" || section == "v3" ||
-         section == "optim";
+  return (section == "model" && key != "model.pretrained") || section == "optim";
+}
+
+std::string flow(const YAML::Node& node) {
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
 }
 
 }  // namespace
 
+// A method's keys are compared when both configs run the same method; otherwise model.method differs.
 std::vector<ConfigChange> config_changes(const Config& before, const Config& after, Job job) {
+  const KeyTable keys(after.methods ? after.methods.get() : before.methods.get());
+  const bool same_method = before.model.method == after.model.method;
   std::vector<ConfigChange> changes;
-  for (const auto& f : fields()) {
-    YAML::Emitter a, b;
-    a << YAML::Flow << f.get(before);
-    b << YAML::Flow << f.get(after);
-    if (std::string(a.c_str()) == b.c_str()) continue;
-    changes.push_back({f.key, a.c_str(), b.c_str(), changes_math(f.key, job)});
+  for (const auto& f : keys.all()) {
+    if (!f.method.empty() && (!same_method || f.method != after.model.method)) continue;
+    const std::string a = flow(f.get(before)), b = flow(f.get(after));
+    if (a != b) changes.push_back({f.key, a, b, changes_math(f, job)});
   }
   return changes;
 }
 
 std::string to_yaml(const Config& config) {
+  const KeyTable keys(config.methods.get());
   YAML::Node root;
-  for (const auto& f : fields()) {
-    const auto dot = f.key.find('.');
-    root[f.key.substr(0, dot)][f.key.substr(dot + 1)] = f.get(config);
+  for (const Field* f : keys.of_method(config.model.method)) {
+    const auto dot = f->key.find('.');
+    root[f->key.substr(0, dot)][f->key.substr(dot + 1)] = f->get(config);
   }
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";
 }
 
-std::string config_reference() {
-  const Config defaults;
+std::string section_text(const Config& config, const std::string& section, const std::set<std::string>& except) {
+  const KeyTable keys(config.methods.get());
+  std::string text;
+  for (const Field* f : keys.of_method(config.model.method))
+    if (f->key.rfind(section + ".", 0) == 0 && !except.count(f->key))
+      text += (text.empty() ? "" : " ") + f->key + "=" + flow(f->get(config));
+  return text;
+}
+
+std::string config_reference(const Methods& methods) {
+  const KeyTable keys(&methods);
+  Config defaults;
+  defaults.model.method = methods.front().name;
   std::ostringstream out;
-  for (const auto& f : fields()) {
-    YAML::Emitter value;
-    value << YAML::Flow << f.get(defaults);
-    out << "  " << f.key << " (" << f.type << ", default " << value.c_str() << ")\n      " << f.help << "\n";
-  }
+  for (const auto& f : keys.all())
+    out << "  " << f.key << " (" << f.type << ", default " << flow(f.get(defaults)) << ")\n      " << f.help << "\n";
   return out.str();
+}
+
+const MethodRoom& method_room(const Config& config) {
+  if (!config.methods) throw std::logic_error("a config built by hand has no methods to look model.method up in");
+  return find_method(*config.methods, config.model.method, "model.method");
+}
+
+const MethodRoom& find_method(const Methods& methods, const std::string& name, const std::string& where) {
+  for (const auto& room : methods)
+    if (room.name == name) return room;
+  throw ConfigError(fmt::format("{}: key 'model.method' {}", where, method_choice(methods, name)));
 }
 
 }  // namespace moco::run

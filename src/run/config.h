@@ -1,13 +1,19 @@
-// defines: Config (every setting of a run), its enum-valued keys (Arch, MocoVersion, Dataset, Schedule, LrUpdate,
-// Optimizer, Precision; data.augmentation is data::Recipe) with to_string and fmt formatters, load_config (YAML
-// file + dotted key=value overrides), config_reference (the key list --help prints), ConfigError
+// defines: Config (every setting of a run: the keys every method shares, and the settings of the method
+// model.method names, whose keys its room declares: run/method_room.h), its enum-valued keys (Arch,
+// Dataset, Schedule, LrUpdate, Optimizer, Precision; data.augmentation is data::Recipe) with to_string and
+// fmt formatters, load_config (YAML file + dotted key=value overrides), config_reference (the key list
+// --help prints), ConfigError
 #pragma once
 
 #include "data/augment_options.h"
+#include "optim/optimizer.h"
+#include "run/method_room.h"
 
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,8 +33,7 @@ enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
 enum class Schedule { kStep, kCosine };
 enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
 enum class Precision { kFp32, kBf16 };
-enum class MocoVersion { kV2, kV3 };           // model.method: v2 (MoCo v1/v2, the queue) or v3 (src/moco_v3)
-enum class Optimizer { kSgd, kLars, kAdamw };  // optim.optimizer
+using Optimizer = optim::Algorithm;  // optim.optimizer
 
 // The value's name as the config writes it ("resnet_tiny", "imagefolder", "cosine", "bf16").
 const char* to_string(Arch arch);
@@ -36,7 +41,6 @@ const char* to_string(Dataset dataset);
 const char* to_string(Schedule schedule);
 const char* to_string(LrUpdate update);
 const char* to_string(Precision precision);
-const char* to_string(MocoVersion version);
 const char* to_string(Optimizer optimizer);
 
 // Fashion-MNIST's pixel statistics as the normalisation; every other augmentation default is AugmentOptions'.
@@ -44,31 +48,16 @@ data::AugmentOptions default_augment_options();
 
 struct Config {
   struct Model {
-    MocoVersion method = MocoVersion::kV2;  // v2 runs MoCo v1 or v2 as model.mlp and the augmentation say
+    std::string method;  // a room of the program's Methods; empty (a config built by hand): the first
     Arch arch = Arch::kResnetTiny;
     bool small_stem = true;   // 3x3 stride-1 stem, no max-pool (small images)
     int64_t stem_stride = 1;  // stride of the small stem's conv
     double width = 0;         // 0: the architecture's own
     int64_t dim = 128;        // output (key/query) dimension
-    bool mlp = false;         // MoCo v2 MLP head
     // The backbone that moco_lincls and moco_dist --eval-only evaluate: a checkpoint (folder, its
     // checkpoints/ or the run's output_dir), a `moco_ckpt export` file, "random" or "raw_pixels".
     std::string pretrained;
   } model;
-  struct Moco {
-    int64_t queue_size = 65536;
-    double momentum = 0.999;
-    double temperature = 0.07;
-    int64_t bn_splits = 8;  // BN groups in the global batch (each rank runs its share), keys shuffled across them
-  } moco;
-  struct V3 {                      // MoCo v3 (model.method: v3); defaults are the official main_moco.py's for ResNet
-    int64_t mlp_dim = 4096;        // hidden width of the projector and the predictor
-    int64_t projector_layers = 2;  // the official builder's for ResNet (3 for ViT)
-    int64_t predictor_layers = 2;
-    double momentum = 0.99;        // m0: the momentum encoder's m rises from it to 1 on a half cosine
-    double temperature = 1.0;      // T; each loss term is scaled by 2T
-    bool stop_grad_conv1 = false;  // ViT: the patch projection frozen at its initialisation (main_moco.py flag)
-  } v3;
   struct Data {
     Dataset dataset = Dataset::kFashionMnist;
     std::string root = "/usr/share/datasets/fashion-mnist";
@@ -118,8 +107,6 @@ struct Config {
   struct Dist {
     double bucket_mb = 25;            // gradient all-reduce bucket size
     double first_bucket_mb = 1;       // the first bucket, small so communication starts early
-    bool broadcast_buffers = true;    // each step, BN buffers of both encoders follow rank 0
-    int64_t queue_check_every = 100;  // steps between cross-rank queue checksums; 0: never
     bool check_collectives = true;    // verify shapes/dtypes agree across ranks before each collective
     double timeout_s = 300;           // a collective not done by then is an error, not a hang
     bool log_all_ranks = false;       // every rank logs to the console, not only rank 0
@@ -127,7 +114,6 @@ struct Config {
   } dist;
   struct Debug {
     bool anomaly_detection = false;  // autograd anomaly mode: a NaN/Inf in backward names its op
-    bool check_invariants = false;   // each step: the momentum update, no key-encoder gradient, a clean queue
     bool check_step_syncs = false;   // CUDA: a step that makes the host wait for the device is an error
   } debug;
   struct Knn {
@@ -160,6 +146,10 @@ struct Config {
     bool standardize = false;       // features shifted and scaled per dimension by the train split's mean and std
     int64_t save_every_epochs = 1;  // 0: a checkpoint only at the end (and when stopped)
   } lincls;
+  // The values of the methods' own keys (each room reads its own settings from here).
+  MethodSettings method_settings;
+  // The program's methods this config was read with (load_config); null for a config built by hand.
+  std::shared_ptr<const Methods> methods;
 };
 
 // Which program a config drives: MoCo pre-training (moco_dist) or the linear protocol (moco_lincls).
@@ -178,45 +168,56 @@ int64_t dataset_channels(const Config& config);
 bool is_encoded_dataset(const Config& config);
 
 // Reads the YAML file, applies overrides ("optim.base_lr=0.06", values in YAML syntax), validates.
-// Unknown keys, wrong types and out-of-range values throw ConfigError naming the file and the key.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The keys are the shared ones and those of the methods' rooms; a key of a method other than the one
+// model.method names is refused, naming both. Unknown keys, wrong types and out-of-range values throw
+// ConfigError naming the file and the key. The config keeps `methods`.
+Config load_config(std::shared_ptr<const Methods> methods, const std::string& path,
+                   const std::vector<std::string>& overrides = {});
 
 // What only the launched job knows: the job's global batch must split evenly over world_size ranks;
-// a MoCo job's queue and a rank's batch of views must fit in the machine's memory (check_queue_fits,
-// check_batch_fits).
+// a rank's batch of views must fit in the machine's memory (check_batch_fits); for MoCo, what the
+// method checks of the world (MethodRoom::check_for_world).
 // Throws ConfigError naming `where` (the config file) and the key.
 void validate_for_world(const Config& config, int world_size, const std::string& where, Job job = Job::kMoco);
-
-// model.dim x moco.queue_size float32 within this machine's physical memory (validate_for_world
-// checks it for a MoCo job). Throws ConfigError naming moco.queue_size.
-void check_queue_fits(const Config& config, const std::string& where);
 
 // A rank's share of the global batch, as float32 views of data.image_size (two views for MoCo, one
 // for the linear protocol), within this machine's physical memory. Throws ConfigError naming
 // data.image_size and the batch.
 void check_batch_fits(const Config& config, int world_size, const std::string& where, Job job = Job::kMoco);
 
+// This machine's physical memory in bytes (0 where it cannot tell).
+double physical_memory_bytes();
+
 // The same from YAML text (a checkpoint's saved config); `where` names its origin in errors. A key
 // added since the config was saved, whose default differs from what the run computed then
-// (data.transforms, optim.lr_update), reads as that older value.
-Config load_config_text(const std::string& yaml, const std::string& where);
+// (data.transforms, optim.lr_update), reads as that older value; keys of another method than the
+// saved model.method (every saved config held all of them before the methods had rooms) are dropped.
+Config load_config_text(std::shared_ptr<const Methods> methods, const std::string& yaml, const std::string& where);
 
-// The effective configuration as YAML (written beside the run's metrics).
+// The effective configuration as YAML (written beside the run's metrics): the shared keys and those
+// of its method.
 std::string to_yaml(const Config& config);
 
 // A key whose value differs between two configs. changes_math: the run would compute something else.
-// For MoCo: model (but model.pretrained), moco, optim, data other than loader threads, train.seed.
-// For the linear protocol: model, data other than loader threads, lincls but its length and
-// checkpoint cadence, train.seed. The rest (logging, kNN, checkpoints, dist, length of the run) may
-// change when a run resumes.
+// For MoCo: model (but model.pretrained), optim, data other than loader threads, train.seed, the
+// online probe, and the method's keys its room marks so. For the linear protocol: model, data other
+// than loader threads, lincls but its length and checkpoint cadence, train.seed. The rest (logging,
+// kNN, checkpoints, dist, length of the run) may change when a run resumes.
 struct ConfigChange {
   std::string key, before, after;
   bool changes_math = false;
 };
 std::vector<ConfigChange> config_changes(const Config& before, const Config& after, Job job = Job::kMoco);
 
-// One line per key: name, type, default, meaning.
-std::string config_reference();
+// One line per key, the methods' among the shared: name, type, default, meaning.
+std::string config_reference(const Methods& methods);
+
+// A section's keys and values as "model.method=v2 model.arch=resnet18 ...", the shared keys and those of
+// the config's method, but the keys in `except`.
+std::string section_text(const Config& config, const std::string& section, const std::set<std::string>& except = {});
+
+// The room of config.model.method (config.methods must be set).
+const MethodRoom& method_room(const Config& config);
 
 }  // namespace moco::run
 
@@ -238,7 +239,5 @@ template <>
 struct fmt::formatter<moco::run::LrUpdate> : moco_config_enum_formatter<moco::run::LrUpdate> {};
 template <>
 struct fmt::formatter<moco::run::Precision> : moco_config_enum_formatter<moco::run::Precision> {};
-template <>
-struct fmt::formatter<moco::run::MocoVersion> : moco_config_enum_formatter<moco::run::MocoVersion> {};
 template <>
 struct fmt::formatter<moco::run::Optimizer> : moco_config_enum_formatter<moco::run::Optimizer> {};

@@ -5,6 +5,7 @@
 
 #include "data/augment_options.h"
 #include "data/loader.h"
+#include "run/batch_source.h"
 
 #include <torch/types.h>
 
@@ -37,18 +38,18 @@ class PixelNormalizer {
 // start_epoch; the loader's position is the caller's to count, by the batches handed out. The loader's
 // error for a batch is thrown by the call that asks for that batch, and by every later one until
 // start_epoch, as the loader does.
-class DeviceBatches {
+class DeviceBatches final : public BatchSource {
  public:
   DeviceBatches(data::TwoViewLoader& loader, const data::AugmentOptions& augment, int64_t channels,
                 torch::Device device);
-  ~DeviceBatches();
+  ~DeviceBatches() override;
   DeviceBatches(const DeviceBatches&) = delete;
   DeviceBatches& operator=(const DeviceBatches&) = delete;
 
   // data::TwoViewLoader::start_epoch, a batch staged from before dropped.
-  void start_epoch(int64_t epoch, int64_t first_batch = 0);
+  void start_epoch(int64_t epoch, int64_t first_batch = 0) override;
   // The next batch of the epoch on the device (uint8 views normalised), or nullopt at its end.
-  std::optional<data::TwoViewBatch> next();
+  std::optional<data::TwoViewBatch> next() override;
   // Which path the views take, for the start's log line.
   std::string describe() const;
 

@@ -1,6 +1,7 @@
-// defines: StepOutput (what one training step reports to the loop), Method (the seam between the
-// training loop and a self-supervised method: what a step computes, what a checkpoint keeps of it,
-// what the run logs and evaluates). MoCo v1/v2 (src/moco_v2) and v3 (src/moco_v3) are behind it.
+// defines: StepScalar (a number a method reports each step, and how the loop shows it), StepOutput
+// (what one training step reports to the loop), Method (the seam between the training loop and a
+// method: what a step computes, what a checkpoint keeps of it, what the run logs and evaluates).
+// Each method's room (run/method_room.h) puts one behind it.
 #pragma once
 
 #include "ckpt/checkpoint.h"
@@ -10,20 +11,32 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace moco::run {
 
+// One number a method reports every step besides its loss. The loop averages it over the ranks and
+// over the steps of a log interval, and writes it to metrics.jsonl (field `name`), to TensorBoard
+// (train/<name>) and into the step's line (" <label> <value><unit>", `decimals` after the point).
+struct StepScalar {
+  std::string name;   // "acc1"
+  std::string label;  // "acc@1"
+  std::string unit;   // "%"
+  int decimals = 1;
+  bool in_epoch_line = false;  // also in the line that closes an epoch
+};
+
 // Tensors stay on the device: the loop reads them in batches, where the host waits anyway
 // (Note [The step's agreement does not block the step]).
 struct StepOutput {
-  torch::Tensor loss;           // scalar
-  torch::Tensor positive_rank;  // [n]: how many negatives score above each positive (top-1/top-5)
+  torch::Tensor loss;     // scalar
+  torch::Tensor scalars;  // float64 [Method::step_scalars().size()]: this rank's values, in that order
   // Both undefined when the method never skips: nonfinite_by_rank [world] int32, 1 where that rank's
   // inputs to the update were not finite; trained, a bool scalar, false when the step changed nothing.
   torch::Tensor nonfinite_by_rank;
   torch::Tensor trained;
-  int64_t exchanged_bytes = 0;  // this rank sent to other ranks in the forward (shuffle-BN)
+  int64_t exchanged_bytes = 0;  // this rank sent to other ranks in the forward (MoCo v1/v2: shuffle-BN)
   int64_t gradient_bytes = 0;   // averaged across the ranks in the backward
   torch::Tensor features;       // [n, d] the query view's pooled backbone features, no graph (eval.online_probe)
 };
@@ -31,7 +44,7 @@ struct StepOutput {
 // What the run's plan and log say of a method.
 struct MethodFacts {
   int64_t parameters = 0;  // trained ones
-  int64_t bn_groups_per_rank = 1;
+  std::string plan;        // the rest of the dry run's model line: "queue 65536, BatchNorm groups per rank 1"
 };
 
 // One method's model, optimizer and step. The loop owns the data, the schedule, the checkpoint
@@ -61,6 +74,8 @@ class Method {
   virtual void before_eval() = 0;
   // The encoder whose backbone the kNN monitor judges.
   virtual model::Backbone encoder() = 0;
+  // What StepOutput::scalars holds, the same every step.
+  virtual std::vector<StepScalar> step_scalars() const = 0;
   virtual MethodFacts facts() = 0;
 };
 

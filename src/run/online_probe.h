@@ -8,7 +8,7 @@
 #include "dist/process_group.h"
 #include "model/backbone.h"
 #include "run/config.h"
-#include "run/sgd.h"
+#include "optim/sgd.h"
 
 #include <torch/types.h>
 
@@ -37,7 +37,7 @@ class OnlineProbe {
   const Config& config_;
   dist::ProcessGroup& group_;
   torch::Tensor weight_, bias_;  // [classes, d], [classes]
-  MomentumSgd sgd_;
+  optim::MomentumSgd sgd_;
 };
 
 }  // namespace moco::run

@@ -128,7 +128,6 @@ model::ResNetOptions backbone_options(const Config& c, int64_t in_channels) {
   e.small_stem_stride = c.model.stem_stride;
   if (c.model.width > 0) e.width = c.model.width;
   e.out_dim = c.model.dim;
-  e.mlp_head = c.model.mlp;
   return e;
 }
 
@@ -137,7 +136,6 @@ model::ViTOptions vit_options(const Config& c, int64_t in_channels) {
   o.image_size = c.data.augment.out_size;
   o.in_channels = in_channels;
   o.out_dim = c.model.dim;
-  o.stop_grad_conv1 = c.v3.stop_grad_conv1;
   return o;
 }
 

@@ -34,10 +34,10 @@ void check_data(const Config& config, const std::string& where, bool write_file_
 // MoCo's augmentation and the normalisation of every view (data.*): the config's own options.
 data::AugmentOptions augment_options(const Config& config);
 
-// The encoder of model.* for images of in_channels: arch, stem, width, head (one BatchNorm group).
+// The encoder of model.* for images of in_channels: arch, stem, width, a linear head model.dim wide
+// (one BatchNorm group).
 model::ResNetOptions backbone_options(const Config& config, int64_t in_channels);
-// The ViT of model.arch for images of in_channels at data.image_size, its head model.dim wide,
-// v3.stop_grad_conv1 as set.
+// The ViT of model.arch for images of in_channels at data.image_size, its head model.dim wide.
 model::ViTOptions vit_options(const Config& config, int64_t in_channels);
 // The encoder model.arch names, initialised (draws from the global generator): a ResNet or a ViT.
 model::Backbone make_backbone(const Config& config, int64_t in_channels);

@@ -1,6 +1,6 @@
 #include "train/bad_steps.h"
 
-#include "model/moco.h"
+#include "model/nonfinite.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -17,9 +17,9 @@ StepBook::StepBook(dist::ProcessGroup& group, BadSteps& bad_steps, int64_t at_st
       rank0_clock_(train_seconds) {}
 
 void StepBook::after_step(int64_t step, const run::StepOutput& out, double step_seconds, double data_wait_s,
-                          int64_t shuffle_bytes) {
+                          int64_t shuffle_bytes, int64_t images) {
   rank0_clock_ += step_seconds;
-  records_.record(step, out, step_seconds, shuffle_bytes);
+  records_.record(step, out, step_seconds, shuffle_bytes, images);
   const HostAgreement mine{step, group_.rank() == 0 ? rank0_clock_ : 0.0, preempt::preemption_signal(), data_wait_s};
   if (auto previous = agreements_.start(mine)) records_.agreed(*previous);
 }

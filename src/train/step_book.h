@@ -19,7 +19,7 @@ class StepBook {
   StepBook(dist::ProcessGroup& group, BadSteps& bad_steps, int64_t at_step, double train_seconds);
   // Collective, never waits for the device: step `step` is done (counted from 1).
   void after_step(int64_t step, const run::StepOutput& out, double step_seconds, double data_wait_s,
-                  int64_t shuffle_bytes);
+                  int64_t shuffle_bytes, int64_t images = 0);
   // Collective: one host sync. Completes the agreement in flight and reads every recorded step into
   // the meters; throws on a loss that is not finite and on more than train.max_bad_steps skipped
   // steps in a row.

@@ -8,20 +8,11 @@
 #include <stdexcept>
 
 namespace moco::train {
-namespace {
-
-// acc@k of the contrastive task (%): how often the positive outscores all but fewer than k
-// negatives. (100 * count) / n in double, as the host computed it before.
-torch::Tensor accuracy(const torch::Tensor& positive_rank, int64_t k) {
-  return positive_rank.lt(k).sum().to(torch::kDouble).mul(100.0).div(static_cast<double>(positive_rank.size(0)));
-}
-
-}  // namespace
-
-void StepRecords::record(int64_t step, const run::StepOutput& out, double seconds, int64_t shuffle_bytes) {
+void StepRecords::record(int64_t step, const run::StepOutput& out, double seconds, int64_t shuffle_bytes,
+                         int64_t images) {
   torch::NoGradGuard no_grad;
-  device_rows_.push_back(torch::stack(
-      {out.loss.detach().to(torch::kDouble), accuracy(out.positive_rank, 1), accuracy(out.positive_rank, 5)}));
+  auto loss = out.loss.detach().to(torch::kDouble).reshape({1});
+  device_rows_.push_back(out.scalars.defined() ? torch::cat({loss, out.scalars.to(torch::kDouble)}) : loss);
   flag_rows_.push_back(out.nonfinite_by_rank.defined()
                            ? out.nonfinite_by_rank
                            : torch::zeros({group_.world_size()}, out.loss.options().dtype(torch::kInt32)));
@@ -29,6 +20,7 @@ void StepRecords::record(int64_t step, const run::StepOutput& out, double second
   report.step = step;
   report.seconds = seconds;
   report.shuffle_bytes = shuffle_bytes;
+  report.images = images;
   pending_.push_back(report);
 }
 
@@ -53,14 +45,14 @@ std::vector<StepReport> StepRecords::drain() {
   flag_rows_.clear();
   const auto* row = host.data_ptr<double>();
   const int64_t width = host.size(1);
+  const int64_t values = width - world;  // the loss, then the method's scalars
   for (auto& report : reports) {
     report.loss = row[0] / world;
-    report.acc1 = row[1] / world;
-    report.acc5 = row[2] / world;
+    for (int64_t i = 1; i < values; ++i) report.scalars.push_back(row[i] / world);
     for (int r = 0; r < world; ++r)
-      if (row[3 + r] != 0) {
+      if (row[values + r] != 0) {
         report.skipped_by.push_back(r);
-        report.skip_causes.push_back(static_cast<int32_t>(row[3 + r]));
+        report.skip_causes.push_back(static_cast<int32_t>(row[values + r]));
       }
     row += width;
   }

@@ -15,12 +15,14 @@ namespace moco::train {
 
 struct StepReport {
   int64_t step = 0;
-  double seconds = 0;                   // this rank's time for the step (on CUDA, mostly the time to queue it)
-  double data_wait_s = 0;               // mean over ranks
-  int64_t shuffle_bytes = 0;            // sent by this rank for shuffle-BN
-  std::vector<int> skipped_by;          // the ranks whose step held NaN or Inf; empty when the step trained
-  std::vector<int32_t> skip_causes;     // for each of skipped_by: its model::NonfiniteCause bits
-  double loss = 0, acc1 = 0, acc5 = 0;  // means over ranks; only for a step that trained
+  double seconds = 0;                // this rank's time for the step (on CUDA, mostly the time to queue it)
+  double data_wait_s = 0;            // mean over ranks
+  int64_t shuffle_bytes = 0;         // sent by this rank for shuffle-BN
+  std::vector<int> skipped_by;       // the ranks whose step held NaN or Inf; empty when the step trained
+  std::vector<int32_t> skip_causes;  // for each of skipped_by: its model::NonfiniteCause bits
+  double loss = 0;                   // mean over ranks; only for a step that trained
+  std::vector<double> scalars;       // the method's (run::Method::step_scalars), means over ranks
+  int64_t images = 0;                // in this rank's batch
   bool trained() const { return skipped_by.empty(); }
 };
 
@@ -31,7 +33,7 @@ class StepRecords {
  public:
   explicit StepRecords(dist::ProcessGroup& group) : group_(group) {}
   // The step's device values (nothing is read) and this rank's host values.
-  void record(int64_t step, const run::StepOutput& out, double seconds, int64_t shuffle_bytes);
+  void record(int64_t step, const run::StepOutput& out, double seconds, int64_t shuffle_bytes, int64_t images = 0);
   // A completed agreement: its step's data wait.
   void agreed(const HostAgreement& agreement);
   bool empty() const { return pending_.empty(); }
@@ -40,7 +42,7 @@ class StepRecords {
 
  private:
   dist::ProcessGroup& group_;
-  std::vector<torch::Tensor> device_rows_;  // [3] double: loss, acc@1, acc@5 (%)
+  std::vector<torch::Tensor> device_rows_;  // double: the loss, then the method's scalars
   std::vector<torch::Tensor> flag_rows_;    // [world] int32: StepOutput::nonfinite_by_rank
   std::vector<StepReport> pending_;         // the host side of the same steps
   size_t agreed_ = 0;                       // pending_[0, agreed_) have their data wait

@@ -25,8 +25,7 @@ void log_plan(const run::Config& c, const RunShape& shape, const PlanFacts& fact
   spdlog::info("  data: {} ({} train / {} test images of {}x{}x{}), {} steps per epoch", c.data.dataset,
                train_split.size(), facts.test_split->size(), train_split.channels(), train_split.height(),
                train_split.width(), shape.steps_per_epoch);
-  spdlog::info("  model: {} ({} parameters in the query encoder), queue {}, BatchNorm groups per rank {}", c.model.arch,
-               facts.parameters, c.moco.queue_size, facts.bn_groups_per_rank);
+  spdlog::info("  model: {} ({} parameters in the query encoder), {}", c.model.arch, facts.parameters, facts.plan);
   spdlog::info("  schedule: {} steps ({} epochs){}, lr {} ({}, set every {}), stop at step {}", shape.total_steps,
                c.train.epochs,
                c.train.time_budget_s > 0
@@ -48,14 +47,16 @@ void log_plan(const run::Config& c, const RunShape& shape, const PlanFacts& fact
 }
 
 metrics::StepRecord step_record(const run::Config& c, const RunShape& shape, const StepMeter& interval, int64_t step,
-                                int64_t bad_steps, double lr, double train_seconds, int64_t grad_bytes_per_step) {
+                                int64_t bad_steps, double lr, double train_seconds, int64_t grad_bytes_per_step,
+                                const std::vector<run::StepScalar>& scalars) {
   metrics::StepRecord r;
   r.step = step;
   r.epoch = static_cast<double>(step) / static_cast<double>(shape.steps_per_epoch);
   r.loss = interval.mean_loss();
   r.bad_steps = bad_steps;
-  r.acc1 = interval.mean_acc1();
-  r.acc5 = interval.mean_acc5();
+  const auto means = interval.mean_scalars();
+  for (size_t i = 0; i < scalars.size(); ++i)
+    r.scalars.emplace_back(scalars[i].name, i < means.size() ? means[i] : std::nan(""));
   r.data_wait_s = interval.data_wait_s / static_cast<double>(interval.steps);
   r.data_wait_share = interval.data_wait_s / (interval.data_wait_s + interval.seconds);
   r.lr = lr;
@@ -66,25 +67,48 @@ metrics::StepRecord step_record(const run::Config& c, const RunShape& shape, con
   return r;
 }
 
-void log_step(const run::Config& c, const RunShape& shape, const metrics::StepRecord& r, double progress) {
+namespace {
+
+// " acc@1 97.5% acc@5 99.1%": the method's scalars as its line shows them (those of the epoch's line only).
+std::string scalars_text(const std::vector<run::StepScalar>& scalars, const std::vector<double>& values,
+                         bool epoch_line, const char* separator) {
+  std::string text;
+  for (size_t i = 0; i < scalars.size() && i < values.size(); ++i)
+    if (!epoch_line || scalars[i].in_epoch_line)
+      text +=
+          fmt::format("{}{} {:.{}f}{}", separator, scalars[i].label, values[i], scalars[i].decimals, scalars[i].unit);
+  return text;
+}
+
+std::vector<double> values_of(const metrics::StepRecord& r) {
+  std::vector<double> values;
+  for (const auto& [name, value] : r.scalars) values.push_back(value);
+  return values;
+}
+
+}  // namespace
+
+void log_step(const run::Config& c, const RunShape& shape, const metrics::StepRecord& r, double progress,
+              const std::vector<run::StepScalar>& scalars) {
   spdlog::info(
-      "epoch {:.2f} step {}/{} loss {:.4f} acc@1 {:.1f}% acc@5 {:.1f}% lr {:.4g} {:.1f} img/s data wait "
+      "epoch {:.2f} step {}/{} loss {:.4f}{} lr {:.4g} {:.1f} img/s data wait "
       "{:.0f}% ETA {}{}",
-      r.epoch, r.step, c.train.time_budget_s > 0 ? "~" : std::to_string(shape.total_steps), r.loss, r.acc1, r.acc5,
-      r.lr, r.img_per_s, 100 * r.data_wait_share,
+      r.epoch, r.step, c.train.time_budget_s > 0 ? "~" : std::to_string(shape.total_steps), r.loss,
+      scalars_text(scalars, values_of(r), false, " "), r.lr, r.img_per_s, 100 * r.data_wait_share,
       format_duration(r.elapsed_s * std::max(0.0, 1.0 - progress) / std::max(progress, 1e-9)),
       shape.world > 1 ? fmt::format(" | shuffle {:.1f} KiB/step, gradients {:.1f} MiB/step",
                                     r.shuffle_bytes_per_step / 1024.0, r.grad_bytes_per_step / 1048576.0)
                       : "");
 }
 
-void log_epoch(const StepMeter& epoch, int64_t epochs_done, int64_t bad_steps, double train_seconds,
-               int64_t bad_files) {
+void log_epoch(const StepMeter& epoch, int64_t epochs_done, int64_t bad_steps, double train_seconds, int64_t bad_files,
+               const std::vector<run::StepScalar>& scalars) {
   if (epoch.trained_steps == 0) return;
   spdlog::info(
-      "epoch {} done: mean loss {:.4f}, acc@1 {:.1f}% over {} step(s); {} step(s) skipped so far; {} of "
+      "epoch {} done: mean loss {:.4f}{} over {} step(s); {} step(s) skipped so far; {} of "
       "training{}",
-      epochs_done, epoch.mean_loss(), epoch.mean_acc1(), epoch.trained_steps, bad_steps, format_duration(train_seconds),
+      epochs_done, epoch.mean_loss(), scalars_text(scalars, epoch.mean_scalars(), true, ", "), epoch.trained_steps,
+      bad_steps, format_duration(train_seconds),
       bad_files > 0 ? fmt::format("; {} unreadable image file(s) skipped by this rank", bad_files) : "");
 }
 

@@ -1,43 +1,51 @@
-// defines: Progress (where a run stands), TrainState (everything a checkpoint must hold to continue a
-// run bit for bit, as the named tensors the checkpoint layer saves and restores)
+// defines: Progress (where the loop stands), TrainState (everything a checkpoint must hold to continue a
+// run bit for bit, as named tensors: the method's and the job's entries, the run's progress as named
+// counters and values, and for a job that draws from it LibTorch's CPU generator)
 #pragma once
 
 #include "ckpt/checkpoint.h"
 
-#include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace moco::train {
 
+// The loop's own progress; a job keeps its own counters and values beside it (TrainState).
 struct Progress {
-  int64_t step = 0;                       // optimizer steps done
-  int64_t epoch = 0;                      // the loader's position: the epoch and the global batch within it
-  int64_t batch_in_epoch = 0;             // that comes next
-  int64_t shuffle_steps = 0;              // the method's draw counter (MoCo: shuffle permutations)
-  double train_seconds = 0;               // training time so far (a time-budget run's lr follows it)
-  double knn_random_init = std::nan("");  // kNN top-1 of the encoder before training
+  int64_t step = 0;            // optimizer steps done
+  int64_t epoch = 0;           // the loader's position: the epoch and the global batch within it
+  int64_t batch_in_epoch = 0;  // that comes next
+  double train_seconds = 0;    // training time so far (a time-budget run's lr follows it)
 };
 
-// The method's entries (run::Method::state_entries: for MoCo v2 encoder_q/, encoder_k/, moco/ and
-// optimizer/), then the run's own:
-//   progress/{step,epoch,batch_in_epoch,shuffle_steps,train_seconds,knn_random_init}
-//   rng/torch_cpu                                     LibTorch's CPU generator (rank-local)
-// shuffle_steps is the method's draw counter (run::Method::draw_counter).
+// The entries given, then progress/<name> for each counter (int64 [1]) and value (float64 [1]) of
+// the layout, then rng/torch_cpu (rank-local) when the layout keeps the generator. The counters
+// step, epoch and batch_in_epoch and the value train_seconds must be in every layout (the loop's).
+// MoCo pre-training's layout: progress/{step,epoch,batch_in_epoch,shuffle_steps,train_seconds,
+// knn_random_init} and rng/torch_cpu; the linear protocol's: progress/{epoch,batch_in_epoch,step,
+// best_epoch,train_seconds,best_top1,best_top5,epoch_loss_sum}.
 class TrainState {
  public:
-  // method_entries: run::Method::state_entries().
-  explicit TrainState(std::vector<ckpt::StateEntry> method_entries);
-  // The entries, with the progress tensors and the generator state filled in from `progress`.
-  const std::vector<ckpt::StateEntry>& entries_for_save(const Progress& progress);
+  struct Layout {
+    std::vector<std::string> counters, values;
+    bool generator = false;
+  };
+  TrainState(std::vector<ckpt::StateEntry> entries, const Layout& layout);
+
+  int64_t& counter(const std::string& name);  // throws std::logic_error for a name not in the layout
+  double& value(const std::string& name);
   const std::vector<ckpt::StateEntry>& entries() const { return entries_; }
-  // After a load into entries(): the restored progress (the caller gives the method its draw
-  // counter); also restores the generator.
+  // The loop's progress into its counters and values, the generator's state copied in: what a save writes.
+  const std::vector<ckpt::StateEntry>& entries_for_save(const Progress& progress);
+  // After a load into entries(): the loop's progress; the generator restored.
   Progress restored_progress();
 
  private:
-  torch::Tensor counters_;  // int64 [4]: step, epoch, batch_in_epoch, shuffle_steps
-  torch::Tensor seconds_;   // float64 [2]: train_seconds, knn_random_init
-  torch::Tensor rng_;
+  std::vector<std::string> counter_names_, value_names_;
+  torch::Tensor counters_;  // int64 [counters]
+  torch::Tensor values_;    // float64 [values]
+  torch::Tensor rng_;       // undefined without the generator
   std::vector<ckpt::StateEntry> entries_;
 };
 

@@ -1,7 +1,5 @@
 #include "train/training_run.h"
 
-#include "moco_v2/moco_v2.h"
-#include "moco_v3/moco_v3.h"
 #include "run/device.h"
 #include "run/run_output.h"
 
@@ -72,13 +70,6 @@ bool uint8_views(torch::Device device, data::Recipe recipe) {
   return device.is_cuda() && recipe != data::Recipe::kSimple;
 }
 
-std::unique_ptr<run::Method> make_method(const run::Config& config, const run::RunContext& context,
-                                         int64_t in_channels) {
-  if (config.model.method == run::MocoVersion::kV3)
-    return std::make_unique<moco_v3::MocoV3>(config, context, in_channels);
-  return std::make_unique<moco_v2::MocoV2>(config, context, in_channels);
-}
-
 TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
     : config(c),
       context(ctx),
@@ -88,7 +79,7 @@ TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
       threads(prepare_process(c, world, ctx.local_size)),
       checkpointing(c, group),
       splits(run::load_splits(c)),
-      method(make_method(c, ctx, splits.train->channels())),
+      method(run::method_room(c).make(c, ctx, splits.train->channels())),
       loader(splits.train, run::augment_options(c), train_loader_options(c, ctx)),
       batches(loader, run::augment_options(c), splits.train->channels(), ctx.device),
       shape(run_shape(c, loader, *splits.train, world)),
@@ -99,10 +90,9 @@ TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
 
 void TrainingRun::log_plan() {
   const auto facts = method->facts();
-  train::log_plan(
-      config, shape,
-      {splits.train.get(), splits.test.get(), facts.parameters, facts.bn_groups_per_rank, context.device.str()},
-      checkpointing);
+  train::log_plan(config, shape,
+                  {splits.train.get(), splits.test.get(), facts.parameters, facts.plan, context.device.str()},
+                  checkpointing);
 }
 
 }  // namespace moco::train

@@ -19,10 +19,6 @@
 
 namespace moco::train {
 
-// The method `config` names, built on this rank's share of the data's channels. Collective.
-std::unique_ptr<run::Method> make_method(const run::Config& config, const run::RunContext& context,
-                                         int64_t in_channels);
-
 // Whether the loader leaves the views as uint8 pixels, normalised on the device (run::DeviceBatches):
 // on CUDA (4x fewer bytes to copy, the copy overlapping the step), for every recipe but simple, which
 // makes its views in float. The CPU keeps normalised floats from the loader.

@@ -95,9 +95,12 @@ resume_bitwise_v3)
   # MoCo v3 with LARS and with AdamW (the warm-up, the momentum's cosine over the run, rank 0's BN
   # buffers at a save): the straight run and the one stopped at 5 and 10 end in the same checkpoint
   # and losses.
+  # The same run but for v1/v2's keys, which a v3 config refuses.
+  v3_base=(--config "$src/tests/data/tiny_synthetic_v3.yaml")
+  for a in "${base[@]:2}"; do [ "$a" = moco.bn_splits=4 ] || v3_base+=("$a"); done
+  base=("${v3_base[@]}")
   for optimizer in lars adamw; do
-    v3=(model.method=v3 model.mlp=false optim.optimizer=$optimizer v3.mlp_dim=32 model.dim=16 optim.warmup_epochs=0.5
-        optim.lr_update=step)
+    v3=(optim.optimizer=$optimizer v3.mlp_dim=32 model.dim=16 optim.warmup_epochs=0.5 optim.lr_update=step)
     [ $optimizer = lars ] || v3+=(optim.base_lr=0.001)
     run "$np" "$work/straight_$optimizer" ckpt.every_steps=4 "${v3[@]}"
     run "$np" "$work/sliced_$optimizer" train.stop_at_step=5 "${v3[@]}"

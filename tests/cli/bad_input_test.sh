@@ -7,7 +7,7 @@ set -euo pipefail
 case_name=$1 build=$2 work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 dist=$build/moco_dist py=/usr/bin/python3
-tiny=$src/tests/data/tiny_synthetic.yaml
+tiny=$src/tests/data/tiny_synthetic.yaml tiny_v3=$src/tests/data/tiny_synthetic_v3.yaml
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$work" && mkdir -p "$work"
 out=$work/out  # train.output_dir of every run: must not exist after a config error
@@ -87,9 +87,16 @@ v3_augmentation_keys)
     "$dist" --config "$tiny" data.augmentation=v4 train.output_dir="$out"
   no_work_done ;;
 v3_incompatible_keys)
-  # A key one method does not read, given to it, is refused naming the key (tiny: model.mlp true).
-  expect 2 "$tiny (with overrides): key 'model.mlp' cannot be used with model.method v3" -- \
+  # A key one method does not read, given to another, is refused naming the key and both methods
+  # (tiny's model.mlp and moco.*; issue 50, case 10), from the file or the command line.
+  expect 2 "$tiny: key 'model.mlp' is read by model.method v2 only, and this config's model.method is v3" -- \
     "$dist" --config "$tiny" model.method=v3 train.output_dir="$out"
+  no_work_done
+  expect 2 "command-line override 'moco.temperature=0.5': key 'moco.temperature' is read by model.method v2 only, and this config's model.method is v3" -- \
+    "$dist" --config "$tiny_v3" moco.temperature=0.5 train.output_dir="$out"
+  no_work_done
+  expect 2 "command-line override 'v3.mlp_dim=64': key 'v3.mlp_dim' is read by model.method v3 only, and this config's model.method is v2" -- \
+    "$dist" --config "$tiny" v3.mlp_dim=64 train.output_dir="$out"
   no_work_done
   expect 2 "$tiny (with overrides): key 'optim.optimizer' must be sgd with model.method v2" -- \
     "$dist" --config "$tiny" optim.optimizer=lars train.output_dir="$out"
@@ -97,11 +104,17 @@ v3_incompatible_keys)
   expect 2 "$tiny (with overrides): key 'model.method' must be v2 or v3, not 'v4'" -- \
     "$dist" --config "$tiny" model.method=v4 train.output_dir="$out"
   no_work_done
-  expect 2 "$tiny (with overrides): key 'model.arch' vit_tiny_cpu needs model.method v3" -- \
+  expect 2 "$tiny (with overrides): key 'model.arch' vit_tiny_cpu is a ViT: model.method v2 (MoCo v1/v2) trains ResNets only" -- \
     "$dist" --config "$tiny" model.arch=vit_tiny_cpu train.output_dir="$out"
   no_work_done
-  expect 2 "$tiny (with overrides): key 'data.image_size' (30) must be a multiple of vit_tiny_cpu's patch size 4" -- \
-    "$dist" --config "$tiny" model.method=v3 model.mlp=false model.arch=vit_tiny_cpu data.image_size=30 train.output_dir="$out"
+  expect 2 "$tiny_v3 (with overrides): key 'v3.stop_grad_conv1' applies to a ViT's patch projection, and model.arch resnet_tiny is a ResNet" -- \
+    "$dist" --config "$tiny_v3" v3.stop_grad_conv1=true train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny_v3 (with overrides): key 'dist.queue_check_every' is read by model.method v2 only" -- \
+    "$dist" --config "$tiny_v3" dist.queue_check_every=10 train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny_v3 (with overrides): key 'data.image_size' (30) must be a multiple of vit_tiny_cpu's patch size 4" -- \
+    "$dist" --config "$tiny_v3" model.arch=vit_tiny_cpu data.image_size=30 train.output_dir="$out"
   no_work_done ;;
 duplicate_key)
   printf 'optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n' >"$work/dup.yaml"

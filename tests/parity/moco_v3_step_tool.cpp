@@ -15,6 +15,8 @@
 // vit_lars: the same ViT with LARS, two steps.
 // usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw|vit_lars]
 #include "dist/process_group.h"
+#include "moco_v3/v3_settings.h"
+#include "app/methods.h"
 #include "moco_v3/moco_v3.h"
 #include "run/config.h"
 #include "run/run_context.h"
@@ -84,8 +86,8 @@ void add_vit_meta(const run::Config& config, nlohmann::json& meta) {
                {"depth", o.depth},
                {"heads", o.num_heads},
                {"stop_grad_conv1", o.stop_grad_conv1},
-               {"projector_layers", config.v3.projector_layers},
-               {"predictor_layers", config.v3.predictor_layers}});
+               {"projector_layers", moco_v3::settings(config).projector_layers},
+               {"predictor_layers", moco_v3::settings(config).predictor_layers}});
 }
 
 }  // namespace
@@ -108,7 +110,7 @@ int main(int argc, char** argv) {
   // AdamW: the official ViT recipe's weight decay, 0.1 (CONFIG.md), so that its decoupled decay
   // (p *= 1 - lr wd) moves a weight of 0.1 by 1e-5 in the step: visible at the test's bound.
   if (optimizer == "adamw" && !vit) text.replace(text.find("weight_decay: 0.01"), 18, "weight_decay: 0.1");
-  const auto config = run::load_config_text(text, "moco_v3_step_tool");
+  const auto config = run::load_config_text(moco::app::methods(), text, "moco_v3_step_tool");
   run::RunContext context;
   context.group = std::make_shared<dist::LocalProcessGroup>();
   moco_v3::MocoV3 method(config, context, /*in_channels=*/3);
@@ -137,10 +139,10 @@ int main(int argc, char** argv) {
                          {"total_steps", kTotalSteps},
                          {"lr", lr},
                          {"optimizer", optimizer},
-                         {"m0", config.v3.momentum},
-                         {"temperature", config.v3.temperature},
+                         {"m0", moco_v3::settings(config).momentum},
+                         {"temperature", moco_v3::settings(config).temperature},
                          {"dim", config.model.dim},
-                         {"mlp_dim", config.v3.mlp_dim},
+                         {"mlp_dim", moco_v3::settings(config).mlp_dim},
                          {"weight_decay", config.optim.weight_decay},
                          {"momentum", config.optim.momentum},
                          {"losses", losses}};

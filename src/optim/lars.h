@@ -6,7 +6,7 @@
 
 #include <vector>
 
-namespace moco::moco_v3 {
+namespace moco::optim {
 
 // The update of MoCo v3's LARS (You et al. 2017 as the official moco-v3 optimizer.py applies it),
 // per parameter p with gradient g:
@@ -33,4 +33,4 @@ class Lars {
   double momentum_, weight_decay_, lr_ = 0;
 };
 
-}  // namespace moco::moco_v3
+}  // namespace moco::optim

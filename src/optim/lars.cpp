@@ -1,9 +1,9 @@
-#include "moco_v3/lars.h"
+#include "optim/lars.h"
 
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
-namespace moco::moco_v3 {
+namespace moco::optim {
 
 Lars::Lars(std::vector<torch::Tensor> parameters, double momentum, double weight_decay)
     : params_(std::move(parameters)), momentum_(momentum), weight_decay_(weight_decay) {
@@ -38,4 +38,4 @@ void Lars::step() {
   }
 }
 
-}  // namespace moco::moco_v3
+}  // namespace moco::optim

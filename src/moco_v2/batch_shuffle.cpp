@@ -1,4 +1,4 @@
-#include "model/batch_shuffle.h"
+#include "moco_v2/batch_shuffle.h"
 
 #include <torch/torch.h>
 
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace moco::model {
+namespace moco::moco_v2 {
 namespace {
 
 // The rows to take, on `device`. A CUDA copy from pageable memory waits for the stream (a host sync
@@ -98,4 +98,4 @@ std::vector<int64_t> shared_permutation(int64_t n, uint64_t seed, int64_t step) 
   return perm;
 }
 
-}  // namespace moco::model
+}  // namespace moco::moco_v2

@@ -3,6 +3,7 @@
 
 #include "dist/process_group.h"
 #include "model/flat_tensors.h"
+#include "model/nonfinite.h"
 #include "model/resnet.h"
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace moco::model {
+namespace moco::moco_v2 {
 
 struct MocoOptions {
   int64_t queue_size = 65536;  // K
@@ -27,16 +28,6 @@ struct MocoOptions {
   // group's all-to-all even with one BatchNorm group, which otherwise needs no shuffle.
   bool shuffle_at_world_one = false;
 };
-
-// What held NaN or Inf on a rank: the bits of MocoOutput::nonfinite_by_rank.
-enum NonfiniteCause : int32_t {
-  kNonfiniteQueries = 1,
-  kNonfiniteKeys = 2,
-  kNonfiniteLoss = 4,
-  kNonfiniteGradients = 8,
-};
-// The causes set in `causes`, e.g. "queries, loss, gradients".
-std::string nonfinite_causes_text(int32_t causes);
 
 struct MocoOutput {
   torch::Tensor loss;           // scalar, with a graph into the query encoder only
@@ -60,7 +51,7 @@ struct MocoOutput {
 // detached, normalised key-encoder outputs. Both are buffers/submodules so state_dict carries them.
 class MocoImpl : public torch::nn::Module {
  public:
-  MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std::shared_ptr<dist::ProcessGroup> group,
+  MocoImpl(const model::ResNetOptions& encoder, const MocoOptions& options, std::shared_ptr<dist::ProcessGroup> group,
            uint64_t seed);
 
   // The first half of a training step: query forward (with graph); momentum update; key forward (no
@@ -87,8 +78,8 @@ class MocoImpl : public torch::nn::Module {
   // What the optimizer may train: the query encoder's parameters, nothing else.
   std::vector<torch::Tensor> trainable_parameters() const { return encoder_q->parameters(); }
 
-  ResNet encoder_q{nullptr};
-  ResNet encoder_k{nullptr};
+  model::ResNet encoder_q{nullptr};
+  model::ResNet encoder_k{nullptr};
   const torch::Tensor& queue() const { return queue_; }                 // [dim, K]
   int64_t queue_pointer() const { return queue_ptr_.item<int64_t>(); }  // a host read: for checks and tests
   const MocoOptions& options() const { return options_; }
@@ -108,7 +99,7 @@ class MocoImpl : public torch::nn::Module {
   std::vector<int64_t> key_permutation(int64_t global_rows) const;
   // encoder(images) under autocast when MocoOptions::bf16, returned in fp32; with `pooled`, also the
   // backbone's pooled features there, detached.
-  torch::Tensor encode(ResNet& encoder, const torch::Tensor& images, torch::Tensor* pooled = nullptr) const;
+  torch::Tensor encode(model::ResNet& encoder, const torch::Tensor& images, torch::Tensor* pooled = nullptr) const;
 
   std::shared_ptr<dist::ProcessGroup> group_;
   uint64_t seed_;
@@ -119,8 +110,8 @@ class MocoImpl : public torch::nn::Module {
 
   // Note [Flat buffers]: the encoders' parameters in two buffers of one layout; their BatchNorm
   // buffers in one per dtype, the query encoder's tensors first, then the key encoder's.
-  FlatTensors q_params_, k_params_;
-  std::vector<FlatTensors> bn_;
+  model::FlatTensors q_params_, k_params_;
+  std::vector<model::FlatTensors> bn_;
 
   // What forward keeps for end_step: the keys to enqueue and, with skip_nonfinite, the state that a
   // skipped step puts back.
@@ -136,4 +127,4 @@ class MocoImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Moco);
 
-}  // namespace moco::model
+}  // namespace moco::moco_v2

@@ -1,8 +1,9 @@
-#include "model/moco.h"
+#include "moco_v2/moco.h"
 
 #include "model/autocast.h"
-#include "model/batch_shuffle.h"
-#include "model/contrastive.h"
+#include "model/momentum_update.h"
+#include "moco_v2/batch_shuffle.h"
+#include "moco_v2/contrastive.h"
 #include "model/nonfinite.h"
 
 #include <ATen/record_function.h>
@@ -12,12 +13,12 @@
 #include <stdexcept>
 #include <utility>
 
-namespace moco::model {
+namespace moco::moco_v2 {
 
 namespace {
 
 // The buffers of both encoders by (dtype, device), in first-seen order, the query encoder's first.
-std::vector<FlatTensors> buffer_kinds(const std::vector<torch::Tensor>& q, const std::vector<torch::Tensor>& k) {
+std::vector<model::FlatTensors> buffer_kinds(const std::vector<torch::Tensor>& q, const std::vector<torch::Tensor>& k) {
   std::vector<std::vector<torch::Tensor>> groups;
   for (size_t i = 0; i < q.size() + k.size(); ++i) {
     const auto& t = i < q.size() ? q[i] : k[i - q.size()];
@@ -27,15 +28,15 @@ std::vector<FlatTensors> buffer_kinds(const std::vector<torch::Tensor>& q, const
     if (g == groups.size()) groups.emplace_back();
     groups[g].push_back(t);
   }
-  std::vector<FlatTensors> kinds;
+  std::vector<model::FlatTensors> kinds;
   for (auto& group : groups) kinds.emplace_back(std::move(group));
   return kinds;
 }
 
 }  // namespace
 
-MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std::shared_ptr<dist::ProcessGroup> group,
-                   uint64_t seed)
+MocoImpl::MocoImpl(const model::ResNetOptions& encoder, const MocoOptions& options,
+                   std::shared_ptr<dist::ProcessGroup> group, uint64_t seed)
     : options_(options), group_(std::move(group)), seed_(seed) {
   if (!group_) throw std::invalid_argument("Moco needs a process group");
   if (options.queue_size < 1) throw std::invalid_argument("moco.queue_size must be positive");
@@ -43,16 +44,16 @@ MocoImpl::MocoImpl(const ResNetOptions& encoder, const MocoOptions& options, std
   if (options.temperature <= 0) throw std::invalid_argument("moco.temperature must be positive");
 
   torch::manual_seed(seed);
-  encoder_q = register_module("encoder_q", ResNet(encoder));
-  encoder_k = register_module("encoder_k", ResNet(encoder));
+  encoder_q = register_module("encoder_q", model::ResNet(encoder));
+  encoder_k = register_module("encoder_k", model::ResNet(encoder));
   for (auto& p : encoder_k->parameters()) p.set_requires_grad(false);
   copy_query_to_key();
   auto queue = torch::randn({encoder.out_dim, options.queue_size});
   queue_ = register_buffer(
       "queue", torch::nn::functional::normalize(queue, torch::nn::functional::NormalizeFuncOptions().dim(0)));
   queue_ptr_ = register_buffer("queue_ptr", torch::zeros({1}, torch::kLong));
-  q_params_ = FlatTensors(encoder_q->parameters());
-  k_params_ = FlatTensors(encoder_k->parameters());
+  q_params_ = model::FlatTensors(encoder_q->parameters());
+  k_params_ = model::FlatTensors(encoder_k->parameters());
   bn_ = buffer_kinds(encoder_q->buffers(), encoder_k->buffers());
 }
 
@@ -66,12 +67,12 @@ void MocoImpl::copy_query_to_key() {
   for (size_t i = 0; i < q_buffers.size(); ++i) k_buffers[i].copy_(q_buffers[i]);
 }
 
-torch::Tensor MocoImpl::encode(ResNet& encoder, const torch::Tensor& images, torch::Tensor* pooled) const {
+torch::Tensor MocoImpl::encode(model::ResNet& encoder, const torch::Tensor& images, torch::Tensor* pooled) const {
   // bf16 outputs are widened for the loss; fp32 (and fp64, which the equivalence test trains in) stay.
   const auto widened = [](const torch::Tensor& t) { return t.element_size() < 4 ? t.to(torch::kFloat) : t; };
   torch::Tensor features;
   {
-    const AutocastGuard autocast(images.device(), options_.bf16);
+    const model::AutocastGuard autocast(images.device(), options_.bf16);
     const auto backbone = encoder->features(images);
     if (pooled) *pooled = widened(backbone.detach());
     features = encoder->head(backbone);
@@ -88,8 +89,7 @@ void MocoImpl::momentum_update() {
     throw std::logic_error(
         "the key encoder's parameters are not laid out as the query encoder's: change both "
         "encoders' memory format together");
-  const double m = options_.momentum;
-  k.mul_(m).add_(q, 1.0 - m);
+  model::momentum_update({k}, {q}, options_.momentum);
   k_params_.bump_versions();
 }
 
@@ -137,9 +137,11 @@ MocoImpl::OpenStep MocoImpl::snapshot_state() {
 torch::Tensor MocoImpl::local_nonfinite_causes(const MocoOutput& out, const torch::Tensor& gradients_nonfinite) const {
   RECORD_USER_SCOPE("update/skip_flag");
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> bad{holds_nonfinite(out.q), holds_nonfinite(out.k), holds_nonfinite(out.loss)};
+  std::vector<torch::Tensor> bad{model::holds_nonfinite(out.q), model::holds_nonfinite(out.k),
+                                 model::holds_nonfinite(out.loss)};
   bad.push_back(gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(bad[0]));
-  // Bit i for bad[i]: kNonfiniteQueries, kNonfiniteKeys, kNonfiniteLoss, kNonfiniteGradients.
+  // Bit i for bad[i]: model::kNonfiniteQueries, model::kNonfiniteKeys, model::kNonfiniteLoss,
+  // model::kNonfiniteGradients.
   const auto bits = torch::arange(static_cast<int64_t>(bad.size()), out.loss.options().dtype(torch::kInt32));
   return torch::stack(bad).to(torch::kInt32).bitwise_left_shift(bits).sum(torch::kInt32);
 }
@@ -208,12 +210,4 @@ void MocoImpl::end_step(MocoOutput& out, const torch::Tensor& gradients_nonfinit
   enqueue_keys(queue_, queue_ptr_, step.all_keys, out.trained);
 }
 
-std::string nonfinite_causes_text(int32_t causes) {
-  std::string text;
-  for (const auto& [bit, name] : {std::pair{kNonfiniteQueries, "queries"}, std::pair{kNonfiniteKeys, "keys"},
-                                  std::pair{kNonfiniteLoss, "loss"}, std::pair{kNonfiniteGradients, "gradients"}})
-    if (causes & bit) text += (text.empty() ? "" : ", ") + std::string(name);
-  return text;
-}
-
-}  // namespace moco::model
+}  // namespace moco::moco_v2

@@ -19,7 +19,7 @@ class Backbone {
 
   // From model.pretrained:
   //   a checkpoint folder, a checkpoints/ folder or a run's output_dir (the checkpoint `latest`
-  //   names): the query encoder's tensors (encoder_q/<key>);
+  //   names): the tensors of the encoder its method evaluates (run::MethodRoom::encoder_group);
   //   a `moco_ckpt export` file: its root datasets (<key>);
   //   "random": the encoder MoCo training starts from (model.*, train.seed), bit for bit;
   //   "raw_pixels": no network, the normalised image flattened.

@@ -1,11 +1,11 @@
-#include "run/sgd.h"
+#include "optim/sgd.h"
 
 #include "model/nonfinite.h"
 
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
-namespace moco::run {
+namespace moco::optim {
 namespace {
 
 // Zero buffers shaped, strided and laid out as the parameters: the update is then element by
@@ -130,4 +130,4 @@ void MomentumSgd::step_each(const torch::Tensor& apply) {
   }
 }
 
-}  // namespace moco::run
+}  // namespace moco::optim

@@ -1,4 +1,4 @@
-#include "lincls/backbone.h"
+#include "lincls/frozen_backbone.h"
 
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/h5_tensor_file.h"
@@ -43,10 +43,11 @@ std::string model_keys(const run::Config& c) {
 std::string head_prefix(const model::BackboneImpl& net) { return net.head_name() + "."; }
 
 // What the checkpoint's own config says of the architecture, to check and to explain a mismatch.
-void note_training_config(Source& source, const std::string& config_yaml, const std::string& where) {
+void note_training_config(Source& source, const std::string& config_yaml, const std::string& where,
+                          const run::Config& c) {
   if (config_yaml.empty()) return;  // an export written before exports carried their config
   try {
-    const auto saved = run::load_config_text(config_yaml, where);
+    const auto saved = run::load_config_text(c.methods, config_yaml, where);
     source.trained_with = "; the checkpoint was trained with " + model_keys(saved);
     source.stem_stride = saved.model.stem_stride;
   } catch (const std::exception&) {
@@ -67,8 +68,18 @@ ckpt::H5TensorReader open_export(const std::string& path) {
   }
 }
 
-// Every tensor of the source but those under head_prefix (the head, or v3's projector in its place).
-Source read_source(const std::string& path, const std::string& head_prefix) {
+// The checkpoint group of the encoder evaluation reads: the one the method that wrote the checkpoint
+// names (its saved config's model.method), else that of the config's own method.
+std::string encoder_group(const std::string& config_yaml, const std::string& where, const run::Config& c) {
+  try {
+    return run::method_room(run::load_config_text(c.methods, config_yaml, where)).encoder_group;
+  } catch (const std::exception&) {
+    return run::method_room(c).encoder_group;
+  }
+}
+
+// Every tensor of the source but those under head_prefix (the head, or a projector in its place).
+Source read_source(const std::string& path, const std::string& head_prefix, const run::Config& c) {
   Source source;
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) {
@@ -76,7 +87,7 @@ Source read_source(const std::string& path, const std::string& head_prefix) {
     for (const auto& key : reader.list())
       if (!starts_with(key, head_prefix)) source.tensors.emplace(key, reader.read(key));
     source.path = source.description = path;
-    note_training_config(source, reader.string_attribute("config_yaml"), path);
+    note_training_config(source, reader.string_attribute("config_yaml"), path, c);
     if (source.tensors.empty()) throw ConfigError(fmt::format("model.pretrained: {} holds no backbone tensor", path));
     return source;
   }
@@ -90,18 +101,19 @@ Source read_source(const std::string& path, const std::string& head_prefix) {
   if (!dir) throw ConfigError("model.pretrained: " + ckpt::no_checkpoint_message(path));
   ckpt::CheckpointReader reader(*dir);
   const auto& manifest = reader.manifest();
+  const std::string group = encoder_group(manifest.config_yaml, reader.dir(), c);
   for (const auto& record : manifest.tensors) {
-    if (!starts_with(record.name, "encoder_q/")) continue;
-    const std::string key = record.name.substr(std::string("encoder_q/").size());
-    // Rank-local BatchNorm statistics (dist.broadcast_buffers off): rank 0's, which the trainer evaluates.
+    if (!starts_with(record.name, group)) continue;
+    const std::string key = record.name.substr(group.size());
+    // Rank-local tensors (BatchNorm statistics each rank kept): rank 0's, which the trainer evaluates.
     if (starts_with(key, head_prefix) || (record.rank_local && record.shard != 0)) continue;
     source.tensors.emplace(key, reader.read(record));
   }
   source.path = reader.dir();
   source.description = fmt::format("{} (step {})", reader.dir(), manifest.step);
-  note_training_config(source, manifest.config_yaml, reader.dir());
+  note_training_config(source, manifest.config_yaml, reader.dir(), c);
   if (source.tensors.empty())
-    throw ConfigError(fmt::format("model.pretrained: {} holds no tensor encoder_q/*", source.description));
+    throw ConfigError(fmt::format("model.pretrained: {} holds no tensor {}*", source.description, group));
   return source;
 }
 
@@ -137,11 +149,9 @@ void check_fits(const Source& source, model::BackboneImpl& net, const run::Confi
     if (!expected.count(key)) throw mismatch(fmt::format("it holds tensor '{}', which this network lacks", key));
 }
 
-// MoCo's query encoder as training initialises it: the same seed, the same construction order
-// (model::Moco seeds the generator and builds encoder_q first); model.arch's ResNet or ViT.
+// The query encoder as training initialises it: the method's (run::MethodRoom::initial_encoder).
 model::Backbone random_init(const run::Config& c) {
-  torch::manual_seed(c.train.seed);
-  return run::make_backbone(c, run::dataset_channels(c));
+  return run::method_room(c).initial_encoder(c, run::dataset_channels(c));
 }
 
 void freeze(model::Backbone& net, torch::Device device) {
@@ -181,7 +191,7 @@ Backbone Backbone::load(const run::Config& c, torch::Device device) {
     b.description_ = fmt::format("random init (train.seed {})", c.train.seed);
   } else {
     b.kind_ = Kind::kPretrained;
-    const Source source = read_source(what, head_prefix(*b.net_));
+    const Source source = read_source(what, head_prefix(*b.net_), c);
     check_fits(source, *b.net_, c);
     torch::NoGradGuard no_grad;
     for (auto& [key, tensor] : backbone_tensors(*b.net_)) tensor.copy_(source.tensors.at(key));
@@ -217,7 +227,7 @@ int64_t Backbone::check_unchanged(const run::Config& c) const {
   if (!net_) return 0;
   std::map<std::string, torch::Tensor> reference;
   if (kind_ == Kind::kPretrained) {
-    reference = read_source(source_, head_prefix(*net_)).tensors;
+    reference = read_source(source_, head_prefix(*net_), c).tensors;
   } else {
     auto fresh = random_init(c);
     for (const auto& [key, tensor] : backbone_tensors(*fresh)) reference.emplace(key, tensor);

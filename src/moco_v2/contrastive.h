@@ -5,7 +5,7 @@
 
 #include <torch/types.h>
 
-namespace moco::model {
+namespace moco::moco_v2 {
 
 // q: [n, dim] queries, k: [n, dim] positive keys, queue: [dim, K] negatives, all L2-normalised.
 // Returns [n, 1 + K] = [q.k, q.queue] / temperature; the positive is column 0.
@@ -32,4 +32,4 @@ ContrastiveLoss fused_contrastive_loss(const torch::Tensor& q, const torch::Tens
 // indices are computed on the device, so the host never reads the pointer (no sync in the step).
 void enqueue_keys(torch::Tensor& queue, torch::Tensor& ptr, const torch::Tensor& keys, const torch::Tensor& apply = {});
 
-}  // namespace moco::model
+}  // namespace moco::moco_v2

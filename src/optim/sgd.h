@@ -8,7 +8,7 @@
 
 #include <vector>
 
-namespace moco::run {
+namespace moco::optim {
 
 // The update of torch.optim.SGD (dampening 0, no Nesterov): d = g + wd*p; buf = momentum*buf + d;
 // p -= lr*buf. The buffers start at zero, which gives torch's first step (buf = d) bit for bit.
@@ -50,4 +50,4 @@ class MomentumSgd {
   double momentum_, weight_decay_, lr_ = 0;
 };
 
-}  // namespace moco::run
+}  // namespace moco::optim

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-namespace moco::model {
+namespace moco::moco_v2 {
 
 // The global batch is the ranks' batches of b rows each, concatenated in rank order. A shuffle by a
 // global permutation `perm` (the same on every rank) gives rank r the rows perm[r*b .. r*b+b) of the
@@ -39,4 +39,4 @@ class BatchShuffle {
 // A permutation of [0, n) that depends only on (seed, step): every rank draws the same one.
 std::vector<int64_t> shared_permutation(int64_t n, uint64_t seed, int64_t step);
 
-}  // namespace moco::model
+}  // namespace moco::moco_v2

@@ -1,11 +1,11 @@
-#include "model/contrastive.h"
+#include "moco_v2/contrastive.h"
 
 #include <torch/torch.h>
 
 #include <stdexcept>
 #include <string>
 
-namespace moco::model {
+namespace moco::moco_v2 {
 
 torch::Tensor contrastive_logits(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& queue,
                                  double temperature) {
@@ -97,4 +97,4 @@ void enqueue_keys(torch::Tensor& queue, torch::Tensor& ptr, const torch::Tensor&
   ptr.copy_(apply.defined() ? torch::where(apply, next, ptr) : next);
 }
 
-}  // namespace moco::model
+}  // namespace moco::moco_v2

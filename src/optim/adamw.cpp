@@ -1,11 +1,11 @@
-#include "moco_v3/adamw.h"
+#include "optim/adamw.h"
 
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <cmath>
 
-namespace moco::moco_v3 {
+namespace moco::optim {
 
 AdamW::AdamW(std::vector<torch::Tensor> parameters, double weight_decay)
     : params_(std::move(parameters)), steps_(torch::zeros({}, torch::kLong)), weight_decay_(weight_decay) {
@@ -39,4 +39,4 @@ void AdamW::step() {
   }
 }
 
-}  // namespace moco::moco_v3
+}  // namespace moco::optim

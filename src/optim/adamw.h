@@ -6,7 +6,7 @@
 
 #include <vector>
 
-namespace moco::moco_v3 {
+namespace moco::optim {
 
 // torch.optim.AdamW with its defaults (betas 0.9 and 0.999, eps 1e-8, no amsgrad), weight decay
 // decoupled and on every parameter, as main_moco.py builds it over model.parameters(): at step t,
@@ -32,4 +32,4 @@ class AdamW {
   double weight_decay_, lr_ = 0;
 };
 
-}  // namespace moco::moco_v3
+}  // namespace moco::optim

@@ -1,0 +1,109 @@
+#include "moco_v2/v2_room.h"
+
+#include "moco_v2/moco_v2.h"
+#include "moco_v2/v2_settings.h"
+#include "run/setup.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+namespace moco::moco_v2 {
+namespace {
+
+template <typename T>
+run::ConfigRow key(const char* name, T Settings::*member, const char* help) {
+  return run::ConfigRow::of<T>(name, help, [member](run::Config& c) -> T& { return settings(c).*member; });
+}
+
+std::vector<run::ConfigRow> keys() {
+  using run::rules::in_closed;
+  using run::rules::non_negative;
+  using run::rules::positive;
+  return {
+      key("model.mlp", &Settings::mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear")
+          .after("model.dim"),
+      key("moco.queue_size", &Settings::queue_size, "K, negatives in the queue; need not be a multiple of the batch")
+          .must<int64_t>(positive<int64_t>)
+          .after("model.pretrained"),
+      key("moco.momentum", &Settings::momentum, "m of the key encoder's update k = m*k + (1-m)*q")
+          .must(in_closed(0, 1))
+          .after("model.pretrained"),
+      key("moco.temperature", &Settings::temperature, "T of the logits (0.07 in v1, 0.2 in v2)")
+          .must<double>(positive<double>)
+          .after("model.pretrained"),
+      key("moco.bn_splits", &Settings::bn_splits,
+          "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs "
+          "bn_splits/W groups (one when bn_splits <= W), so any W dividing it computes the same; 1: plain BN on "
+          "one device")
+          .after("model.pretrained"),
+      key("dist.broadcast_buffers", &Settings::broadcast_buffers,
+          "each step, both encoders' BatchNorm buffers are broadcast from rank 0 (the queue never is)")
+          .after("dist.first_bucket_mb")
+          .free_on_resume(),
+      key("dist.queue_check_every", &Settings::queue_check_every,
+          "steps between checks that every rank holds the same queue and pointer (and, with "
+          "dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never")
+          .must<int64_t>(non_negative<int64_t>)
+          .after("dist.first_bucket_mb")
+          .free_on_resume(),
+      key("debug.check_invariants", &Settings::check_invariants,
+          "each step, check that the key encoder moved by exactly m*k + (1-m)*q and got no gradient, and that "
+          "the queue holds unit keys and no graph (slow); not with debug.check_step_syncs, as it reads inside the "
+          "step")
+          .after("debug.anomaly_detection")
+          .free_on_resume(),
+  };
+}
+
+// Combinations that would not run as they read: MoCo v1/v2 train ResNets with SGD, a step's keys
+// must fit in the queue, the BatchNorm groups must split the batch.
+void check(const run::Config& c, const std::string& where) {
+  const Settings& s = settings(c);
+  run::require(!run::is_vit(c.model.arch), where, "model.arch",
+               fmt::format("{} is a ViT: model.method v2 (MoCo v1/v2) trains ResNets only", c.model.arch));
+  run::require(c.optim.optimizer == run::Optimizer::kSgd, where, "optim.optimizer",
+               "must be sgd with model.method v2 (MoCo v1/v2 train with SGD)");
+  run::require(s.queue_size >= c.optim.batch_size, where, "moco.queue_size",
+               "must be at least optim.batch_size (a step's keys must fit in the queue)");
+  run::require(s.bn_splits >= 1 && c.optim.batch_size % s.bn_splits == 0, where, "moco.bn_splits",
+               "must be >= 1 and divide optim.batch_size");
+  run::require(!(s.check_invariants && c.debug.check_step_syncs), where, "debug.check_invariants",
+               "cannot be on with debug.check_step_syncs: its checks read the step's results on the host inside the "
+               "step");
+}
+
+// Every rank holds the whole queue (model.dim x moco.queue_size float32): one larger than this
+// machine's memory is the config's fault, said before any work.
+void check_queue_fits(const run::Config& c, int /*world_size*/, const std::string& where) {
+  const Settings& s = settings(c);
+  const double bytes = 4.0 * static_cast<double>(c.model.dim) * static_cast<double>(s.queue_size);
+  const double memory = run::physical_memory_bytes();
+  run::require(memory <= 0 || bytes <= memory, where, "moco.queue_size",
+               fmt::format("({}) makes a queue of {} x {} float32, {:.0f} bytes: more than this machine's {:.0f} "
+                           "bytes of memory",
+                           s.queue_size, c.model.dim, s.queue_size, bytes, memory));
+}
+
+}  // namespace
+
+run::MethodRoom room() {
+  run::MethodRoom r;
+  r.name = kMethod;
+  r.about = "MoCo v1/v2 with the queue (v1 or v2 as model.mlp, moco.temperature and data.augmentation say)";
+  r.keys = keys();
+  r.check = check;
+  r.check_for_world = check_queue_fits;
+  r.encoder_group = "encoder_q/";
+  r.initial_encoder = [](const run::Config& c, int64_t in_channels) -> model::Backbone {
+    torch::manual_seed(c.train.seed);                      // as Moco seeds the generator, then builds encoder_q first
+    auto options = run::backbone_options(c, in_channels);  // plain BatchNorm: groups draw nothing
+    options.mlp_head = settings(c).mlp;                    // the head's draws come after the backbone's
+    return model::ResNet(options);
+  };
+  r.make = [](const run::Config& c, const run::RunContext& ctx, int64_t in_channels) -> std::unique_ptr<run::Method> {
+    return std::make_unique<MocoV2>(c, ctx, in_channels);
+  };
+  return r;
+}
+
+}  // namespace moco::moco_v2

@@ -1,0 +1,80 @@
+#include "moco_v3/v3_room.h"
+
+#include "model/vit.h"
+#include "moco_v3/moco_v3.h"
+#include "moco_v3/v3_settings.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+namespace moco::moco_v3 {
+namespace {
+
+template <typename T>
+run::ConfigRow key(const char* name, T Settings::*member, const char* help) {
+  return run::ConfigRow::of<T>(name, help, [member](run::Config& c) -> T& { return settings(c).*member; })
+      .after("model.pretrained");
+}
+
+std::vector<run::ConfigRow> keys() {
+  using run::rules::at_least_one;
+  using run::rules::in_closed;
+  using run::rules::positive;
+  return {
+      key("v3.mlp_dim", &Settings::mlp_dim, "model.method v3: hidden width of the projector and predictor MLPs")
+          .must<int64_t>(positive<int64_t>),
+      key("v3.projector_layers", &Settings::projector_layers,
+          "model.method v3: Linear layers of the projector on the pooled features (2: the official ResNet "
+          "builder, 3: its ViT builder; BN and ReLU between, a BN without affine last; its output is model.dim)")
+          .must<int64_t>(at_least_one<int64_t>),
+      key("v3.predictor_layers", &Settings::predictor_layers,
+          "model.method v3: Linear layers of the predictor on the query side (BN and ReLU between, none last)")
+          .must<int64_t>(at_least_one<int64_t>),
+      key("v3.momentum", &Settings::momentum,
+          "model.method v3: m0, the momentum encoder's m at the first step; m = 1 - (1-m0)(cos(pi p)+1)/2 at "
+          "progress p of the run")
+          .must(in_closed(0, 1)),
+      key("v3.temperature", &Settings::temperature, "model.method v3: T of the logits; each loss term is scaled by 2T")
+          .must<double>(positive<double>),
+      key("v3.stop_grad_conv1", &Settings::stop_grad_conv1,
+          "model.method v3 with a ViT: the patch projection (patch_embed.proj) keeps its random initialisation, "
+          "no gradient (main_moco.py --stop-grad-conv1)"),
+  };
+}
+
+// A ViT's patches must tile the image, v3.stop_grad_conv1 is a ViT's; the momentum's schedule
+// follows the steps of train.epochs.
+void check(const run::Config& c, const std::string& where) {
+  run::require(run::is_vit(c.model.arch) || !settings(c).stop_grad_conv1, where, "v3.stop_grad_conv1",
+               fmt::format("applies to a ViT's patch projection, and model.arch {} is a ResNet", c.model.arch));
+  if (run::is_vit(c.model.arch)) {
+    const int64_t patch = model::vit_options_for(run::to_string(c.model.arch)).patch_size;
+    run::require(
+        c.data.augment.out_size % patch == 0, where, "data.image_size",
+        fmt::format("({}) must be a multiple of {}'s patch size {}: the ViT's grid of patches covers the image",
+                    c.data.augment.out_size, c.model.arch, patch));
+  }
+  run::require(c.train.time_budget_s == 0, where, "train.time_budget_s",
+               "cannot be used with model.method v3 yet: its momentum schedule follows the steps of train.epochs");
+}
+
+}  // namespace
+
+run::MethodRoom room() {
+  run::MethodRoom r;
+  r.name = kMethod;
+  r.about = "MoCo v3 (projector and predictor, symmetric loss over the gathered keys, the v3.* keys)";
+  r.keys = keys();
+  r.check = check;
+  r.encoder_group = "encoder_q/";
+  r.initial_encoder = [](const run::Config& c, int64_t in_channels) {
+    torch::manual_seed(c.train.seed);  // the run seeds the generator, then MocoV3Model builds encoder_q first
+    return v3_backbone(c, in_channels);
+  };
+  r.make = [](const run::Config& c, const run::RunContext& ctx, int64_t in_channels) -> std::unique_ptr<run::Method> {
+    return std::make_unique<MocoV3>(c, ctx, in_channels);
+  };
+  return r;
+}
+
+}  // namespace moco::moco_v3

@@ -1,0 +1,75 @@
+// defines: MethodRoom (what a method's room hands the programs: its name for model.method, its own
+// config keys and checks, its encoder as initialised and where evaluation finds it in a checkpoint,
+// and the factory of its run::Method), Methods (the programs' list of them, src/app/methods.cpp), MethodSettings (the
+// values of a method's own keys inside a Config), find_method
+#pragma once
+
+#include "model/backbone.h"
+#include "run/config_row.h"
+
+#include <any>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moco::run {
+
+struct Config;
+struct RunContext;
+class Method;
+
+struct MethodRoom {
+  std::string name;   // model.method's value: "v2"
+  std::string about;  // what model.method's --help line says of it
+  // The keys only this method reads. Given to a config of another method they are refused, naming
+  // the method; a checkpoint's saved config holding them (written before they moved) still resumes.
+  std::vector<ConfigRow> keys;
+  // Checks across keys, once every key passed its own range (throws ConfigError via run::require).
+  std::function<void(const Config&, const std::string& where)> check;
+  // What only the launched job knows (the world size, the machine's memory); may be empty.
+  std::function<void(const Config&, int world_size, const std::string& where)> check_for_world;
+  // The checkpoint group of the encoder whose backbone evaluation reads: "<module>/" before torchvision's
+  // or timm's keys, as the method's state entries name it.
+  std::string encoder_group;
+  // The encoder evaluation reads as the method initialises it from train.seed (what a run's random-init
+  // baseline and model.pretrained=random score), on the CPU.
+  std::function<model::Backbone(const Config&, int64_t in_channels)> initial_encoder;
+  // The method for `config`, built for images of `in_channels` channels. Collective.
+  std::function<std::unique_ptr<Method>(const Config&, const RunContext&, int64_t in_channels)> make;
+};
+
+// The methods a program offers, the first being model.method's default.
+using Methods = std::vector<MethodRoom>;
+
+// The room named `name`; ConfigError naming model.method and listing the names when there is none.
+const MethodRoom& find_method(const Methods& methods, const std::string& name, const std::string& where);
+
+// The values of the methods' own keys, one settings struct per method, of a type only its room knows.
+// A method's settings not yet set are its defaults.
+class MethodSettings {
+ public:
+  template <typename S>
+  S& of(const std::string& method) {
+    auto& value = values_[method];
+    if (!value.has_value()) value = S{};
+    return std::any_cast<S&>(value);
+  }
+  template <typename S>
+  const S& of(const std::string& method) const {
+    static const S defaults{};
+    const auto found = values_.find(method);
+    return found == values_.end() ? defaults : std::any_cast<const S&>(found->second);
+  }
+  // Forgets the settings of every other method (a config holds its own method's only).
+  void keep_only(const std::string& method) {
+    for (auto it = values_.begin(); it != values_.end();) it = it->first == method ? std::next(it) : values_.erase(it);
+  }
+
+ private:
+  std::map<std::string, std::any> values_;
+};
+
+}  // namespace moco::run
