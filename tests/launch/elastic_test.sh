@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Elastic continuation on one machine (the multinode cases, with hosts lost, are in tests/multinode/):
+#   elastic_test.sh CASE BUILD_DIR WORK_DIR
+#   rank_killed        launch/mpirun/moco.sh -n 2 --max-restarts 1; one rank killed (-9) mid-run: the
+#                      job starts again on the same 2 ranks (no host dropped) from the newest verified
+#                      checkpoint and finishes, exit 0, every step logged once
+#   rank_killed_twice  the same, a rank killed again after the restart: exit non-zero, saying no
+#                      restart is left, one restart row
+#   no_restart_after_stop  --max-restarts 2; SIGTERM to moco.sh, and another while the stop's checkpoint
+#                      is written (the job ends at once, non-zero): not restarted, no restart row
+#   sbatch_bound       launch/slurm/moco.sbatch started as Slurm starts a requeued job (SLURM_JOB_ID,
+#                      SLURM_RESTART_COUNT=1) after a failure Slurm requeued by itself, with the
+#                      job's one restart used (--max-restarts 1): exit 1 before any step, saying so
+set -euo pipefail
+case_name=$1 build=$(cd "$2" && pwd) work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+export MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
+run=$work/run
+# 4 epochs of 16 steps, a checkpoint every 8.
+args=("$src/tests/data/tiny_synthetic.yaml" train.output_dir="$run" train.epochs=4 ckpt.every_steps=8
+      ckpt.every_minutes=0 ckpt.async=false knn.memory_size=128 knn.query_size=64)
+step_logged() { grep -o '"step":[0-9]*' "$run/metrics.jsonl" 2>/dev/null | tr -dc '0-9\n' | sort -n | tail -n 1; }
+wait_for_step() {  # PID N: until step N is logged
+  for _ in $(seq 600); do
+    [ "$(step_logged || echo 0)" -ge "$2" ] 2>/dev/null && return 0
+    kill -0 "$1" 2>/dev/null || fail "the run ended before step $2"
+    sleep 0.2
+  done
+  fail "no step $2 within 120 s"
+}
+restart_rows() { grep '"event":"restart"' "$run/metrics.jsonl" 2>/dev/null || true; }
+# One rank of the job (a child of mpirun, which is a child of moco.sh PID) killed (-9).
+kill_a_rank() {
+  local rank
+  rank=$(pgrep -f "^$MOCO_DIST " | head -n 1)
+  [ -n "$rank" ] || fail "no rank to kill"
+  kill -KILL "$rank"
+}
+
+case $case_name in
+rank_killed | rank_killed_twice)
+  "$src/launch/mpirun/moco.sh" -n 2 --max-restarts 1 "${args[@]}" >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_step "$pid" 10
+  kill_a_rank
+  for _ in $(seq 300); do restart_rows | grep -q . && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  grep '^\[moco.sh\] restart' "$work/console" || fail "no restart"
+  if [ "$case_name" = rank_killed_twice ]; then
+    for _ in $(seq 300); do sed -n '/"event":"restart"/,$p' "$run/metrics.jsonl" | grep -q '"event":"train"' && break; sleep 0.2; done
+    kill_a_rank
+  fi
+  rc=0
+  wait "$pid" || rc=$?
+  if [ "$case_name" = rank_killed ]; then
+    [ "$rc" -eq 0 ] || fail "exit $rc"
+    grep -q "kNN top-1: .*random init" "$work/console" || fail "the run did not finish"
+    python3 "$src/tests/multinode/restart_log.py" "$run/metrics.jsonl" 64 1 || fail "metrics.jsonl across the restart"
+    restart_rows | grep -q '"hosts_dropped":\[\],.*"old_world":2,"new_world":2' || fail "restart row: $(restart_rows)"
+  else
+    [ "$rc" -ne 0 ] || fail "exit 0 after a second failure with --max-restarts 1"
+    grep '^\[moco.sh\] the job failed (exit [0-9]*) and no restart is left (1 of 1 used): stopping' "$work/console" ||
+      fail "moco.sh does not say that no restart is left"
+    [ "$(restart_rows | wc -l)" -eq 1 ] || fail "not one restart row: $(restart_rows)"
+  fi
+  [ -z "$(pgrep -f "^$MOCO_DIST ")" ] || fail "ranks left: $(pgrep -af "^$MOCO_DIST ")"
+  ;;
+no_restart_after_stop)
+  MOCO_CKPT_FAULT=pause_in_shard "$src/launch/mpirun/moco.sh" -n 2 --max-restarts 2 "${args[@]}" >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_step "$pid" 10
+  kill -TERM "$pid"
+  for _ in $(seq 100); do grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" && break; sleep 0.1; done
+  grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" || fail "no checkpoint after the first SIGTERM"
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -ne 0 ] || fail "exit 0 after a second SIGTERM"
+  grep '^\[moco.sh\] the job was asked to stop (SIGTERM): not restarted' "$work/console" || fail "moco.sh does not say it does not restart"
+  ! grep -q '^\[moco.sh\] restart' "$work/console" && [ -z "$(restart_rows)" ] || fail "restarted after a stop"
+  [ -z "$(pgrep -f "^$MOCO_DIST ")" ] || fail "ranks left: $(pgrep -af "^$MOCO_DIST ")"
+  ;;
+sbatch_bound)
+  # Slurm requeued job 7 by itself after a failure (the last row is a step's, not a stop's or a
+  # restart's); its one restart was used by an earlier requeue.
+  mkdir -p "$run"
+  printf '%s\n' '{"event":"restart","launcher":"slurm","job":"7","restart":1,"max_restarts":1,"exit_code":1,"hosts_dropped":[],"old_world":2,"step":8}' \
+    '{"event":"train","step":9,"loss":1.0}' >"$run/metrics.jsonl"
+  rc=0
+  SLURM_JOB_ID=7 SLURM_RESTART_COUNT=2 bash "$src/launch/slurm/moco.sbatch" --max-restarts 1 "${args[@]}" >"$work/console" 2>&1 || rc=$?
+  [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+  grep -q "requeued after a failure, and no restart is left (1 of 1 used): stopping" "$work/console" || fail "not said why"
+  # Another job's restarts are not this one's: job 8 may go on, as far as an srun that fails here.
+  mkdir -p "$work/bin"
+  printf '#!/bin/sh\necho "srun (a stand-in): failing" >&2\nexit 1\n' >"$work/bin/srun"
+  chmod +x "$work/bin/srun"
+  SLURM_JOB_ID=8 SLURM_RESTART_COUNT=1 PATH=$work/bin:$PATH bash "$src/launch/slurm/moco.sbatch" --max-restarts 1 "${args[@]}" \
+    >"$work/console" 2>&1 || true
+  grep -q "requeued by Slurm after a failure: restart 1 of 1" "$work/console" || fail "job 8 was not let go on"
+  grep -c '"job":"8"' "$run/metrics.jsonl" | grep -qx 1 || fail "job 8's restart is not logged once"
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "PASS ($case_name)"
