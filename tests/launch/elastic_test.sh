@@ -8,6 +8,10 @@
 #                      restart is left, one restart row
 #   no_restart_after_stop  --max-restarts 2; SIGTERM to moco.sh, and another while the stop's checkpoint
 #                      is written (the job ends at once, non-zero): not restarted, no restart row
+#   full_disk          --max-restarts 1, train.output_dir on a 6 MiB tmpfs (a 4 MiB checkpoint every 8
+#                      steps): step 16's does not fit, the job restarts from step 8 and fails there again:
+#                      exit 1 saying no restart is left; step 8 still verifies (skipped, exit 77, where
+#                      a tmpfs cannot be mounted)
 #   sbatch_bound       launch/slurm/moco.sbatch started as Slurm starts a requeued job (SLURM_JOB_ID,
 #                      SLURM_RESTART_COUNT=1) after a failure Slurm requeued by itself, with the
 #                      job's one restart used (--max-restarts 1): exit 1 before any step, saying so
@@ -18,6 +22,7 @@ export MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMP
 rm -rf "$work" && mkdir -p "$work"
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
 run=$work/run
+[ "$case_name" != full_disk ] || run=$work/disk/run
 # 4 epochs of 16 steps, a checkpoint every 8.
 args=("$src/tests/data/tiny_synthetic.yaml" train.output_dir="$run" train.epochs=4 ckpt.every_steps=8
       ckpt.every_minutes=0 ckpt.async=false knn.memory_size=128 knn.query_size=64)
@@ -31,6 +36,9 @@ wait_for_step() {  # PID N: until step N is logged
   fail "no step $2 within 120 s"
 }
 restart_rows() { grep '"event":"restart"' "$run/metrics.jsonl" 2>/dev/null || true; }
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }  # seconds since START
+# A train row after the restart row: the restarted ranks train.
+trained_again() { sed -n '/"event":"restart"/,$p' "$run/metrics.jsonl" 2>/dev/null | grep -q '"event":"train"'; }
 # One rank of the job (a child of mpirun, which is a child of moco.sh PID) killed (-9).
 kill_a_rank() {
   local rank
@@ -45,12 +53,13 @@ rank_killed | rank_killed_twice)
   pid=$!
   wait_for_step "$pid" 10
   kill_a_rank
-  for _ in $(seq 300); do restart_rows | grep -q . && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  start=$(date +%s.%N)
+  for _ in $(seq 300); do restart_rows | grep -q . && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  restarted=$(since "$start")
   grep '^\[moco.sh\] restart' "$work/console" || fail "no restart"
-  if [ "$case_name" = rank_killed_twice ]; then
-    for _ in $(seq 300); do sed -n '/"event":"restart"/,$p' "$run/metrics.jsonl" | grep -q '"event":"train"' && break; sleep 0.2; done
-    kill_a_rank
-  fi
+  for _ in $(seq 600); do trained_again && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  echo "a rank killed: moco.sh restarted the job ${restarted}s after, its ranks trained again $(since "$start")s after"
+  [ "$case_name" = rank_killed ] || kill_a_rank
   rc=0
   wait "$pid" || rc=$?
   if [ "$case_name" = rank_killed ]; then
@@ -80,6 +89,20 @@ no_restart_after_stop)
   grep '^\[moco.sh\] the job was asked to stop (SIGTERM): not restarted' "$work/console" || fail "moco.sh does not say it does not restart"
   ! grep -q '^\[moco.sh\] restart' "$work/console" && [ -z "$(restart_rows)" ] || fail "restarted after a stop"
   [ -z "$(pgrep -f "^$MOCO_DIST ")" ] || fail "ranks left: $(pgrep -af "^$MOCO_DIST ")"
+  ;;
+full_disk)
+  mkdir -p "$work/disk"
+  trap 'mountpoint -q "$work/disk" && umount "$work/disk"' EXIT
+  mount -t tmpfs -o size=6m tmpfs "$work/disk" 2>/dev/null || { echo "SKIP: cannot mount a tmpfs here"; exit 77; }
+  start=$(date +%s.%N)
+  rc=0
+  "$src/launch/mpirun/moco.sh" -n 1 --max-restarts 1 "${args[@]}" >"$work/console" 2>&1 || rc=$?
+  [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+  [ "$(grep -c 'step_00000016.tmp/shard-0-of-1.h5.*No space left on device' "$work/console")" -eq 2 ] || fail "the disk was not full twice"
+  grep '^\[moco.sh\] restart 1 of 1 after exit 1: no host dropped; 1 rank(s) on .* from step 8' "$work/console" || fail "no restart from step 8"
+  grep '^\[moco.sh\] the job failed (exit 1) and no restart is left (1 of 1 used): stopping' "$work/console" || fail "not stopped"
+  "$build/moco_ckpt" verify "$run" >/dev/null || fail "step 8 does not verify"
+  echo "a full disk: the job failed at step 16, restarted from step 8, failed there again; exit 1 $(since "$start")s after it started"
   ;;
 sbatch_bound)
   # Slurm requeued job 7 by itself after a failure (the last row is a step's, not a stop's or a

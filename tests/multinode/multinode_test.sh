@@ -32,6 +32,8 @@
 #   elastic_min_ranks  hosts of 3 and 1 slots, --min-ranks 3: host 2 lost, the 3 slots left make a
 #                  world of 2 (the largest dividing the batch and moco.bn_splits), below the minimum:
 #                  exit 1 saying so, no restart
+#   elastic_link_flap  --max-restarts 1; host 2's link down for 3 s (less than dist.timeout_s=10): TCP
+#                  resends, the job goes on without a restart, exit 0, every step logged once
 #   elastic_lost_twice  --max-restarts 1: host 2's link down, back up while moco.sh probes (a flap):
 #                  host 2 is kept, the job restarts on 4 ranks; the link down again: exit 1 after one
 #                  restart, saying none is left
@@ -356,9 +358,10 @@ elastic_link_down | elastic_link_down_head_node)
   wait_step 9 "$run" "$job"
   "$hosts" link 2 down
   start=$(date +%s)
-  noticed=-1 resumed=-1
+  failed=-1 noticed=-1 resumed=-1
   for _ in $(seq 240); do  # 120 s
     now=$(( $(date +%s) - start ))
+    [ "$failed" -ge 0 ] || ! grep -q '^\[moco.sh\] probing' "$work/console" || failed=$now
     if [ "$noticed" -lt 0 ] && grep -q '^\[moco.sh\] restart 1 of 2' "$work/console"; then
       noticed=$now latest=$(cat "$run/checkpoints/latest")  # before the restarted ranks commit one
     fi
@@ -367,7 +370,7 @@ elastic_link_down | elastic_link_down_head_node)
     kill -0 "$job" 2>/dev/null || break
     sleep 0.5
   done
-  echo "link down: moco.sh restarted the job ${noticed}s after, its ranks trained again ${resumed}s after"
+  echo "link down: moco.sh saw the job fail ${failed}s after, restarted it ${noticed}s after, its ranks trained again ${resumed}s after"
   [ "$noticed" -ge 0 ] && [ "$noticed" -le 40 ] || fail "no restart within 40 s (dist.timeout_s=10, grace 5, probe 5)"
   [ "$resumed" -ge 0 ] && [ "$resumed" -le 60 ] || fail "no training within 60 s"
   [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ -z "$(ranks_on 2)" ] || fail "not 2 ranks on host 1 and none on host 2 after the restart"
@@ -421,6 +424,28 @@ elastic_min_ranks)
   check_nothing_left "moco.sh stopped"
   "$build/moco_ckpt" verify "$run" >"$work/verify" 2>&1 || fail "the last checkpoint does not verify: $(cat "$work/verify")"
   ;;
+elastic_link_flap)
+  run=$work/run
+  MOCO_MPIRUN_GRACE_S=5 MOCO_MPIRUN_PROBE_S=5 launch --max-restarts 1 --hostfile "$work/hostfile" "${elastic[@]}" \
+    train.output_dir="$run" >"$work/console" 2>&1 &
+  job=$!
+  wait_step 9 "$run" "$job"
+  "$hosts" link 2 down
+  sleep 3
+  "$hosts" link 2 up
+  rc=0
+  wait "$job" || rc=$?
+  [ "$rc" -eq 0 ] || fail "moco.sh exited $rc"
+  ! grep -q '^\[moco.sh\] \(probing\|restart\)' "$work/console" && [ -z "$(restart_rows "$run")" ] || fail "a restart after a 3 s flap"
+  python3 "$src/tests/multinode/restart_log.py" "$run/metrics.jsonl" 64 0 || fail "metrics.jsonl"
+  check_nothing_left "the run finished"
+  python3 - "$run/metrics.jsonl" <<'PY'
+import json, sys
+t = [r["elapsed_s"] for r in map(json.loads, open(sys.argv[1])) if r["event"] == "train"]
+gaps = [b - a for a, b in zip(t, t[1:])]
+print(f"host 2's link down 3 s: no restart; the longest step took {max(gaps):.1f} s (the median {sorted(gaps)[len(gaps) // 2]:.2f} s)")
+PY
+  ;;
 elastic_lost_twice)
   run=$work/run
   MOCO_MPIRUN_GRACE_S=5 MOCO_MPIRUN_PROBE_S=10 launch --max-restarts 1 --hostfile "$work/hostfile" "${elastic[@]}" \
@@ -428,14 +453,16 @@ elastic_lost_twice)
   job=$!
   wait_step 12 "$run" "$job"
   "$hosts" link 2 down
+  start=$(date +%s)
   # Back while moco.sh probes the hosts: host 2 answers and stays in the job.
   wait_console '^\[moco.sh\] probing 2 host' 60
   "$hosts" link 2 up
+  failed=$(( $(date +%s) - start ))
   wait_console '^\[moco.sh\] restart 1 of 1 after exit 1: no host dropped; 4 rank(s) on mocohost1 mocohost2 (were 4)' 30
   for _ in $(seq 300); do trained_again && break; kill -0 "$job" 2>/dev/null || break; sleep 0.2; done
   trained_again || fail "the restarted job did not train"
   [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ "$(ranks_on 2 | wc -l)" -eq 2 ] || fail "not 2 ranks on each host after the restart"
-  echo "host 2 back while probed: the job restarted on both hosts, 4 ranks"
+  echo "host 2's link down for ${failed}s, back while moco.sh probed: the job restarted on both hosts, 4 ranks, trained again $(( $(date +%s) - start ))s after the link went down"
   "$hosts" link 2 down
   start=$(date +%s)
   for _ in $(seq 120); do kill -0 "$job" 2>/dev/null || break; sleep 0.5; done
