@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Elastic continuation on one machine (the multinode cases, with hosts lost, are in tests/multinode/):
 #   elastic_test.sh CASE BUILD_DIR WORK_DIR
-#   rank_killed        launch/mpirun/moco.sh -n 2 --max-restarts 1; one rank killed (-9) mid-run: the
-#                      job starts again on the same 2 ranks (no host dropped) from the newest verified
-#                      checkpoint and finishes, exit 0, every step logged once
+#   rank_killed        launch/mpirun/moco.sh -n 2 --max-restarts 1; one rank killed (-9) while rank 0
+#                      writes step 24's checkpoint, a row left half-written: the job starts again on
+#                      the same 2 ranks (no host dropped) from the newest verified checkpoint (16, not
+#                      8), its restart row on a line of its own, and finishes, exit 0, every step
+#                      logged once
 #   rank_killed_twice  the same, a rank killed again after the restart: exit non-zero, saying no
 #                      restart is left, one restart row
 #   no_restart_after_stop  --max-restarts 2; SIGTERM to moco.sh, and another while the stop's checkpoint
@@ -49,9 +51,20 @@ kill_a_rank() {
 
 case $case_name in
 rank_killed | rank_killed_twice)
-  "$src/launch/mpirun/moco.sh" -n 2 --max-restarts 1 "${args[@]}" >"$work/console" 2>&1 &
-  pid=$!
-  wait_for_step "$pid" 10
+  if [ "$case_name" = rank_killed ]; then
+    # Killed while rank 0 writes step 24's checkpoint (held there 5 s), after those of steps 8 and 16
+    # were committed, and after it left a row half-written: the restart takes step 16, and its row a
+    # line of its own.
+    MOCO_CKPT_FAULT=pause_in_shard@24 "$src/launch/mpirun/moco.sh" -n 2 --max-restarts 1 "${args[@]}" >"$work/console" 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" && break; kill -0 "$pid" || break; sleep 0.2; done
+    grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" || fail "rank 0 did not pause in step 24's checkpoint"
+    printf '{"event":"train","step":25,"lo' >>"$run/metrics.jsonl"
+  else
+    "$src/launch/mpirun/moco.sh" -n 2 --max-restarts 1 "${args[@]}" >"$work/console" 2>&1 &
+    pid=$!
+    wait_for_step "$pid" 10
+  fi
   kill_a_rank
   start=$(date +%s.%N)
   for _ in $(seq 300); do restart_rows | grep -q . && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -65,8 +78,10 @@ rank_killed | rank_killed_twice)
   if [ "$case_name" = rank_killed ]; then
     [ "$rc" -eq 0 ] || fail "exit $rc"
     grep -q "kNN top-1: .*random init" "$work/console" || fail "the run did not finish"
+    [ "$(grep -c '^{"event":"train","step":25,"lo$' "$run/metrics.jsonl")" -eq 1 ] || fail "the row cut short is not left as it was"
     python3 "$src/tests/multinode/restart_log.py" "$run/metrics.jsonl" 64 1 || fail "metrics.jsonl across the restart"
-    restart_rows | grep -q '"hosts_dropped":\[\],.*"old_world":2,"new_world":2' || fail "restart row: $(restart_rows)"
+    restart_rows | grep -q '^{"event":"restart",.*"hosts_dropped":\[\],.*"old_world":2,"new_world":2,"step":16,' ||
+      fail "restart row: $(restart_rows)"
   else
     [ "$rc" -ne 0 ] || fail "exit 0 after a second failure with --max-restarts 1"
     grep '^\[moco.sh\] the job failed (exit [0-9]*) and no restart is left (1 of 1 used): stopping' "$work/console" ||
@@ -118,10 +133,14 @@ sbatch_bound)
   mkdir -p "$work/bin"
   printf '#!/bin/sh\necho "srun (a stand-in): failing" >&2\nexit 1\n' >"$work/bin/srun"
   chmod +x "$work/bin/srun"
+  # Its rank 0 was killed while it wrote a row: the restart row goes on a line of its own.
+  printf '{"event":"train","step":10,"lo' >>"$run/metrics.jsonl"
   SLURM_JOB_ID=8 SLURM_RESTART_COUNT=1 PATH=$work/bin:$PATH bash "$src/launch/slurm/moco.sbatch" --max-restarts 1 "${args[@]}" \
     >"$work/console" 2>&1 || true
   grep -q "requeued by Slurm after a failure: restart 1 of 1" "$work/console" || fail "job 8 was not let go on"
   grep -c '"job":"8"' "$run/metrics.jsonl" | grep -qx 1 || fail "job 8's restart is not logged once"
+  grep '"job":"8"' "$run/metrics.jsonl" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); assert r["event"] == "restart" and r["restart"] == 1, r' ||
+    fail "job 8's restart row is not a line of its own: $(tail -n 2 "$run/metrics.jsonl")"
   ;;
 *) fail "unknown case" ;;
 esac

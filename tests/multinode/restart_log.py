@@ -14,6 +14,8 @@ Checks, and exits 1 naming what fails:
     had before, bit for bit (the schedule), and a loss within 1e-3 relative (the same data; another
     world normalises its BatchNorm groups with another rounding, docs/checkpoints.md);
   - the last row is the trained kNN.
+A row cut short (its rank 0 killed while writing it) is skipped and named; a restart row written
+onto it would be cut too, and missed.
 Prints the restarts and the steps set aside, one line each.
 """
 import json
@@ -27,7 +29,14 @@ def fail(message):
 
 def main():
     path, total, want_restarts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    rows = [json.loads(line) for line in open(path)]
+    rows, cut = [], []
+    for line in open(path):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a row a killed rank 0 left half-written
+            cut.append(line.strip())
+    if cut:
+        print(f"{len(cut)} row(s) cut short, skipped: {cut}")
     restarts = [i for i, r in enumerate(rows) if r["event"] == "restart"]
     if len(restarts) != want_restarts:
         fail(f"{len(restarts)} restart rows, not {want_restarts}: {[rows[i] for i in restarts]}")
