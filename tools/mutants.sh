@@ -362,7 +362,8 @@ elastic_resumes_oldest_checkpoint|launch/mpirun/elastic.sh|sort -V -r)|sort -V)|
 elastic_restarts_unbounded|launch/mpirun/elastic.sh|  elif [ "$restarts" -ge "$max_restarts" ]; then|  elif false; then|^launch\.elastic_rank_killed_twice$
 elastic_resume_given_twice|launch/mpirun/elastic.sh|[[ $arg == train.resume=* ]]|false|^launch\.elastic_rank_killed$
 elastic_restart_row_glued|launch/mpirun/elastic.sh|echo >>"$metrics"|true|^launch\.elastic_rank_killed$
-elastic_world_ignores_batch|launch/mpirun/elastic.sh|[ $((batch % w)) -eq 0 ]|true|^multinode\.elastic_min_ranks$
+elastic_world_ignores_batch|launch/mpirun/elastic.sh|[ $((batch % w)) -eq 0 ]|true|^launch\.elastic_world_divides_batch$
+elastic_world_ignores_bn_splits|launch/mpirun/elastic.sh|[ $((bn_splits % w)) -eq 0 ]|true|^launch\.elastic_world_divides_bn_splits$
 elastic_min_ranks_ignored|launch/mpirun/elastic.sh|  if [ "$world" -lt "$min_ranks" ]; then|  if false; then|^multinode\.elastic_min_ranks$
 sbatch_restarts_unbounded|launch/slurm/moco.sbatch|    say "requeued after a failure, and no restart is left ($(restarts_used) of $max_restarts used): stopping"
     exit 1|    :|^launch\.elastic_sbatch_bound$

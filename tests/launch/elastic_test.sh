@@ -14,6 +14,14 @@
 #                      steps): step 16's does not fit, the job restarts from step 8 and fails there again:
 #                      exit 1 saying no restart is left; step 8 still verifies (skipped, exit 77, where
 #                      a tmpfs cannot be mounted)
+#   world_divides_batch, world_divides_bn_splits  a hostfile of this machine (3 slots) and a host that
+#                      never answers (a stand-in agent, 1 slot), --min-ranks 3: mpirun cannot start;
+#                      the 3 slots left make a world of 2, the largest dividing optim.batch_size 32
+#                      (moco.bn_splits 1), or, with optim.batch_size 48, the largest dividing
+#                      moco.bn_splits 4 (which the 4 ranks divided): below 3, exit 1 saying so
+#   host_dropped       the same with --min-ranks 1: the job starts again on this machine's 2 ranks,
+#                      from the start (no checkpoint yet), and finishes; the failed attempt's
+#                      metrics.jsonl, its restart row last, is kept as metrics.jsonl.1
 #   sbatch_bound       launch/slurm/moco.sbatch started as Slurm starts a requeued job (SLURM_JOB_ID,
 #                      SLURM_RESTART_COUNT=1) after a failure Slurm requeued by itself, with the
 #                      job's one restart used (--max-restarts 1): exit 1 before any step, saying so
@@ -118,6 +126,38 @@ full_disk)
   grep '^\[moco.sh\] the job failed (exit 1) and no restart is left (1 of 1 used): stopping' "$work/console" || fail "not stopped"
   "$build/moco_ckpt" verify "$run" >/dev/null || fail "step 8 does not verify"
   echo "a full disk: the job failed at step 16, restarted from step 8, failed there again; exit 1 $(since "$start")s after it started"
+  ;;
+world_divides_batch | world_divides_bn_splits | host_dropped)
+  printf '#!/bin/sh\necho "agent (a stand-in): $1 does not answer" >&2\nexit 255\n' >"$work/agent"
+  chmod +x "$work/agent"
+  printf 'localhost slots=3\ndeadhost slots=1\n' >"$work/hosts"
+  export MOCO_MPIRUN_ARGS="--mca plm_rsh_agent $work/agent --oversubscribe"
+  rc=0
+  case $case_name in
+  world_divides_batch)
+    "$src/launch/mpirun/moco.sh" --hostfile "$work/hosts" --max-restarts 1 --min-ranks 3 "${args[@]}" train.threads=1 \
+      moco.bn_splits=1 >"$work/console" 2>&1 || rc=$?
+    why="deadhost did not answer, localhost did: 3 rank(s) left, and the largest world of at most 3 that divides optim.batch_size 32 is 2, fewer than --min-ranks 3" ;;
+  world_divides_bn_splits)
+    "$src/launch/mpirun/moco.sh" --hostfile "$work/hosts" --max-restarts 1 --min-ranks 3 "${args[@]}" train.threads=1 \
+      moco.bn_splits=4 optim.batch_size=48 >"$work/console" 2>&1 || rc=$?
+    why="deadhost did not answer, localhost did: 3 rank(s) left, and the largest world of at most 3 that divides optim.batch_size 48 and moco.bn_splits 4 is 2, fewer than --min-ranks 3" ;;
+  host_dropped)
+    "$src/launch/mpirun/moco.sh" --hostfile "$work/hosts" --max-restarts 1 "${args[@]}" train.threads=1 moco.bn_splits=1 \
+      >"$work/console" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] || fail "exit $rc"
+    grep '^\[moco.sh\] restart 1 of 1 after exit [0-9]*: deadhost dropped; 2 rank(s) on localhost (were 4), from the start (no checkpoint verifies)' \
+      "$work/console" || fail "no restart on 2 ranks from the start"
+    grep -q "kNN top-1: .*random init" "$work/console" || fail "the run did not finish"
+    grep -q '^{"event":"restart",.*"hosts_dropped":\["deadhost"\],"hosts":\["localhost"\],"old_world":4,"new_world":2,"step":0,' \
+      "$run/metrics.jsonl.1" || fail "no restart row in the failed attempt's metrics.jsonl.1"
+    python3 "$src/tests/multinode/restart_log.py" "$run/metrics.jsonl" 64 0 || fail "metrics.jsonl of the run after the restart"
+    echo "PASS ($case_name)"
+    exit 0 ;;
+  esac
+  [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+  grep "^\[moco.sh\] the job failed (exit [0-9]*); $why: stopping" "$work/console" || fail "not stopped for the reason expected"
+  ! grep -q '^\[moco.sh\] restart' "$work/console" || fail "restarted"
   ;;
 sbatch_bound)
   # Slurm requeued job 7 by itself after a failure (the last row is a step's, not a stop's or a
