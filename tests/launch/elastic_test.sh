@@ -14,6 +14,9 @@
 #                      steps): step 16's does not fit, the job restarts from step 8 and fails there again:
 #                      exit 1 saying no restart is left; step 8 still verifies (skipped, exit 77, where
 #                      a tmpfs cannot be mounted)
+#   no_restart_after_ranks_stopped  --max-restarts 1; SIGUSR1 to the ranks themselves (not to moco.sh):
+#                      they stop with a checkpoint, but mpirun ends non-zero (MOCO_DIST, a wrapper,
+#                      turns their exit 0 into 3): a stop, not restarted
 #   world_divides_batch, world_divides_bn_splits  a hostfile of this machine (3 slots) and a host that
 #                      never answers (a stand-in agent, 1 slot), --min-ranks 3: mpirun cannot start;
 #                      the 3 slots left make a world of 2, the largest dividing optim.batch_size 32
@@ -126,6 +129,23 @@ full_disk)
   grep '^\[moco.sh\] the job failed (exit 1) and no restart is left (1 of 1 used): stopping' "$work/console" || fail "not stopped"
   "$build/moco_ckpt" verify "$run" >/dev/null || fail "step 8 does not verify"
   echo "a full disk: the job failed at step 16, restarted from step 8, failed there again; exit 1 $(since "$start")s after it started"
+  ;;
+no_restart_after_ranks_stopped)
+  printf '#!/bin/bash\n[[ " $* " == *" --print-config "* ]] && exec "%s" "$@"\n"%s" "$@" && exit 3\n' "$MOCO_DIST" "$MOCO_DIST" \
+    >"$work/moco_dist_exits_3"
+  chmod +x "$work/moco_dist_exits_3"
+  real=$MOCO_DIST
+  MOCO_DIST=$work/moco_dist_exits_3 MOCO_CKPT=$build/moco_ckpt "$src/launch/mpirun/moco.sh" -n 2 --max-restarts 1 "${args[@]}" \
+    >"$work/console" 2>&1 &
+  pid=$!
+  wait_for_step "$pid" 10
+  pkill -USR1 -f "^$real "
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 3 ] || fail "exit $rc, not 3"
+  grep -q '"event":"preempted"' "$run/metrics.jsonl" || fail "the ranks did not stop with a checkpoint"
+  grep '^\[moco.sh\] the ranks stopped on a signal with a checkpoint: not restarted' "$work/console" || fail "not said"
+  ! grep -q '^\[moco.sh\] restart' "$work/console" && [ -z "$(restart_rows)" ] || fail "restarted after the ranks stopped"
   ;;
 world_divides_batch | world_divides_bn_splits | host_dropped)
   printf '#!/bin/sh\necho "agent (a stand-in): $1 does not answer" >&2\nexit 255\n' >"$work/agent"
