@@ -99,7 +99,7 @@ metrics_write_errno_dropped|src/metrics/metrics_log.cpp|": write failed" + (errn
 sighup_not_handled|src/preempt/preemption.cpp|constexpr int kRanked[] = {SIGUSR1, SIGHUP, SIGINT, SIGTERM};|constexpr int kRanked[] = {SIGUSR1, SIGINT, SIGTERM};|^launch\.plain_sighup$
 stop_signals_all_read_as_sigterm|src/preempt/preemption.cpp|    if (sum >= code) found = ranked;|    if (sum > 0) found = ranked;|^launch\.plain_sigint$|^PreemptionTest\.
 second_signal_only_recorded|src/preempt/preemption.cpp|if (!recorded.compare_exchange_strong(none, sig) && sig != SIGUSR1) {|if (!recorded.compare_exchange_strong(none, sig) && false) {|^launch\.second_signal$
-moco_sh_sigterm_to_mpirun|launch/mpirun/moco.sh|trap 'stop_ranks TERM' TERM|trap 'kill -TERM "$mpirun_pid"' TERM|^launch\.mpirun_sigterm$
+moco_sh_sigterm_to_mpirun|launch/mpirun/moco.sh|; stop_ranks TERM' TERM|; kill -TERM "$mpirun_pid"' TERM|^launch\.mpirun_sigterm$
 moco_sh_second_signal_as_first|launch/mpirun/moco.sh|  if [ -n "$stop_signal" ]; then|  if false; then|^launch\.mpirun_second_signal$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
@@ -354,6 +354,21 @@ override_quotes_refused|src/run/config.cpp| && typed.back() == typed.front();| &
 moco_sh_unknown_option_taken_as_config|launch/mpirun/moco.sh|    -*) echo "moco.sh: unknown option|    -no-such-option) echo "moco.sh: unknown option|^cli\.bad_input\.moco_sh_options$
 moco_sh_hostfile_unchecked|launch/mpirun/moco.sh|{ echo "moco.sh: --hostfile '$hostfile': no such readable file" >&2; exit 2; }|true|^cli\.bad_input\.moco_sh_options$
 sbatch_output_dir_cut_at_space|launch/slurm/moco.sbatch|    sub(/^ *output_dir: /, "")|    $0 = $2|^launch\.slurm_preempt_requeue_resume$
+elastic_keeps_dead_host|launch/mpirun/elastic.sh|    if wait "${pids[i]}"; then|    if true; then|^multinode\.elastic_link_down$
+elastic_restarts_after_stop|launch/mpirun/elastic.sh|  if [ -n "$stop_asked" ]; then|  if false; then|^launch\.elastic_no_restart_after_stop$
+elastic_restarts_after_ranks_stopped|launch/mpirun/elastic.sh|  elif ranks_stopped_cleanly; then|  elif false; then|^launch\.elastic_no_restart_after_ranks_stopped$
+elastic_resets_schedule|src/train/run_chores.cpp|  at_ = state_.restored_progress();|  at_ = state_.restored_progress(), at_.step = at_.epoch = at_.batch_in_epoch = 0;|^launch\.elastic_rank_killed$
+elastic_resumes_oldest_checkpoint|launch/mpirun/elastic.sh|sort -V -r)|sort -V)|^launch\.elastic_rank_killed$
+elastic_restarts_unbounded|launch/mpirun/elastic.sh|  elif [ "$restarts" -ge "$max_restarts" ]; then|  elif false; then|^launch\.elastic_rank_killed_twice$
+elastic_resume_given_twice|launch/mpirun/elastic.sh|[[ $arg == train.resume=* ]]|false|^launch\.elastic_rank_killed$
+elastic_restart_row_glued|launch/mpirun/elastic.sh|echo >>"$metrics"|true|^launch\.elastic_rank_killed$
+elastic_world_ignores_batch|launch/mpirun/elastic.sh|[ $((batch % w)) -eq 0 ]|true|^launch\.elastic_world_divides_batch$
+elastic_world_ignores_bn_splits|launch/mpirun/elastic.sh|[ $((bn_splits % w)) -eq 0 ]|true|^launch\.elastic_world_divides_bn_splits$
+elastic_min_ranks_ignored|launch/mpirun/elastic.sh|  if [ "$world" -lt "$min_ranks" ]; then|  if false; then|^multinode\.elastic_min_ranks$
+sbatch_restarts_unbounded|launch/slurm/moco.sbatch|    say "requeued after a failure, and no restart is left ($(restarts_used) of $max_restarts used): stopping"
+    exit 1|    :|^launch\.elastic_sbatch_bound$
+sbatch_restart_row_glued|launch/slurm/moco.sbatch|echo >>"$metrics"|true|^launch\.elastic_sbatch_bound$
+sbatch_no_requeue_after_failure|launch/slurm/moco.sbatch|  requeue_after_failure "$rc"|  :|^multinode\.slurm_node_killed$
 ckpt_unknown_subcommand_unnamed|src/app/moco_ckpt_main.cpp|    if (sub->get_name() == argv[1]) return "";|    if (true) return "";|^cli\.bad_input\.ckpt_unknown_subcommand$
 earlier_metrics_truncated|src/run/run_output.cpp|  if (!append) keep_earlier_run_files(out_dir);|  (void)append;|^tools\.fresh_start_keeps_earlier_metrics$
 earlier_metrics_suffix_reused|src/run/run_output.cpp|  while (taken(n)) ++n;|  (void)taken;|^tools\.fresh_start_keeps_earlier_metrics$

@@ -344,6 +344,26 @@ moco_sh_options)
   no_work_done
   # moco_dist's own --config is what it means
   expect 0 "stopped after step 1" -- sh_run -n 1 --config "$tiny" train.threads=1 train.stop_at_step=1 knn.k=5 train.output_dir="$out" ;;
+moco_sh_restart_options)
+  # moco.sh's elastic options: a count that is not one, a minimum above the ranks, and a hostfile line
+  # without slots= (the world after a host is lost could not be sized) refused before mpirun starts.
+  sh_run() { env MOCO_DIST="$dist" "$src/launch/mpirun/moco.sh" "$@"; }
+  for n in abc -1 '' 1234567; do
+    expect 2 "moco.sh: --max-restarts '$n': expects a whole number, at least 0 (at most 6 digits)" -- \
+      sh_run -n 1 --max-restarts "$n" "$tiny" train.output_dir="$out"
+  done
+  expect 2 "moco.sh: --min-ranks '0': expects a whole number, at least 1" -- sh_run -n 1 --min-ranks 0 "$tiny" train.output_dir="$out"
+  expect 2 "moco.sh: --min-ranks 3 is more than the 2 rank(s) the job starts with" -- \
+    sh_run -n 2 --max-restarts 1 --min-ranks 3 "$tiny" train.output_dir="$out"
+  printf 'node1 slots=2\nnode2\n' >"$work/hosts"
+  expect 2 "moco.sh: --hostfile '$work/hosts': 'node2' gives no slots=N, which --max-restarts needs" -- \
+    sh_run -n 2 --max-restarts 1 --hostfile "$work/hosts" "$tiny" train.output_dir="$out"
+  expect 2 "key 'optim.batch_size' expects int, got 'abc'" "moco.sh: the config does not load" -- \
+    sh_run -n 1 --max-restarts 1 "$tiny" optim.batch_size=abc train.output_dir="$out"
+  ! grep -q "mpirun" "$work/last.out" || fail "mpirun was started"
+  no_work_done
+  expect 2 "moco.sbatch: --max-restarts 'x': expects a whole number" -- bash "$src/launch/slurm/moco.sbatch" --max-restarts x "$tiny"
+  expect 0 "[--max-restarts N] [--min-ranks M] CONFIG" "--max-restarts N (default 0" -- sh_run --help ;;
 mnist_on_the_fashion_root)
   # data.root's default is Fashion-MNIST's folder: data.dataset=mnist without a root of its own
   # trained on Fashion-MNIST (its IDX files read alike) and reported it as MNIST.

@@ -2,11 +2,13 @@
 # A throw-away Slurm cluster for the tests (Debian's slurm-wlm 22.05 and munge, installed by
 # tools/install_deps.sh), run as root without systemd, everything under DIR:
 #
-#   slurm_cluster.sh up DIR [--cpus N] [--hosts N]
+#   slurm_cluster.sh up DIR [--cpus N] [--hosts N] [--slurmd-timeout S]
 #       write DIR/slurm.conf, start munged, slurmctld and the slurmds, wait until every node is idle.
 #       Default: one node, this machine (its hostname, 127.0.0.1). --hosts N: nodes mocohost1..N, the
 #       test hosts of tests/multinode/hosts.sh (up, in $MOCO_HOSTS_DIR), slurmctld on host 1.
 #       --cpus N: CPUs of each node (default: this machine's; more than it has is allowed).
+#       --slurmd-timeout S: a node that has not answered slurmctld for S seconds is set DOWN, and the
+#       jobs on it requeued (SlurmdTimeout; Slurm's default, 300 s, otherwise).
 #   slurm_cluster.sh down DIR
 #       cancel the jobs, then stop exactly the daemons `up` started (by the pids recorded in DIR/pids,
 #       each checked to still be a process of DIR's cluster).
@@ -15,7 +17,7 @@
 # controller's address exists only there): hosts.sh exec 1 sbatch ...
 set -euo pipefail
 cmd=${1:-} dir=${2:-}
-[ -n "$dir" ] || { sed -n '2,14p' "$0"; exit 2; }
+[ -n "$dir" ] || { sed -n '2,16p' "$0"; exit 2; }
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)
 hosts=$(cd "$(dirname "$0")/../multinode" && pwd)/hosts.sh
 export SLURM_CONF=$dir/slurm.conf
@@ -27,7 +29,7 @@ ctl() {
   if [ -f "$dir/hosts_dir" ]; then MOCO_HOSTS_DIR=$(cat "$dir/hosts_dir") "$hosts" exec 1 "$@"; else "$@"; fi
 }
 # PID is alive and one of this cluster's daemons (every one is given a path under DIR on its command line).
-ours() { [ -n "$1" ] && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$dir/"; }
+ours() { [ -n "$1" ] && tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -q -- "$dir/"; }
 # start NAME CMD...: CMD in its own session (a test's shell ending does not take it down), its pid
 # recorded. Every CMD execs its daemon (setsid, hosts.sh exec, unshare and sh's exec do not fork), so $!
 # is the daemon's pid.
@@ -50,12 +52,13 @@ wait_for() {  # SECONDS WHAT CMD...
 all_idle() { [ "$(ctl sinfo -h -N -o %T | grep -cx idle)" = "$want" ]; }
 
 up() {
-  local cpus nodes=0 i
+  local cpus nodes=0 i slurmd_timeout=300
   cpus=$(nproc)
   while [ $# -gt 0 ]; do
     case $1 in
     --cpus) cpus=$2; shift 2 ;;
     --hosts) nodes=$2; shift 2 ;;
+    --slurmd-timeout) slurmd_timeout=$2; shift 2 ;;
     *) log "unknown option $1"; exit 2 ;;
     esac
   done
@@ -127,6 +130,7 @@ MpiDefault=pmix
 JobRequeue=1
 ReturnToService=2
 KillWait=5
+SlurmdTimeout=$slurmd_timeout
 MinJobAge=300
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
@@ -191,5 +195,5 @@ down() {
 case $cmd in
 up) shift 2; up "$@" ;;
 down) down ;;
-*) sed -n '2,14p' "$0"; exit 2 ;;
+*) sed -n '2,16p' "$0"; exit 2 ;;
 esac

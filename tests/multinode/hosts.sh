@@ -11,6 +11,9 @@
 #                                interface), then check nothing is left (exit 1 naming it if so)
 #   hosts.sh exec I CMD...       run CMD on host I (its network and UTS namespaces, same files)
 #   hosts.sh link I up|down      host I's interface (eth0, inside its namespace)
+#   hosts.sh kill I              host I loses its power: its link goes down (no FIN or RST reaches
+#                                anyone), then every process inside it is killed, its holder too; the
+#                                agent and exec refuse it from then on, as ssh fails to a dead host
 #   hosts.sh pids I              the processes inside host I
 #   hosts.sh shape I RATE LOSS [BURST]
 #                                host I's link, both ways: tc tbf at RATE (e.g. 100mbit) and nftables
@@ -175,6 +178,20 @@ mtu() {  # BYTES, on every link
   ip -n "$(ns sw)" link set br0 mtu "$1"
 }
 
+# Host i powered off: the link first, so that the killed processes' sockets say nothing to their peers.
+kill_host() {
+  local i=$1 p
+  [ -f "$dir/holder$i.pid" ] || die "kill: no host $i in $dir"
+  ip -n "$(ns "$i")" link set eth0 down
+  rm -f "$dir/holder$i.pid"  # the agent and exec now refuse host i (its holder's pid may be reused)
+  for _ in $(seq 50); do
+    [ -n "$(pids "$i")" ] || break
+    for p in $(pids "$i"); do kill -KILL "$p" 2>/dev/null || true; done
+    sleep 0.1
+  done
+  [ -z "$(pids "$i")" ] || die "kill: processes left in host $i: $(pids "$i" | xargs)"
+}
+
 host_exec() {
   local i=$1 p
   shift
@@ -192,9 +209,10 @@ down)
   state "${1:-${MOCO_HOSTS_DIR:-/tmp/moco_hosts}}"; down ;;
 exec) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; i=$1; shift; host_exec "$i" "$@" ;;
 link) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; ip -n "$(ns "$1")" link set eth0 "$2" ;;
+kill) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; kill_host "${1:?kill I}" ;;
 pids) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; pids "$1" ;;
 shape) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; shape "${1:?shape I RATE LOSS [BURST]}" "${2:?RATE}" "${3:?LOSS}" "${4:-}" ;;
 drops) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; drops "$1" ;;
 mtu) state "${MOCO_HOSTS_DIR:-/tmp/moco_hosts}"; mtu "${1:?mtu BYTES}" ;;
-*) sed -n '2,28p' "$self"; exit 2 ;;
+*) sed -n '2,32p' "$self"; exit 2 ;;
 esac

@@ -23,6 +23,24 @@
 #                  checkpoint verifies; with the link back the same command resumes and finishes
 #   link_down_head_node  the same, launched from a third host that runs no ranks (a head or login
 #                  node, not in the hostfile): moco.sh sees a daemon end, not ranks, and ends mpirun
+#   elastic_link_down  moco.sh --max-restarts 2; host 2's link goes down mid-epoch: moco.sh drops host
+#                  2 (it does not answer the agent) and the job goes on from the last checkpoint on host
+#                  1's 2 ranks and finishes, exit 0, every step logged once (restart_log.py), nothing
+#                  left; the steps after the restart equal, loss for loss and in the final checkpoint
+#                  (moco_ckpt diff), those of the same checkpoint resumed by hand on host 1's 2 ranks
+#   elastic_link_down_head_node  the same (without the comparison), launched from a third host
+#   elastic_min_ranks  hosts of 3 and 1 slots, --min-ranks 3: host 2 lost, the 3 slots left make a
+#                  world of 2 (the largest dividing the batch and moco.bn_splits), below the minimum:
+#                  exit 1 saying so, no restart
+#   elastic_link_flap  --max-restarts 1; host 2's link down for 3 s (less than dist.timeout_s=10): TCP
+#                  resends, the job goes on without a restart, exit 0, every step logged once
+#   elastic_lost_twice  --max-restarts 1: host 2's link down, back up while moco.sh probes (a flap):
+#                  host 2 is kept, the job restarts on 4 ranks; the link down again: exit 1 after one
+#                  restart, saying none is left
+#   slurm_node_killed  a 3-node Slurm; sbatch -N2 of moco.sbatch, node 2 killed mid-run (hosts.sh
+#                  kill: its link down, every process in it gone, slurmd too): the step fails, node 2
+#                  does not answer a probe, Slurm sets it DOWN and requeues the job, which runs again on
+#                  mocohost1 and mocohost3, resumes and finishes, every step logged once
 # Exits 77 (ctest's skip) where network namespaces cannot be made (not root, no iproute2).
 set -euo pipefail
 case_name=$1 build=$(cd "$2" && pwd) work=$3
@@ -49,9 +67,10 @@ limit=${MOCO_MULTINODE_LIMIT_S:-200}
 deadline=$!
 extra_cleanup=:  # what a case started outside the hosts (slurm_2nodes: munged), undone before the hosts go
 trap 'kill $deadline 2>/dev/null; $extra_cleanup; "$hosts" down "$MOCO_HOSTS_DIR" >&2 || { echo "FAIL ($case_name): the hosts were not cleaned up" >&2; exit 1; }' EXIT
-# link_down_head_node launches from a third host that runs no ranks (a head or login node).
+# link_down_head_node launches from a third host that runs no ranks (a head or login node);
+# slurm_node_killed has a third node to go on with.
 nhosts=2
-[ "$case_name" != link_down_head_node ] || nhosts=3
+case $case_name in link_down_head_node | elastic_link_down_head_node | slurm_node_killed) nhosts=3 ;; esac
 "$hosts" up "$nhosts" "$MOCO_HOSTS_DIR"
 net=10.77.0.0/24
 printf 'mocohost1 slots=2\nmocohost2 slots=2\n' >"$work/hostfile"
@@ -65,7 +84,7 @@ args=("$src/tests/data/tiny_synthetic.yaml" train.threads=1 moco.bn_splits=4 ckp
       ckpt.async=false knn.memory_size=128 knn.query_size=64)
 short=("${args[@]}" train.epochs=1)  # a key given twice is refused: the longer runs give their own
 # Nothing but the holder may be left inside a host once a run has ended.
-left_on() { "$hosts" pids "$1" | grep -vx "$(cat "$MOCO_HOSTS_DIR/holder$1.pid")" | xargs -r ps -o pid=,args= -p || true; }
+left_on() { "$hosts" pids "$1" | grep -vx "$(cat "$MOCO_HOSTS_DIR/holder$1.pid" 2>/dev/null)" | xargs -r ps -o pid=,args= -p || true; }
 left_anywhere() { local i; for i in $(seq "$nhosts"); do left_on "$i"; done; }
 check_nothing_left() {  # WHEN: within 5 s (a daemon's last moments after mpirun returned)
   local i
@@ -87,6 +106,18 @@ resume_and_finish() {  # LAST: the same command ("${cmd[@]}") resumes from step 
 }
 rx_bytes() { on 2 awk '$1 == "eth0:" {print $2}' /proc/net/dev; }  # /proc/net is the reader's namespace's
 losses() { python3 -c 'import json, sys; print(" ".join(repr(r["loss"]) for r in map(json.loads, open(sys.argv[1])) if r["event"] == "train"))' "$1"; }
+# The elastic cases' run: 4 epochs of 16 steps, a checkpoint every 8, all kept (the comparison
+# resumes the one a restart resumed).
+elastic=("${args[@]}" train.epochs=4 ckpt.every_steps=8 ckpt.keep_last=100 dist.timeout_s=10)
+restart_rows() { grep '"event":"restart"' "$1/metrics.jsonl" 2>/dev/null || true; }
+# FIELD: its value in the run's one restart row.
+restart_field() { restart_rows "$run" | python3 -c 'import json, sys; print(json.dumps(json.loads(sys.stdin.readline())[sys.argv[1]]))' "$1"; }
+# A train row after the restart row: the restarted ranks train.
+trained_again() { sed -n '/"event":"restart"/,$p' "$run/metrics.jsonl" 2>/dev/null | grep -q '"event":"train"'; }
+wait_console() {  # TEXT SECONDS: until the console has TEXT (moco.sh still running)
+  for _ in $(seq $(($2 * 5))); do grep -q -- "$1" "$work/console" && return; kill -0 "$job" 2>/dev/null || break; sleep 0.2; done
+  grep -q -- "$1" "$work/console" || fail "no '$1' within $2 s"
+}
 
 case $case_name in
 mpirun_2hosts)
@@ -316,6 +347,180 @@ assert len(pre) == 1 and pre[0]["signal"] == "SIGUSR1" and len(res) == 1 and res
 assert rows[-1]["event"] == "knn" and rows[-1]["encoder"] == "trained", rows[-1]
 print(f"steps 1..96 each logged once; preempted after step {pre[0]['step']}, resumed from it; finished")
 PY
+  ;;
+elastic_link_down | elastic_link_down_head_node)
+  [ "$case_name" = elastic_link_down ] || launcher=3
+  run=$work/run
+  MOCO_MPIRUN_GRACE_S=5 MOCO_MPIRUN_PROBE_S=5 launch --max-restarts 2 --hostfile "$work/hostfile" "${elastic[@]}" \
+    train.output_dir="$run" >"$work/console" 2>&1 &
+  job=$!
+  # Down a step after the checkpoint of step 8: the steps after it are logged, then logged again.
+  wait_step 9 "$run" "$job"
+  "$hosts" link 2 down
+  start=$(date +%s)
+  failed=-1 noticed=-1 resumed=-1
+  for _ in $(seq 240); do  # 120 s
+    now=$(( $(date +%s) - start ))
+    [ "$failed" -ge 0 ] || ! grep -q '^\[moco.sh\] probing' "$work/console" || failed=$now
+    if [ "$noticed" -lt 0 ] && grep -q '^\[moco.sh\] restart 1 of 2' "$work/console"; then
+      noticed=$now latest=$(cat "$run/checkpoints/latest")  # before the restarted ranks commit one
+    fi
+    [ "$resumed" -ge 0 ] || ! trained_again || resumed=$now
+    [ "$resumed" -lt 0 ] || break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.5
+  done
+  echo "link down: moco.sh saw the job fail ${failed}s after, restarted it ${noticed}s after, its ranks trained again ${resumed}s after"
+  [ "$noticed" -ge 0 ] && [ "$noticed" -le 40 ] || fail "no restart within 40 s (dist.timeout_s=10, grace 5, probe 5)"
+  [ "$resumed" -ge 0 ] && [ "$resumed" -le 60 ] || fail "no training within 60 s"
+  [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ -z "$(ranks_on 2)" ] || fail "not 2 ranks on host 1 and none on host 2 after the restart"
+  rc=0
+  wait "$job" || rc=$?
+  [ "$rc" -eq 0 ] || fail "moco.sh exited $rc"
+  grep -q "kNN top-1: .*random init" "$work/console" || fail "the run did not finish"
+  grep '^\[moco.sh\] \(probing\|restart\)' "$work/console"
+  check_nothing_left "the run went on without host 2 and finished"
+  python3 "$src/tests/multinode/restart_log.py" "$run/metrics.jsonl" 64 1 || fail "metrics.jsonl across the restart"
+  [ "$(restart_field hosts_dropped)" = '["mocohost2"]' ] && [ "$(restart_field hosts)" = '["mocohost1"]' ] &&
+    [ "$(restart_field old_world)" = 4 ] && [ "$(restart_field new_world)" = 2 ] || fail "restart row: $(restart_rows "$run")"
+  [ "$(printf 'step_%08d' "$(restart_field step)")" = "$latest" ] || fail "restarted from step $(restart_field step), not $latest, the newest checkpoint"
+  for r in 0 1; do
+    grep -q "rank $r/2 on host mocohost1, local rank $r/2" "$run/rank$r.log" || fail "rank $r did not run again on mocohost1"
+  done
+  echo "the job went on without host 2 and finished"
+  if [ "$case_name" = elastic_link_down ]; then
+    # The same checkpoint resumed by hand on the same 2 ranks of host 1: the same steps, bit for bit.
+    step=$(restart_field step)
+    printf 'mocohost1 slots=2\n' >"$work/hostfile1"
+    launch --hostfile "$work/hostfile1" "${elastic[@]}" train.output_dir="$work/by_hand" \
+      train.resume="$run/checkpoints/$(printf 'step_%08d' "$step")" >"$work/console" 2>&1 || fail "the resume by hand failed"
+    sed -n '/"event":"restart"/,$p' "$run/metrics.jsonl" >"$work/after_restart.jsonl"
+    [ "$(losses "$work/after_restart.jsonl" | wc -w)" -eq $((64 - step)) ] || fail "not $((64 - step)) steps after the restart"
+    [ "$(losses "$work/after_restart.jsonl")" = "$(losses "$work/by_hand/metrics.jsonl")" ] ||
+      fail "the losses after the restart differ from those resumed by hand: $(losses "$work/after_restart.jsonl") vs $(losses "$work/by_hand/metrics.jsonl")"
+    "$build/moco_ckpt" diff "$run" "$work/by_hand" --ignore '^progress/train_seconds$' >"$work/diff" 2>&1 ||
+      fail "the final checkpoints differ: $(tail -n 5 "$work/diff")"
+    echo "steps $((step + 1))..64 after the restart equal those resumed by hand from step $step on host 1's 2 ranks (losses bitwise, moco_ckpt diff: $(tail -n 1 "$work/diff"))"
+  fi
+  ;;
+elastic_min_ranks)
+  printf 'mocohost1 slots=3\nmocohost2 slots=1\n' >"$work/hostfile"
+  run=$work/run
+  MOCO_MPIRUN_GRACE_S=5 MOCO_MPIRUN_PROBE_S=5 launch --max-restarts 1 --min-ranks 3 --hostfile "$work/hostfile" \
+    "${elastic[@]}" train.output_dir="$run" >"$work/console" 2>&1 &
+  job=$!
+  wait_step 9 "$run" "$job"
+  "$hosts" link 2 down
+  for _ in $(seq 120); do kill -0 "$job" 2>/dev/null || break; sleep 0.5; done
+  rc=0
+  wait "$job" || rc=$?
+  [ "$rc" -eq 1 ] || fail "moco.sh exited $rc, not 1"
+  why=$(grep '^\[moco.sh\] the job failed' "$work/console") || fail "moco.sh does not say why it stopped"
+  echo "$why"
+  [[ $why == *"mocohost2 did not answer, mocohost1 did: 3 rank(s) left, and the largest world of at most 3 that divides optim.batch_size 32 and moco.bn_splits 4 is 2, fewer than --min-ranks 3"* ]] ||
+    fail "not the reason expected"
+  [ -z "$(restart_rows "$run")" ] || fail "a restart was logged: $(restart_rows "$run")"
+  for _ in $(seq 60); do [ -z "$(left_anywhere)" ] && break; sleep 0.5; done
+  check_nothing_left "moco.sh stopped"
+  "$build/moco_ckpt" verify "$run" >"$work/verify" 2>&1 || fail "the last checkpoint does not verify: $(cat "$work/verify")"
+  ;;
+elastic_link_flap)
+  run=$work/run
+  MOCO_MPIRUN_GRACE_S=5 MOCO_MPIRUN_PROBE_S=5 launch --max-restarts 1 --hostfile "$work/hostfile" "${elastic[@]}" \
+    train.output_dir="$run" >"$work/console" 2>&1 &
+  job=$!
+  wait_step 9 "$run" "$job"
+  "$hosts" link 2 down
+  echo "host 2's link down at $(date '+%T.%N' | cut -c1-12), after step $(grep -o '"step":[0-9]*' "$run/metrics.jsonl" | tail -n 1 | tr -dc 0-9)"
+  sleep 3
+  "$hosts" link 2 up
+  rc=0
+  wait "$job" || rc=$?
+  [ "$rc" -eq 0 ] || fail "moco.sh exited $rc"
+  ! grep -q '^\[moco.sh\] \(probing\|restart\)' "$work/console" && [ -z "$(restart_rows "$run")" ] || fail "a restart after a 3 s flap"
+  python3 "$src/tests/multinode/restart_log.py" "$run/metrics.jsonl" 64 0 || fail "metrics.jsonl"
+  check_nothing_left "the run finished"
+  # How long the steps took, by the wall clock of rank 0's step lines.
+  python3 - "$work/console" <<'PY' || fail "no step waited for the link"
+import datetime, re, sys
+t = [datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+     for m in re.finditer(r"^\[([0-9-]+ [0-9:.]+)\] \[info\] \[rank 0\] epoch [0-9.]+ step \d+/64 ", open(sys.argv[1]).read(), re.M)]
+gaps = sorted(b - a for a, b in zip(t, t[1:]))
+print(f"host 2's link down 3 s: no restart; the longest step took {gaps[-1]:.1f} s (the median {gaps[len(gaps) // 2]:.2f} s)")
+sys.exit(0 if gaps[-1] >= 2 else 1)  # else the link was not down while the ranks talked
+PY
+  ;;
+elastic_lost_twice)
+  run=$work/run
+  MOCO_MPIRUN_GRACE_S=5 MOCO_MPIRUN_PROBE_S=10 launch --max-restarts 1 --hostfile "$work/hostfile" "${elastic[@]}" \
+    train.output_dir="$run" >"$work/console" 2>&1 &
+  job=$!
+  wait_step 12 "$run" "$job"
+  "$hosts" link 2 down
+  start=$(date +%s)
+  # Back while moco.sh probes the hosts: host 2 answers and stays in the job.
+  wait_console '^\[moco.sh\] probing 2 host' 60
+  "$hosts" link 2 up
+  failed=$(( $(date +%s) - start ))
+  wait_console '^\[moco.sh\] restart 1 of 1 after exit 1: no host dropped; 4 rank(s) on mocohost1 mocohost2 (were 4)' 30
+  for _ in $(seq 300); do trained_again && break; kill -0 "$job" 2>/dev/null || break; sleep 0.2; done
+  trained_again || fail "the restarted job did not train"
+  [ "$(ranks_on 1 | wc -l)" -eq 2 ] && [ "$(ranks_on 2 | wc -l)" -eq 2 ] || fail "not 2 ranks on each host after the restart"
+  echo "host 2's link down for ${failed}s, back while moco.sh probed: the job restarted on both hosts, 4 ranks, trained again $(( $(date +%s) - start ))s after the link went down"
+  "$hosts" link 2 down
+  start=$(date +%s)
+  for _ in $(seq 120); do kill -0 "$job" 2>/dev/null || break; sleep 0.5; done
+  rc=0
+  wait "$job" || rc=$?
+  echo "host 2 lost again: moco.sh exited $rc after $(( $(date +%s) - start ))s"
+  [ "$rc" -eq 1 ] || fail "moco.sh exited $rc, not 1"
+  grep '^\[moco.sh\] the job failed (exit 1) and no restart is left (1 of 1 used): stopping' "$work/console" ||
+    fail "moco.sh does not say that no restart is left"
+  [ "$(restart_rows "$run" | wc -l)" -eq 1 ] || fail "not one restart row: $(restart_rows "$run")"
+  [ "$(restart_field hosts_dropped)" = '[]' ] && [ "$(restart_field new_world)" = 4 ] || fail "restart row: $(restart_rows "$run")"
+  for _ in $(seq 60); do [ -z "$(left_anywhere)" ] && break; sleep 0.5; done
+  check_nothing_left "moco.sh stopped"
+  "$build/moco_ckpt" verify "$run" >"$work/verify" 2>&1 || fail "the last checkpoint does not verify: $(cat "$work/verify")"
+  ;;
+slurm_node_killed)
+  # slurmctld on host 1, a slurmd on each of 3 hosts; a node not heard from for 20 s is DOWN.
+  slurm=$work/slurm run=$work/run
+  extra_cleanup="$src/tests/lib/slurm_cluster.sh down $slurm"
+  "$src/tests/lib/slurm_cluster.sh" up "$slurm" --hosts 3 --cpus 2 --slurmd-timeout 20 >"$work/slurm_up.log" 2>&1 || {
+    cat "$work/slurm_up.log" >&2; fail "slurm_cluster.sh up"; }
+  export SLURM_CONF=$slurm/slurm.conf OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=$net MOCO_SBATCH_PROBE_S=10
+  job=$(cd "$work" && on 1 sbatch --parsable -N2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 --output="$work/job.out" \
+        "$src/launch/slurm/moco.sbatch" --max-restarts 1 "${elastic[@]}" train.output_dir="$run") || fail "sbatch"
+  state() { on 1 scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+  nodes() { on 1 scontrol show job "$job" 2>/dev/null | grep -o '\bNodeList=[^ ]*' | cut -d= -f2; }
+  for _ in $(seq 600); do grep -q '"step":12\b' "$run/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
+  grep -q '"step":12\b' "$run/metrics.jsonl" || { cp "$work/job.out" "$work/console" 2>/dev/null; fail "no step 12 within 120 s ($(state))"; }
+  [ "$(nodes)" = "mocohost[1-2]" ] || fail "job $job runs on $(nodes), not mocohost[1-2]"
+  "$hosts" kill 2
+  start=$(date +%s)
+  echo "job $job: node mocohost2 killed at $(date '+%F %T'), after step $(grep -o '"step":[0-9]*' "$run/metrics.jsonl" | tail -n 1 | tr -dc 0-9)"
+  requeued=-1
+  for _ in $(seq 900); do  # 180 s
+    s=$(state)
+    [ "$requeued" -ge 0 ] || ! on 1 scontrol show job "$job" | grep -q 'Restarts=1' || requeued=$(( $(date +%s) - start ))
+    [ "$s" = COMPLETED ] && break
+    case $s in FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY) break ;; esac
+    sleep 0.2
+  done
+  cp "$work/job.out" "$work/console"
+  on 1 scontrol show job "$job" >"$work/job.info"
+  grep -o '\bJobState=[A-Z_]*\|\bRestarts=[0-9]*\|\bNodeList=[^ ]*' "$work/job.info" | xargs echo "scontrol show job $job:"
+  echo "requeued ${requeued}s after the kill, completed $(( $(date +%s) - start ))s after it"
+  grep '\[moco.sbatch .*\] \(the step failed\|.* did not answer\|waiting\|requeue\|job [0-9]* restart 1\)' "$work/job.out" | cut -c1-160 || true
+  grep -h -m 1 'resumed from' "$run/rank0.log" | cut -c1-100 || true
+  grep -h 'step 9/64' "$run/rank0.log" | tail -n 1 | cut -c1-60 || true
+  [ "$(state)" = COMPLETED ] || fail "the job did not complete (state $(state))"
+  grep -q '\bRestarts=1\b' "$work/job.info" || fail "the job did not restart once"
+  grep -q '\bNodeList=mocohost\[1,3\]' "$work/job.info" || fail "the job did not run again on mocohost1 and mocohost3"
+  grep -q 'mocohost2 did not answer: restart 1 of 1' "$work/job.out" || fail "moco.sbatch did not find mocohost2 dead"
+  python3 "$src/tests/multinode/restart_log.py" "$run/metrics.jsonl" 64 1 || fail "metrics.jsonl across the restart"
+  [ "$(restart_field hosts_dropped)" = '["mocohost2"]' ] || fail "restart row: $(restart_rows "$run")"
+  grep -q "rank 2/4 on host mocohost3" "$run/rank2.log" || fail "rank 2 did not run again on mocohost3"
   ;;
 *) fail "unknown case" ;;
 esac
