@@ -357,7 +357,7 @@ sbatch_output_dir_cut_at_space|launch/slurm/moco.sbatch|    sub(/^ *output_dir: 
 elastic_keeps_dead_host|launch/mpirun/elastic.sh|    if wait "${pids[i]}"; then|    if true; then|^multinode\.elastic_link_down$
 elastic_restarts_after_stop|launch/mpirun/elastic.sh|  if [ -n "$stop_asked" ]; then|  if false; then|^launch\.elastic_no_restart_after_stop$
 elastic_restarts_after_ranks_stopped|launch/mpirun/elastic.sh|  elif ranks_stopped_cleanly; then|  elif false; then|^launch\.elastic_no_restart_after_ranks_stopped$
-elastic_resets_schedule|src/train/run_chores.cpp|  at_ = state_.restored_progress();|  at_ = state_.restored_progress(), at_.step = at_.epoch = at_.batch_in_epoch = 0;|^launch\.elastic_rank_killed$
+elastic_resets_schedule|src/train/loop.cpp|  at_ = state_.restored_progress();|  at_ = state_.restored_progress(), at_.step = at_.epoch = at_.batch_in_epoch = 0;|^launch\.elastic_rank_killed$
 elastic_resumes_oldest_checkpoint|launch/mpirun/elastic.sh|sort -V -r)|sort -V)|^launch\.elastic_rank_killed$
 elastic_restarts_unbounded|launch/mpirun/elastic.sh|  elif [ "$restarts" -ge "$max_restarts" ]; then|  elif false; then|^launch\.elastic_rank_killed_twice$
 elastic_resume_given_twice|launch/mpirun/elastic.sh|[[ $arg == train.resume=* ]]|false|^launch\.elastic_rank_killed$
