@@ -173,6 +173,8 @@ v2_temperature_drifts|configs/moco_v2_r50_imagenet.yaml|  temperature: 0.2|  tem
 v1_milestone_drifts|configs/moco_v1_r50_imagenet.yaml|  milestones: [120, 160]|  milestones: [120, 180]|^PaperConfigTest\.
 v2_jitter_always|configs/moco_v2_r50_imagenet.yaml|  jitter_prob: 0.8|  jitter_prob: 1.0|^PaperConfigTest\.
 mlp_hidden_not_2048|src/model/resnet.cpp|nn::Sequential(nn::Linear(in, in), nn::ReLU(), nn::Linear(in, options.out_dim))|nn::Sequential(nn::Linear(in, 512), nn::ReLU(), nn::Linear(512, options.out_dim))|^PaperConfigTest\.
+zero_init_residual_wrong_bn|src/model/resnet.cpp|(type_ == BlockType::kBasic ? bn2_ : bn3_)->weight.zero_();|bn2_->weight.zero_();|^ResNetTest\.
+zero_init_residual_ignored|src/model/resnet.cpp|  if (options.zero_init_residual) {|  if (false) {|^ResNetTest\.
 step_milestone_off_by_one|src/train/schedule.cpp|if (epoch >= milestone) lr *= config.optim.gamma;|if (epoch > milestone) lr *= config.optim.gamma;|^PaperConfigTest\.|^ScheduleTest\.
 wait_at_launch_ignored|src/dist/reducer.cpp|    wait_in_hook(bucket);|    (void)0;|^ReducerFake\.|^ReducerWorld\.
 wait_at_launch_not_set|src/dist/reducer.cpp|  wait_at_launch_ = wait;|  (void)wait;|^ReducerFake\.|^ReducerWorld\.
