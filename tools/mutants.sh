@@ -376,6 +376,11 @@ syncbn_running_var_biased|src/model/sync_batchnorm.cpp|(stats.count / (stats.cou
 syncbn_between_ranks_dropped|src/model/sync_batchnorm.cpp| + (counts * (means - stats.mean).square()).sum(0)||^mpi\.np2$
 syncbn_rank_means_unweighted|src/model/sync_batchnorm.cpp|(counts * means).sum(0) / stats.count|means.mean(0)|^mpi\.np2$
 syncbn_sums_unshifted|src/model/sync_batchnorm.cpp|const auto shift = x.select(0, 0).reshape({c, -1}).select(1, 0);|const auto shift = torch::zeros({c}, x.options());|^DistSyncBatchNormTest\.
+grad_scaler_tracker_kept_on_skip|src/model/grad_scaler.cpp|torch::where(skipped.logical_or(grow), torch::zeros_like(successful), successful)|torch::where(grow, torch::zeros_like(successful), successful)|^GradScalerTest\.
+grad_scaler_grows_past_fp32|src/model/grad_scaler.cpp|grow & torch::isfinite(grown)|grow|^GradScalerTest\.
+grad_scaler_growth_off_by_one|src/model/grad_scaler.cpp|const auto grow = successful.eq(options_.growth_interval);|const auto grow = growth_tracker_.eq(options_.growth_interval);|^GradScalerTest\.
+grad_scaler_no_backoff|src/model/grad_scaler.cpp|torch::where(skipped, backed_off, after_good_step)|torch::where(skipped, scale_, after_good_step)|^GradScalerTest\.
+grad_scaler_nan_missed|src/model/grad_scaler.cpp|found.push_back(holds_nonfinite(grad).reshape({1}));|found.push_back(grad.isinf().any().reshape({1}));|^GradScalerTest\.
 syncbn_split_groups_synced|src/model/split_batchnorm.cpp|if (splits_ != 1)|if (false)|^SyncBatchNormTest\.
 lincls_cosine_ignored|src/lincls/lincls.cpp|if (c.lincls.schedule == run::Schedule::kCosine)|if (false)|^LinclsProtocolTest\.
 v3_config_lr_drifts|configs/moco_v3_r50_imagenet.yaml|  base_lr: 0.6 |  base_lr: 0.45 |^PaperConfigTest\.MocoV3
