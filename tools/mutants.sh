@@ -371,6 +371,8 @@ v3_warmup_skipped|src/train/schedule.cpp|  if (epoch < warmup) return peak * epo
 v3_keys_not_gathered|src/moco_v3/v3_model.cpp|const auto all_keys = group.all_gather(kn);|const auto all_keys = kn;|^mpi\.np2$|^cli\.train\.v3_r50_config_np2$
 v3_bn_buffers_not_agreed_at_save|src/moco_v3/moco_v3.h|void before_save() override { agree_on_buffers(); }|void before_save() override {}|^mpi\.np2$
 v3_syncbn_local|src/moco_v3/v3_model.cpp|if (group_->world_size() > 1) model::use_sync_batchnorm(*this, group_);|(void)0;|^mpi\.np2$
+v3_predictor_last_bn_ignored|src/moco_v3/v3_model.cpp|                                                    options.predictor_last_bn));|                                                    /*last_bn=*/false));|^MocoV3Test\.|^moco_v3\.step_parity_torch_vit$
+v3_parity_vit_without_official_predictor|tests/parity/moco_v3_step_tool.cpp|  options.predictor_last_bn = vit;|  options.predictor_last_bn = false;|^moco_v3\.step_parity_torch_vit$
 syncbn_backward_local|src/model/sync_batchnorm.cpp|group->all_reduce(sums, dist::ReduceOp::kSum);|(void)sums;|^mpi\.np2$
 syncbn_running_var_biased|src/model/sync_batchnorm.cpp|(stats.count / (stats.count - 1))|(stats.count / stats.count)|^SyncBatchNormTest\.|^DistSyncBatchNormTest\.
 syncbn_between_ranks_dropped|src/model/sync_batchnorm.cpp| + (counts * (means - stats.mean).square()).sum(0)||^mpi\.np2$

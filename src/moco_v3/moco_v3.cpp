@@ -11,12 +11,13 @@
 #include <string>
 
 namespace moco::moco_v3 {
-namespace {
 
 V3Options v3_options(const run::Config& c) {
   return {c.model.dim,           c.v3.mlp_dim,     c.v3.projector_layers,
           c.v3.predictor_layers, c.v3.temperature, c.train.precision == run::Precision::kBf16};
 }
+
+namespace {
 
 std::vector<torch::Tensor> parameters_and_buffers(torch::nn::Module& module) {
   auto tensors = module.parameters();
@@ -25,8 +26,9 @@ std::vector<torch::Tensor> parameters_and_buffers(torch::nn::Module& module) {
 }
 
 // Built, on the device, rank 0's on every rank, and said in the log.
-MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t in_channels) {
-  MocoV3Model model([&] { return run::make_backbone(c, in_channels); }, v3_options(c), ctx.group);
+MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t in_channels,
+                       const V3Options& options) {
+  MocoV3Model model([&] { return run::make_backbone(c, in_channels); }, options, ctx.group);
   model->to(ctx.device);
   if (c.dist.world_group_at_one) model::use_sync_batchnorm(*model, ctx.group);  // rehearses SyncBN's collectives
   if (c.train.channels_last) run::use_channels_last(*model);
@@ -92,9 +94,12 @@ std::vector<ckpt::StateEntry> Optimizer::state_entries(const std::vector<std::st
 }
 
 MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_channels)
+    : MocoV3(c, ctx, in_channels, v3_options(c)) {}
+
+MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_channels, const V3Options& options)
     : config_(c),
       context_(ctx),
-      model_(make_model(c, ctx, in_channels)),
+      model_(make_model(c, ctx, in_channels, options)),
       optimizer_(c, model_->trainable_parameters()),
       reducer_(model_->trainable_parameters(), ctx.group, static_cast<int64_t>(c.dist.bucket_mb * (1 << 20)),
                static_cast<int64_t>(c.dist.first_bucket_mb * (1 << 20)), model_->trainable_names()) {

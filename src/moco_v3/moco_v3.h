@@ -1,5 +1,6 @@
 // defines: MocoV3, MoCo v3 behind the training loop's seam (run/method.h): the model of v3_model.h,
-// LARS, AdamW or SGD, DDP-style gradient averaging, the momentum's schedule over the run; v3_state_entries
+// LARS, AdamW or SGD, DDP-style gradient averaging, the momentum's schedule over the run; v3_state_entries,
+// v3_options
 #pragma once
 
 #include "dist/reducer.h"
@@ -39,11 +40,17 @@ class Optimizer {
 // official state_dict's keys below its module names) and the optimizer's (Optimizer::state_entries).
 std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const Optimizer& optimizer);
 
+// The model's options from the config (model.dim, v3.*, train.precision).
+V3Options v3_options(const run::Config& config);
+
 class MocoV3 final : public run::Method {
  public:
   // Builds the model (its initialisation draws from the global generator, seeded from train.seed)
   // and makes every rank start from rank 0's. Collective.
   MocoV3(const run::Config& config, const run::RunContext& context, int64_t in_channels);
+  // The same with the model's options given: v3_options(config) with changes no config key makes
+  // (predictor_last_bn, for the tools and tests that build the official ViT model).
+  MocoV3(const run::Config& config, const run::RunContext& context, int64_t in_channels, const V3Options& options);
 
   void set_run_length(int64_t total_steps) override { total_steps_ = total_steps; }
   void set_lr(double lr) override { optimizer_.set_lr(lr); }

@@ -6,11 +6,12 @@
 //   OUT_DIR/index.json  {"meta": {...}, "tensors": {name: {"file", "dtype", "shape"}}}
 //   OUT_DIR/<file>      the tensor's values, contiguous, little-endian (float32 or int64)
 // Tensors: before/<entry> and after/<entry> for every checkpoint entry of the method (weights, BN
-// buffers, LARS buffers), input/x1_<step>, input/x2_<step>; meta: the config's constants, the steps,
-// the run's length, each step's loss.
+// buffers, LARS buffers), input/x1_<step>, input/x2_<step>; meta: the config's constants, the model's
+// predictor_last_bn, the steps, the run's length, each step's loss.
 //
 // vit_adamw: the backbone is vit_tiny_cpu on 32 px views (a ViT of timm's layout), the projector of
-// 3 layers (the official MoCo_ViT), stop_grad_conv1, AdamW; one recorded step.
+// 3 layers and the predictor ending in BatchNorm without affine (the official MoCo_ViT),
+// stop_grad_conv1, AdamW; one recorded step.
 //
 // vit_lars: the same ViT with LARS, two steps.
 // usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw|vit_lars]
@@ -111,7 +112,10 @@ int main(int argc, char** argv) {
   const auto config = run::load_config_text(text, "moco_v3_step_tool");
   run::RunContext context;
   context.group = std::make_shared<dist::LocalProcessGroup>();
-  moco_v3::MocoV3 method(config, context, /*in_channels=*/3);
+  // The official MoCo_ViT's predictor ends in BatchNorm without affine; MoCo_ResNet's does not.
+  auto options = moco_v3::v3_options(config);
+  options.predictor_last_bn = vit;
+  moco_v3::MocoV3 method(config, context, /*in_channels=*/3, options);
   method.set_run_length(kTotalSteps);
 
   const auto random_views = [&config] {
@@ -143,6 +147,7 @@ int main(int argc, char** argv) {
                          {"mlp_dim", config.v3.mlp_dim},
                          {"weight_decay", config.optim.weight_decay},
                          {"momentum", config.optim.momentum},
+                         {"predictor_last_bn", method.model()->options().predictor_last_bn},
                          {"losses", losses}};
   if (vit) add_vit_meta(config, meta);
   std::ofstream(dir / "index.json") << nlohmann::json{{"meta", meta}, {"tensors", tensors}}.dump(1);
