@@ -124,6 +124,49 @@ TEST(MocoV3Test, VitHeadIsTheProjector) {
   for (const auto& p : model->trainable_parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
+// The official MoCo_ViT's predictor ends in BatchNorm1d(dim, affine=False) (moco-v3's builder.py: the
+// ViT's _build_mlp(2, dim, mlp_dim, dim) keeps last_bn's default, true; MoCo_ResNet passes false):
+// with predictor_last_bn the predictor holds predictor.4's running statistics and no weight or bias,
+// under the checkpoint's names, and they move in a training step; without it (the default, the
+// ResNet's) the predictor ends in its Linear.
+TEST(MocoV3Test, PredictorLastBnIsTheOfficialVitPredictor) {
+  torch::manual_seed(5);
+  auto vit = model::vit_options_for("vit_tiny_cpu");
+  vit.image_size = 8;
+  vit.in_channels = 1;
+  vit.depth = 1;
+  moco_v3::V3Options options;
+  options.dim = 8;
+  options.mlp_dim = 16;
+  options.projector_layers = 3;
+  EXPECT_FALSE(options.predictor_last_bn);
+  options.predictor_last_bn = true;
+  moco_v3::MocoV3Model model([&] { return model::Backbone(model::VisionTransformer(vit)); }, options,
+                             std::make_shared<dist::LocalProcessGroup>());
+  model->train();
+  EXPECT_EQ(names_of(*model->predictor),
+            (std::set<std::string>{"0.weight", "1.weight", "1.bias", "1.running_mean", "1.running_var",
+                                   "1.num_batches_tracked", "3.weight", "4.running_mean", "4.running_var",
+                                   "4.num_batches_tracked"}));
+  const auto x = torch::randn({6, 1, 8, 8});
+  model->forward(x, x * 0.5, 0.99).loss.backward();
+  const auto buffers = model->predictor->named_buffers();
+  EXPECT_FALSE(torch::equal(buffers["4.running_mean"], torch::zeros({8})));
+  EXPECT_EQ(buffers["4.num_batches_tracked"].item<int64_t>(), 2);  // both views
+  const moco_v3::Optimizer optimizer(run::Config{}, model->trainable_parameters());
+  std::set<std::string> entries;
+  for (const auto& entry : moco_v3::v3_state_entries(*model, optimizer)) entries.insert(entry.name);
+  for (const char* name : {"predictor/4.running_mean", "predictor/4.running_var", "predictor/4.num_batches_tracked"})
+    EXPECT_EQ(entries.count(name), 1u) << name;
+  EXPECT_EQ(entries.count("predictor/4.weight"), 0u);
+  moco_v3::V3Options resnet_options;
+  resnet_options.dim = 8;
+  resnet_options.mlp_dim = 16;
+  moco_v3::MocoV3Model resnet(tiny_backbone(), resnet_options, std::make_shared<dist::LocalProcessGroup>());
+  EXPECT_EQ(resnet->predictor->size(), 4u);
+  for (const auto& name : names_of(*resnet->predictor)) EXPECT_NE(name.rfind("4.", 0), 0u) << name;
+}
+
 // train.precision bf16: the query and the key branches run under autocast (their outputs differ from
 // fp32's by bf16's rounding, not more) and come back widened to fp32 for the loss.
 TEST(MocoV3Test, Bf16RunsBothBranchesUnderAutocast) {

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 using moco::model::ResNet;
@@ -125,6 +126,41 @@ TEST(ResNetTest, SmallStemIsA3x3ConvWithoutDownsampling) {
   EXPECT_EQ(strided->named_parameters()["conv1.weight"].sizes(), (std::vector<int64_t>{16, 3, 3, 3}));
   EXPECT_EQ(stem(strided, x).size(2), 16);
   EXPECT_EQ(strided->features(x).sizes(), (std::vector<int64_t>{1, 128}));
+}
+
+// torchvision's resnetN(zero_init_residual=True) zeroes the weight of each residual branch's last BN
+// (bn2 of a BasicBlock, bn3 of a Bottleneck): tests/data/torchvision_zero_init_residual.tsv lists the
+// tensors it changes (tools/gen_torchvision_keys.py, from Debian's torchvision). The option zeroes
+// exactly those, and leaves everything else bit for bit as the default build from the same seed (it
+// draws nothing); off by default.
+TEST(ResNetTest, ZeroInitResidualZeroesWhatTorchvisionZeroes) {
+  std::map<std::string, std::set<std::string>> torchvision;
+  std::ifstream in(std::string(MOCO_TEST_DATA_DIR) + "/torchvision_zero_init_residual.tsv");
+  for (std::string arch, key; in >> arch >> key;) torchvision[arch].insert(key);
+  EXPECT_FALSE(ResNetOptions{}.zero_init_residual);
+  for (const std::string arch : {"resnet18", "resnet34", "resnet50"}) {
+    auto o = resnet_options_for(arch);
+    o.width = 0.25;  // the names do not depend on it
+    torch::manual_seed(0);
+    ResNet plain(o);
+    o.zero_init_residual = true;
+    torch::manual_seed(0);
+    ResNet zeroed(o);
+    auto zeroed_tensors = zeroed->named_parameters();
+    for (const auto& b : zeroed->named_buffers()) zeroed_tensors.insert(b.key(), b.value());
+    auto plain_tensors = plain->named_parameters();
+    for (const auto& b : plain->named_buffers()) plain_tensors.insert(b.key(), b.value());
+    ASSERT_EQ(plain_tensors.size(), zeroed_tensors.size());
+    std::set<std::string> changed;
+    for (const auto& item : plain_tensors) {
+      const auto& z = zeroed_tensors[item.key()];
+      if (torch::equal(item.value(), z)) continue;
+      changed.insert(item.key());
+      EXPECT_FALSE(z.any().item<bool>()) << arch << " " << item.key() << " changed but is not zero";
+    }
+    EXPECT_EQ(changed, torchvision[arch]) << arch;
+    EXPECT_EQ(changed.size(), arch == "resnet18" ? 8u : 16u) << arch;
+  }
 }
 
 TEST(ResNetTest, UnknownArchitectureIsAClearError) {

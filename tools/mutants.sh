@@ -174,6 +174,8 @@ v1_milestone_drifts|configs/moco_v1_r50_imagenet.yaml|  milestones: [120, 160]| 
 v2_jitter_always|configs/moco_v2_r50_imagenet.yaml|  jitter_prob: 0.8|  jitter_prob: 1.0|^PaperConfigTest\.
 mlp_hidden_not_2048|src/model/resnet.cpp|nn::Sequential(nn::Linear(in, in), nn::ReLU(), nn::Linear(in, options.out_dim))|nn::Sequential(nn::Linear(in, 512), nn::ReLU(), nn::Linear(512, options.out_dim))|^PaperConfigTest\.
 step_milestone_off_by_one|src/train/schedule.cpp|if (epoch >= milestone) lr *= s.gamma;|if (epoch > milestone) lr *= s.gamma;|^PaperConfigTest\.|^ScheduleTest\.
+zero_init_residual_wrong_bn|src/model/resnet.cpp|(type_ == BlockType::kBasic ? bn2_ : bn3_)->weight.zero_();|bn2_->weight.zero_();|^ResNetTest\.
+zero_init_residual_ignored|src/model/resnet.cpp|  if (options.zero_init_residual) {|  if (false) {|^ResNetTest\.
 wait_at_launch_ignored|src/dist/reducer.cpp|    wait_in_hook(bucket);|    (void)0;|^ReducerFake\.|^ReducerWorld\.
 wait_at_launch_not_set|src/dist/reducer.cpp|  wait_at_launch_ = wait;|  (void)wait;|^ReducerFake\.|^ReducerWorld\.
 buckets_not_driven|src/dist/reducer.cpp|    progress_->add(work_[bucket]);  // see Note [Driving the all-reduces during backward]|    (void)0;|^ReducerProgress\.
@@ -383,8 +385,18 @@ v3_warmup_skipped|src/train/schedule.cpp|  if (epoch < s.warmup_epochs) return s
 v3_keys_not_gathered|src/moco_v3/v3_model.cpp|const auto all_keys = group.all_gather(kn);|const auto all_keys = kn;|^mpi\.np2$|^cli\.train\.v3_r50_config_np2$
 v3_bn_buffers_not_agreed_at_save|src/moco_v3/moco_v3.h|void before_save() override { agree_on_buffers(); }|void before_save() override {}|^mpi\.np2$
 v3_syncbn_local|src/moco_v3/v3_model.cpp|if (group_->world_size() > 1) model::use_sync_batchnorm(*this, group_);|(void)0;|^mpi\.np2$
-syncbn_backward_local|src/model/sync_batchnorm.cpp|group->all_reduce(grad, dist::ReduceOp::kSum);|(void)grad;|^mpi\.np2$
-syncbn_running_var_biased|src/model/sync_batchnorm.cpp|(count / (count - 1))|(count / count)|^SyncBatchNormTest\.
+v3_predictor_last_bn_ignored|src/moco_v3/v3_model.cpp|                                                    options.predictor_last_bn));|                                                    /*last_bn=*/false));|^MocoV3Test\.|^moco_v3\.step_parity_torch_vit$
+v3_parity_vit_without_official_predictor|tests/parity/moco_v3_step_tool.cpp|     predictor_last_bn: true}|     predictor_last_bn: false}|^moco_v3\.step_parity_torch_vit$
+syncbn_backward_local|src/model/sync_batchnorm.cpp|group->all_reduce(sums, dist::ReduceOp::kSum);|(void)sums;|^mpi\.np2$
+syncbn_running_var_biased|src/model/sync_batchnorm.cpp|(stats.count / (stats.count - 1))|(stats.count / stats.count)|^SyncBatchNormTest\.|^DistSyncBatchNormTest\.
+syncbn_between_ranks_dropped|src/model/sync_batchnorm.cpp| + (counts * (means - stats.mean).square()).sum(0)||^mpi\.np2$
+syncbn_rank_means_unweighted|src/model/sync_batchnorm.cpp|(counts * means).sum(0) / stats.count|means.mean(0)|^mpi\.np2$
+syncbn_sums_unshifted|src/model/sync_batchnorm.cpp|const auto shift = x.select(0, 0).reshape({c, -1}).select(1, 0);|const auto shift = torch::zeros({c}, x.options());|^DistSyncBatchNormTest\.
+grad_scaler_tracker_kept_on_skip|src/model/grad_scaler.cpp|torch::where(skipped.logical_or(grow), torch::zeros_like(successful), successful)|torch::where(grow, torch::zeros_like(successful), successful)|^GradScalerTest\.
+grad_scaler_grows_past_fp32|src/model/grad_scaler.cpp|grow & torch::isfinite(grown)|grow|^GradScalerTest\.
+grad_scaler_growth_off_by_one|src/model/grad_scaler.cpp|const auto grow = successful.eq(options_.growth_interval);|const auto grow = growth_tracker_.eq(options_.growth_interval);|^GradScalerTest\.
+grad_scaler_no_backoff|src/model/grad_scaler.cpp|torch::where(skipped, backed_off, after_good_step)|torch::where(skipped, scale_, after_good_step)|^GradScalerTest\.
+grad_scaler_nan_missed|src/model/grad_scaler.cpp|found.push_back(holds_nonfinite(grad).reshape({1}));|found.push_back(grad.isinf().any().reshape({1}));|^GradScalerTest\.
 syncbn_split_groups_synced|src/model/split_batchnorm.cpp|if (splits_ != 1)|if (false)|^SyncBatchNormTest\.
 lincls_cosine_ignored|src/train/schedule.cpp|  s.kind = config.lincls.schedule;|  s.kind = run::Schedule::kStep;|^LinclsProtocolTest\.
 v3_config_lr_drifts|configs/moco_v3_r50_imagenet.yaml|  base_lr: 0.6 |  base_lr: 0.45 |^PaperConfigTest\.MocoV3

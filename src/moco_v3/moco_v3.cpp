@@ -17,8 +17,10 @@ namespace {
 
 V3Options v3_options(const run::Config& c) {
   const Settings& s = settings(c);
-  return {c.model.dim,        s.mlp_dim,     s.projector_layers,
-          s.predictor_layers, s.temperature, c.train.precision == run::Precision::kBf16};
+  V3Options options{c.model.dim,        s.mlp_dim,     s.projector_layers,
+                    s.predictor_layers, s.temperature, c.train.precision == run::Precision::kBf16};
+  options.predictor_last_bn = s.predictor_last_bn;
+  return options;
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ MocoV3ModelImpl::MocoV3ModelImpl(const std::function<model::Backbone()>& make_ba
   projector_k_ = encoder_k->replace_module(
       encoder_k->head_name(),
       make_mlp(options.projector_layers, features, options.mlp_dim, options.dim, /*last_bn=*/true));
-  predictor = register_module(
-      "predictor", make_mlp(options.predictor_layers, options.dim, options.mlp_dim, options.dim, /*last_bn=*/false));
+  predictor = register_module("predictor", make_mlp(options.predictor_layers, options.dim, options.mlp_dim, options.dim,
+                                                    options.predictor_last_bn));
   for (auto& p : encoder_k->parameters()) p.requires_grad_(false);
   if (group_->world_size() > 1) model::use_sync_batchnorm(*this, group_);
   copy_query_to_key();

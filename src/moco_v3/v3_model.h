@@ -24,11 +24,15 @@ struct V3Options {
   int64_t predictor_layers = 2;
   double temperature = 1.0;  // T
   bool bf16 = false;         // encoders and heads under bfloat16 autocast; the loss in fp32 (train.precision)
+  // The predictor's last Linear followed by BatchNorm without affine: the official MoCo_ViT's
+  // (builder.py's _build_mlp, whose last_bn defaults to true); MoCo_ResNet's predictor has none.
+  bool predictor_last_bn = false;
 };
 
 // The official builder's MLP: `layers` Linear layers without bias, each but the last followed by
-// BatchNorm and ReLU; the last by BatchNorm without affine when last_bn (SimCLR's design, the
-// projector), by nothing otherwise (the predictor). Indices as torch.nn.Sequential numbers them.
+// BatchNorm and ReLU; the last by BatchNorm without affine when last_bn (SimCLR's design: the
+// projector, and a ViT's predictor), by nothing otherwise (a ResNet's predictor). Indices as
+// torch.nn.Sequential numbers them.
 torch::nn::Sequential make_mlp(int64_t layers, int64_t in_dim, int64_t hidden_dim, int64_t out_dim, bool last_bn);
 
 // The momentum encoder's m at `progress` (in [0, 1]: steps done / steps of the run): from m0 at the

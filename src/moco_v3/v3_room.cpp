@@ -28,8 +28,11 @@ std::vector<run::ConfigRow> keys() {
           "builder, 3: its ViT builder; BN and ReLU between, a BN without affine last; its output is model.dim)")
           .must<int64_t>(at_least_one<int64_t>),
       key("v3.predictor_layers", &Settings::predictor_layers,
-          "model.method v3: Linear layers of the predictor on the query side (BN and ReLU between, none last)")
+          "model.method v3: Linear layers of the predictor on the query side (BN and ReLU between)")
           .must<int64_t>(at_least_one<int64_t>),
+      key("v3.predictor_last_bn", &Settings::predictor_last_bn,
+          "model.method v3: the predictor's last Linear followed by BatchNorm without affine, as the official "
+          "MoCo_ViT's (builder.py's _build_mlp, last_bn defaulting to true); false: none, as its MoCo_ResNet's"),
       key("v3.momentum", &Settings::momentum,
           "model.method v3: m0, the momentum encoder's m at the first step; m = 1 - (1-m0)(cos(pi p)+1)/2 at "
           "progress p of the run")

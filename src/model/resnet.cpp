@@ -39,6 +39,12 @@ class ResidualBlockImpl : public nn::Module {
 
   static int64_t expansion(BlockType type) { return type == BlockType::kBasic ? 1 : 4; }
 
+  // zero_init_residual: the residual branch's last BatchNorm scales by 0 (draws nothing).
+  void zero_last_bn_weight() {
+    torch::NoGradGuard no_grad;
+    (type_ == BlockType::kBasic ? bn2_ : bn3_)->weight.zero_();
+  }
+
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = torch::relu(bn1_(conv1_(x)));
     if (type_ == BlockType::kBasic) {
@@ -117,6 +123,11 @@ ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
   // torchvision's initialisation: He (fan_out) for convolutions; BN starts at scale 1, shift 0.
   for (auto& m : modules(/*include_self=*/false)) {
     if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+  }
+  if (options.zero_init_residual) {
+    for (auto& m : modules(/*include_self=*/false)) {
+      if (auto* block = m->as<BlockImpl>()) block->zero_last_bn_weight();
+    }
   }
 }
 

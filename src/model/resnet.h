@@ -26,6 +26,9 @@ struct ResNetOptions {
   int64_t out_dim = 128;          // fc output
   bool mlp_head = false;          // MoCo v2: fc = Linear(h,h) -> ReLU -> Linear(h,out_dim)
   int64_t bn_splits = 1;          // >1: every BatchNorm normalises this many batch groups apart
+  // torchvision's zero_init_residual: each residual branch's last BatchNorm (bn2 of a basic block, bn3
+  // of a bottleneck) starts with weight 0, so every block starts as the identity (MoCo v3's main_moco.py)
+  bool zero_init_residual = false;
 };
 
 // resnet_tiny (BasicBlock [1,1,1,1], width 0.5, ~1.2M parameters, 1.3M with the MLP head), resnet18, resnet34,

@@ -1,6 +1,6 @@
-// defines: all_reduce_with_gradient, sync_batch_norm (training-mode BatchNorm over the batch of every
-// rank), SyncBatchNorm (BatchNorm1d/2d that normalises across ranks once given a group),
-// use_sync_batchnorm (converts a model's BatchNorms, as torch.nn.SyncBatchNorm.convert_sync_batchnorm)
+// defines: sync_batch_norm (training-mode BatchNorm over the batch of every rank), SyncBatchNorm (BatchNorm1d/2d that
+// normalises across ranks once given a group), use_sync_batchnorm (converts a model's BatchNorms, as
+// torch.nn.SyncBatchNorm.convert_sync_batchnorm)
 #pragma once
 
 #include "dist/process_group.h"
@@ -11,14 +11,12 @@
 
 namespace moco::model {
 
-// The sum over ranks of `tensor`, differentiable: the gradient of a sum every rank used is the sum of
-// every rank's gradient, so the backward is the same all-reduce. Collective in both directions.
-torch::Tensor all_reduce_with_gradient(const torch::Tensor& tensor, dist::ProcessGroup& group);
-
 // Training-mode BatchNorm of input [N, C, ...] with the mean and biased variance of every rank's batch,
-// taken from one all-reduce of (sum, sum of squares, count); the running statistics move by the global
-// ones (the variance unbiased by the global count), so they agree on every rank. weight and bias may be
-// undefined (affine off). The backward reaches every rank's input through the same sums.
+// as torch's SyncBatchNorm: each rank's mean and variance (not sums of squares, which lose the variance
+// where |mean| >> std) gathered with its count in one all-gather and combined count-weighted in fp64;
+// the running statistics move by the global ones (the variance unbiased by the global count), so they
+// agree on every rank. weight and bias may be undefined (affine off). The backward reaches every
+// rank's input through one all-reduce of two gradient sums per channel.
 torch::Tensor sync_batch_norm(const torch::Tensor& input, const torch::Tensor& weight, const torch::Tensor& bias,
                               torch::Tensor& running_mean, torch::Tensor& running_var, double momentum, double eps,
                               dist::ProcessGroup& group);

@@ -6,8 +6,10 @@ or AdamW, batch 32), takes a step, then two more that it records (one with AdamW
 from the same weights, optimizer state and views, written from the MoCo v3 paper (Chen, Xie and He,
 ICCV 2021) and the official recipe as described there:
 - the query encoder is a backbone whose fc is the projector (Linear without bias, BN, ReLU, Linear,
-  BN without affine), then the predictor (Linear, BN, ReLU, Linear); the momentum encoder is a
-  backbone with its own projector;
+  BN without affine), then the predictor (Linear, BN, ReLU, Linear, and BN without affine where the
+  run's model has predictor_last_bn: the official MoCo_ViT's, moco/builder.py line 122 with
+  _build_mlp's last_bn=True of line 36; MoCo_ResNet passes False, line 109); the momentum encoder is
+  a backbone with its own projector;
 - m = 1 - (1 - m0) (cos(pi k / K) + 1) / 2 at step k (counted from 0) of K; the momentum encoder's
   parameters become m k + (1 - m) q before the keys are computed (train-mode BN);
 - loss = ctr(q1, k2) + ctr(q2, k1), ctr(q, k) = CE(normalize(q) normalize(k)^T / T, arange(n)) * 2T;
@@ -21,7 +23,8 @@ in it. Lines name the tensors that fail. (With batch 8 the heads' BatchNorm over
 fp64 PyTorch then differ by 2e-2 in a gradient, so the batch is 32, where both agree within 3e-6.)
 
 With `vit_adamw`: the backbone is a small ViT (vits.py's VisionTransformerMoCo on timm's layout, patch
-4 on 32 px, dim 64, 4 blocks of 4 heads: vit_tiny_cpu), the projector of 3 layers (the official MoCo_ViT), stop-grad-conv1, AdamW, one
+4 on 32 px, dim 64, 4 blocks of 4 heads: vit_tiny_cpu), the projector of 3 layers and the predictor's
+last BN (the official MoCo_ViT), stop-grad-conv1, AdamW, one
 step; the fixed position embedding is also checked against vits.py's formula, and the frozen patch
 projection and position embedding must come out of the step as they went in. Two parts of a ViT
 have gradients that are exactly 0 in exact arithmetic (the key third of each qkv bias, the final
@@ -227,8 +230,12 @@ def main():
     before = {k[len("before/"):]: v for k, v in tensors.items() if k.startswith("before/")}
     after = {k[len("after/"):]: v for k, v in tensors.items() if k.startswith("after/")}
 
+    if meta.get("arch") == "vit_tiny_cpu" and not meta["predictor_last_bn"]:
+        print("the ViT run's predictor lacks the official MoCo_ViT's last BatchNorm (predictor_last_bn)")
+        return 1
     query, keys = backbone_with_projector(meta), backbone_with_projector(meta)
-    predictor = mlp(meta.get("predictor_layers", 2), meta["dim"], meta["mlp_dim"], meta["dim"], last_bn=False)
+    predictor = mlp(meta.get("predictor_layers", 2), meta["dim"], meta["mlp_dim"], meta["dim"],
+                    last_bn=meta["predictor_last_bn"])  # the run's model's, not a constant
     load(query, before, "encoder_q/")
     load(keys, before, "encoder_k/")
     load(predictor, before, "predictor/")

@@ -6,11 +6,12 @@
 //   OUT_DIR/index.json  {"meta": {...}, "tensors": {name: {"file", "dtype", "shape"}}}
 //   OUT_DIR/<file>      the tensor's values, contiguous, little-endian (float32 or int64)
 // Tensors: before/<entry> and after/<entry> for every checkpoint entry of the method (weights, BN
-// buffers, LARS buffers), input/x1_<step>, input/x2_<step>; meta: the config's constants, the steps,
-// the run's length, each step's loss.
+// buffers, LARS buffers), input/x1_<step>, input/x2_<step>; meta: the config's constants, the model's
+// predictor_last_bn, the steps, the run's length, each step's loss.
 //
 // vit_adamw: the backbone is vit_tiny_cpu on 32 px views (a ViT of timm's layout), the projector of
-// 3 layers (the official MoCo_ViT), stop_grad_conv1, AdamW; one recorded step.
+// 3 layers and the predictor ending in BatchNorm without affine (the official MoCo_ViT),
+// stop_grad_conv1, AdamW; one recorded step.
 //
 // vit_lars: the same ViT with LARS, two steps.
 // usage: moco_v3_step_tool OUT_DIR [lars|adamw|vit_adamw|vit_lars]
@@ -42,14 +43,13 @@ constexpr const char* kConfig = R"(
 model: {method: v3, arch: resnet18, small_stem: false, dim: 32}
 v3: {mlp_dim: 64, projector_layers: 2, predictor_layers: 2, momentum: 0.9, temperature: 0.5}
 optim: {optimizer: OPTIMIZER, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.01}
-moco: {bn_splits: 1}
 )";
 constexpr const char* kVitConfig = R"(
 model: {method: v3, arch: vit_tiny_cpu, dim: 32}
-v3: {mlp_dim: 64, projector_layers: 3, predictor_layers: 2, momentum: 0.9, temperature: 0.5, stop_grad_conv1: true}
+v3: {mlp_dim: 64, projector_layers: 3, predictor_layers: 2, momentum: 0.9, temperature: 0.5, stop_grad_conv1: true,
+     predictor_last_bn: true}
 optim: {optimizer: OPTIMIZER, batch_size: 32, base_lr: 0.6, momentum: 0.9, weight_decay: 0.1}
 data: {image_size: 32}
-moco: {bn_splits: 1}
 )";
 constexpr int64_t kTotalSteps = 10;
 constexpr int64_t kWarmStep = 3;
@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
                          {"mlp_dim", moco_v3::settings(config).mlp_dim},
                          {"weight_decay", config.optim.weight_decay},
                          {"momentum", config.optim.momentum},
+                         {"predictor_last_bn", method.model()->options().predictor_last_bn},
                          {"losses", losses}};
   if (vit) add_vit_meta(config, meta);
   std::ofstream(dir / "index.json") << nlohmann::json{{"meta", meta}, {"tensors", tensors}}.dump(1);
