@@ -28,6 +28,7 @@ namespace protocol_configs_test {
 const std::vector<Constant> kMainMoco = {
     {"model.arch", "resnet50", "main_moco.py -a resnet50; v1 §4 'ResNet-50'"},
     {"model.small_stem", "false", "torchvision's resnet50 (7x7 stride-2 conv, max-pool)"},
+    {"model.zero_init_residual", "false", "main_moco.py: models.__dict__[args.arch](num_classes=...), no zero_init"},
     {"model.dim", "128", "main_moco.py --moco-dim 128; v1 §3.3 '128-D'"},
     {"moco.queue_size", "65536", "main_moco.py --moco-k 65536; v1 §4.1 'K = 65536'"},
     {"moco.momentum", "0.999", "main_moco.py --moco-m 0.999; v1 §3.2 'm = 0.999'"},

@@ -3,6 +3,8 @@
 #include "moco_v3/v3_settings.h"
 #include "app/methods.h"
 #include "run/config.h"
+#include "run/setup.h"
+#include "model/resnet.h"
 #include "train/schedule.h"
 
 #include <fmt/format.h>
@@ -505,6 +507,25 @@ TEST(ConfigTest, HelpListsEachMethodsKeysWhereItsRoomPlacesThem) {
   EXPECT_TRUE(contains(reference, "model.method (string, default v2)\n      v2: MoCo v1/v2 with the queue"))
       << reference;
   EXPECT_TRUE(contains(reference, "; v3: MoCo v3 (projector and predictor")) << reference;
+}
+
+// model.zero_init_residual reaches the ResNet every program builds (run::backbone_options): each
+// residual branch's last BatchNorm weight starts at 0 (ResNetTest pins which, against torchvision);
+// a ViT, which has none, refuses the key.
+TEST(ConfigTest, ZeroInitResidualReachesTheResNetAndIsRefusedForAViT) {
+  const auto path = write_temp("{}\n");
+  for (const bool on : {false, true}) {
+    const auto c =
+        load_config(path, {"model.arch=resnet18", "model.zero_init_residual=" + std::string(on ? "true" : "false")});
+    moco::model::ResNet net(moco::run::backbone_options(c, 1));
+    int64_t zeroed = 0;
+    for (const auto& p : net->named_parameters())
+      if (p.key().find(".bn2.weight") != std::string::npos && p.value().abs().sum().item<double>() == 0) ++zeroed;
+    EXPECT_EQ(zeroed, on ? 8 : 0) << "resnet18 has 8 basic blocks";
+  }
+  const auto error =
+      config_error_of(path, {"model.method=v3", "model.arch=vit_tiny_cpu", "model.zero_init_residual=true"});
+  EXPECT_TRUE(contains(error, "key 'model.zero_init_residual' applies to a ResNet's residual blocks")) << error;
 }
 
 TEST(ScheduleTest, LinearScalingStepAndCosine) {

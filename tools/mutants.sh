@@ -472,6 +472,10 @@ tool_refusal_exits_1|src/app/program.cpp|    return is_refusal && is_refusal(e) 
 unknown_method_accepted|src/run/config_keys.cpp|    if (methods[i].name == name) return "";|    if (true) return "";|^cli\.bad_input\.v3_incompatible_keys$
 v3_stop_grad_conv1_with_resnet_accepted|src/moco_v3/v3_room.cpp|!settings(c).stop_grad_conv1, where, "v3.stop_grad_conv1",|true, where, "v3.stop_grad_conv1",|^cli\.bad_input\.v3_incompatible_keys$
 v3_anomaly_detection_ignored|src/moco_v3/moco_v3.cpp|  torch::autograd::AnomalyMode::set_enabled(c.debug.anomaly_detection);|  (void)0;|^MocoV3Test\.AnomalyDetection
+zero_init_residual_key_unwired|src/run/setup.cpp|  e.zero_init_residual = c.model.zero_init_residual;|  (void)0;|^ConfigTest\.ZeroInitResidual
+zero_init_residual_with_vit_accepted|src/run/config.cpp|!is_vit(c.model.arch), where, "model.zero_init_residual",|true, where, "model.zero_init_residual",|^ConfigTest\.ZeroInitResidual
+v3_r50_config_zero_init_drifts|configs/moco_v3_r50_imagenet.yaml|  zero_init_residual: true |  zero_init_residual: false |^PaperConfigTest\.MocoV3R50
+v3_vit_config_predictor_bn_drifts|configs/moco_v3_vit_small_imagenet.yaml|  predictor_last_bn: true |  predictor_last_bn: false |^PaperConfigTest\.MocoV3Vit
 LIST
 )
 

@@ -185,6 +185,8 @@ void check_per_view_keys(const Config& c, const std::string& where) {
 void check_shared_keys(const Config& c, const std::string& where) {
   require(c.model.stem_stride == 1 || c.model.small_stem, where, "model.stem_stride",
           "applies to the small stem only (model.small_stem: true)");
+  require(!c.model.zero_init_residual || !is_vit(c.model.arch), where, "model.zero_init_residual",
+          fmt::format("applies to a ResNet's residual blocks, and model.arch {} is a ViT", c.model.arch));
   require(!is_encoded_dataset(c) || c.data.augment.recipe != data::Recipe::kSimple, where, "data.augmentation",
           fmt::format("must be v1, v2 or v3 with data.dataset {} (the simple recipe needs images of one size)",
                       c.data.dataset));

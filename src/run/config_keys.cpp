@@ -223,6 +223,9 @@ std::vector<Field> model_fields() {
           "stride of the small stem's conv: 2 halves every feature map (about 4x fewer FLOPs, for speed on CPUs)")
           .must(one_or_two),
       MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own").must(non_negative),
+      MOCO_FIELD(model.zero_init_residual,
+                 "ResNet: each residual branch's last BatchNorm starts with weight 0, so each block starts as the "
+                 "identity (torchvision's zero_init_residual; MoCo v3's main_moco.py sets it, v1/v2's does not)"),
       MOCO_FIELD(model.dim, "dimension of queries and keys").must(positive),
       MOCO_FIELD(
           model.pretrained,

@@ -127,6 +127,7 @@ model::ResNetOptions backbone_options(const Config& c, int64_t in_channels) {
   e.small_stem = c.model.small_stem;
   e.small_stem_stride = c.model.stem_stride;
   if (c.model.width > 0) e.width = c.model.width;
+  e.zero_init_residual = c.model.zero_init_residual;
   e.out_dim = c.model.dim;
   return e;
 }
