@@ -7,6 +7,8 @@
 #include "data/synthetic.h"
 #include "sys/paths.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -117,6 +119,28 @@ Splits load_splits(const Config& c) {
   }
   auto idx = data::load_mnist_style_splits(c.data.root);
   return {std::move(idx.train), std::move(idx.test)};
+}
+
+data::SplitListing split_listing(const Config& c, bool train) {
+  if (c.data.dataset == Dataset::kSynthetic) {
+    const int64_t side = c.data.augment.out_size,
+                  images = train ? c.data.synthetic_train_size : c.data.synthetic_test_size;
+    // Its images are a function of these numbers: they are its one entry.
+    const std::string what =
+        fmt::format("synthetic: train.seed {}, first image {}, {}x{}x{}, 10 classes", c.train.seed,
+                    train ? 0 : c.data.synthetic_train_size, c.data.synthetic_channels, side, side);
+    return {"synthetic", "the synthetic " + std::string(train ? "train" : "test") + " split", images, 1,
+            [what, images](int64_t) {
+              return data::ListedEntry{what, images};
+            }};
+  }
+  if (is_encoded_dataset(c)) {
+    const std::string& dir = train ? c.data.train_dir : c.data.val_dir;
+    const auto source = encoded_split(c, dir, train ? "data.train_dir" : "data.val_dir", "the config");
+    return {c.data.dataset == Dataset::kHdf5 ? "hdf5" : "imagefolder", source->root(), source->size(), source->size(),
+            [source](int64_t i) { return source->listed(i); }};
+  }
+  return data::mnist_style_listing(c.data.root, train ? data::Split::kTrain : data::Split::kTest);
 }
 
 data::AugmentOptions augment_options(const Config& c) { return c.data.augment; }

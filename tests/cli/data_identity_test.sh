@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A run trains on the data the user thinks it does (issue 50 item 3), end to end on a small
+# generated ImageFolder (tools/make_image_folder.py: 2 classes of 24 train and 4 val images):
+#   resume_changed_data  a checkpoint keeps its train split's fingerprint; a resume on other data (18 of
+#                        48 images deleted; one file renamed, the count kept) is refused, exit 2,
+#                        naming the counts and the first differing file, the run's folder untouched;
+#                        train.resume_on_changed_data=true logs the change and goes on; a checkpoint
+#                        written before fingerprints resumes, saying so once
+# One case per ctest entry:
+#   data_identity_test.sh CASE BUILD_DIR WORK_DIR
+set -euo pipefail
+case_name=$1 build=$2 work=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+dist=$build/moco_dist lincls=$build/moco_lincls py=/usr/bin/python3
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LC_ALL=C  # C: sort as the scan sorts
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+source "$src/tests/lib/expect.sh"
+# The files of a folder with their checksums: what "untouched" compares.
+snapshot() { (cd "$1" && find . -type f | sort | xargs -r md5sum); }
+
+"$py" "$src/tools/make_image_folder.py" "$work/data" --classes 2 --train 24 --val 4 --sides 24 40 >/dev/null
+# Folders changed in the last 2 s get no file-list cache (data/file_list_cache.h): aged, a scan keeps one.
+find "$work/data" -type d -exec touch -d '1 hour ago' {} +
+quick=(--config "$src/configs/imagefolder_quick.yaml" data.image_size=16 data.workers=1 train.threads=1 optim.batch_size=16
+  moco.queue_size=32 knn.k=5 ckpt.every_minutes=0 ckpt.async=false)
+
+case $case_name in
+resume_changed_data)
+  base=("${quick[@]}" data.root="$work/data" train.epochs=2)
+  run=("${base[@]}" train.output_dir="$work/run")
+  expect 0 "stopped after step 2" -- "$dist" "${run[@]}" train.stop_at_step=2
+  cp -a "$work/data" "$work/data.orig"
+  snapshot "$work/run" >"$work/run.before"
+  # 18 of the 48 images gone (the last 9 of each class): refused before anything is written.
+  for c in class_00 class_01; do ls "$work/data/train/$c" | sort | tail -9 | sed "s|^|$work/data/train/$c/|" | xargs rm; done
+  first=$(ls "$work/data.orig/train/class_00" | sort | sed -n 16p)
+  expect 2 "checkpoints/step_00000002 was trained on other data than the train split holds now: $work/data/train: 48 images then, 30 now; first difference at entry #15: 'class_00/$first' (" \
+    "train.resume_on_changed_data=true" -- "$dist" "${run[@]}"
+  snapshot "$work/run" | diff "$work/run.before" - || fail "the refused resume changed the run's folder"
+  expect 2 "48 images then, 30 now" -- "$dist" "${run[@]}" --dry-run
+  # The same count, one file renamed: its entry is named on both sides.
+  rm -rf "$work/data" && cp -a "$work/data.orig" "$work/data"
+  victim=$(ls "$work/data/train/class_01" | sort | head -1)
+  mv "$work/data/train/class_01/$victim" "$work/data/train/class_01/zz_$victim"
+  expect 2 "$work/data/train: 48 images then and now; first difference at entry #24: 'class_01/$victim' (" \
+    "then, 'class_01/$(ls "$work/data.orig/train/class_01" | sort | sed -n 2p)' (" -- "$dist" "${run[@]}"
+  snapshot "$work/run" | diff "$work/run.before" - || fail "the refused resume changed the run's folder"
+  # Told to go on: the change is logged, the run ends, its later checkpoints keep the data as it is now.
+  expect 0 "was trained on other data (train.resume_on_changed_data=true: going on with it): $work/data/train: 48 images then and now" -- \
+    "$dist" "${run[@]}" train.resume_on_changed_data=true train.stop_at_step=4
+  expect 0 "resumed from $work/run/checkpoints/step_00000004" -- "$dist" "${run[@]}"
+  ! grep -q "trained on other data" "$work/last.out" || fail "the checkpoint written after the change does not keep the new data"
+  # A checkpoint written before checkpoints kept their data (no note in its manifest) resumes, saying so.
+  rm -rf "$work/data" && cp -a "$work/data.orig" "$work/data"
+  expect 0 "stopped after step 2" -- "$dist" "${base[@]}" train.output_dir="$work/old" train.stop_at_step=2
+  "$py" - "$work/old/checkpoints/step_00000002/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+del m["notes"]
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+PY
+  expect 0 "was written before checkpoints kept the fingerprint of their data: its data is not compared" -- \
+    "$dist" "${base[@]}" train.output_dir="$work/old"
+  [ "$(grep -c "written before checkpoints kept the fingerprint" "$work/last.out")" = 1 ] || fail "said more than once"
+  ;;
+*)
+  fail "unknown case $case_name" ;;
+esac
+echo "PASS $case_name"
