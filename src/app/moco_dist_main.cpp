@@ -6,6 +6,7 @@
 #include "lincls/knn_eval.h"
 #include "preempt/preemption.h"
 #include "run/config.h"
+#include "run/data_agreement.h"
 #include "run/device.h"
 #include "run/run_logging.h"
 #include "run/run_output.h"
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
                              !o.dry_run && !o.eval_only);
     moco::sys::log_workarounds();
     const auto context = make_context(config, world, o.dry_run, early_device);
+    moco::run::check_ranks_agree_on_data(config, *context.group);  // before step 1: a stale copy is named
     if (o.eval_only) {
       moco::lincls::knn_eval_only(config, context);
     } else {

@@ -8,6 +8,7 @@
 #include "lincls/lincls.h"
 #include "preempt/preemption.h"
 #include "run/config.h"
+#include "run/data_agreement.h"
 #include "run/device.h"
 #include "run/run_logging.h"
 #include "run/run_output.h"
@@ -108,6 +109,7 @@ int main(int argc, char** argv) {
     spdlog::info("{}", moco::run::describe_placement(world, context.device, early_device));
     moco::sys::log_workarounds();
     context.group = moco::run::make_job_group(config, world.world_size, context.device);
+    moco::run::check_ranks_agree_on_data(config, *context.group);  // before step 1: a stale copy is named
     moco::lincls::run_lincls(config, context, backbone);
   } catch (const moco::run::FolderInUse& e) {
     // Every rank knows (lock_output_dir is collective): all end with exit 2, none aborts the others.

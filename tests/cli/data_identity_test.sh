@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# A run trains on the data the user thinks it does (issue 50 item 3), end to end on a small
+# A run trains on the data the user thinks it does (issue 50 items 2 and 3), end to end on a small
 # generated ImageFolder (tools/make_image_folder.py: 2 classes of 24 train and 4 val images):
 #   resume_changed_data  a checkpoint keeps its train split's fingerprint; a resume on other data (18 of
 #                        48 images deleted; one file renamed, the count kept) is refused, exit 2,
 #                        naming the counts and the first differing file, the run's folder untouched;
 #                        train.resume_on_changed_data=true logs the change and goes on; a checkpoint
 #                        written before fingerprints resumes, saying so once
+#   ranks_disagree       two ranks whose data.root holds different files (a private mount namespace per
+#                        rank, each binding its own copy over one path): moco_dist, --eval-only and
+#                        moco_lincls stop before step 1, exit 2, naming the ranks, hosts and first
+#                        differing entry, nothing written; for the same count with other content and for
+#                        another count. Root only (mount namespaces), else skipped (77)
 # One case per ctest entry:
 #   data_identity_test.sh CASE BUILD_DIR WORK_DIR
 set -euo pipefail
@@ -63,6 +68,46 @@ PY
   expect 0 "was written before checkpoints kept the fingerprint of their data: its data is not compared" -- \
     "$dist" "${base[@]}" train.output_dir="$work/old"
   [ "$(grep -c "written before checkpoints kept the fingerprint" "$work/last.out")" = 1 ] || fail "said more than once"
+  ;;
+ranks_disagree)
+  [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null || { echo "SKIP: needs root for mount namespaces"; exit 77; }
+  mkdir -p "$work/mnt"
+  # ranks COPY0 COPY1 COMMAND...: two ranks, rank r in a mount namespace of its own with COPYr bound
+  # over $work/mnt; the namespaces end with the ranks, whatever their end.
+  ranks() {
+    local a=$1 b=$2
+    shift 2
+    mpirun -np 2 --oversubscribe env COPY0="$a" COPY1="$b" unshare -m --propagation private \
+      sh -c 'eval "copy=\$COPY$OMPI_COMM_WORLD_RANK" && mount --bind "$copy" "$0" && exec "$@"' "$work/mnt" "$@"
+  }
+  cp -a "$work/data" "$work/same"
+  # Rank 1's copy holds the same 48 files, but two of them swapped between the classes (a label each).
+  cp -a "$work/data" "$work/swapped"
+  a=$(ls "$work/data/train/class_00" | sort | sed -n 3p) b=$(ls "$work/data/train/class_01" | sort | sed -n 3p)
+  mv "$work/swapped/train/class_00/$a" "$work/swapped/train/class_01/x_$a"
+  mv "$work/swapped/train/class_01/$b" "$work/swapped/train/class_00/x_$b"
+  # Rank 1's copy lacks one file (a stale copy).
+  cp -a "$work/data" "$work/short"
+  gone=$(ls "$work/data/train/class_01" | sort | tail -1)
+  rm "$work/short/train/class_01/$gone"
+  host=$(hostname)
+  expect 0 "data: the 2 ranks hold the same train split (48 images) and val split (8 images)" -- \
+    ranks "$work/data" "$work/same" "$dist" "${quick[@]}" data.root="$work/mnt" train.stop_at_step=1 train.output_dir="$work/ok"
+  first=$(cd "$work/data/train" && ls class_00 | sort | sed -n 3p)
+  for program in dist eval_only lincls; do
+    case $program in
+    dist) cmd=("$dist" "${quick[@]}" train.output_dir="$work/$program") ;;
+    eval_only) cmd=("$dist" "${quick[@]}" --eval-only model.pretrained=random train.output_dir="$work/$program") ;;
+    lincls) cmd=("$lincls" "${quick[@]}" lincls.epochs=1 lincls.batch_size=16 model.pretrained="$work/ok" train.output_dir="$work/$program") ;;
+    esac
+    expect 2 "the ranks do not hold the same data: the train split ($work/mnt/train): rank 0 (host $host) holds 48 images; rank 1 (host $host) holds 48 images, first difference at entry #2: rank 0 has 'class_00/$first' (" \
+      "rank 1 has 'class_00/" -- ranks "$work/data" "$work/swapped" "${cmd[@]}" data.root="$work/mnt"
+    [ ! -e "$work/$program" ] || fail "$program: the refusal wrote $work/$program"
+    expect 2 "rank 1 (host $host) holds 47 images, first difference at entry #47: rank 0 has 'class_01/$gone' (" \
+      "rank 1 has none (its list ends before)" -- ranks "$work/data" "$work/short" "${cmd[@]}" data.root="$work/mnt"
+    [ ! -e "$work/$program" ] || fail "$program: the refusal wrote $work/$program"
+  done
+  ! grep -q "$work/mnt" /proc/mounts || fail "a rank's mount is left in this namespace"
   ;;
 *)
   fail "unknown case $case_name" ;;
