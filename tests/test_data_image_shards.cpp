@@ -141,6 +141,28 @@ TEST(ImageFolderScan, SizesAreRecordedAndCached) {
   fs::remove_all(data);
 }
 
+// write_extra_dirs=false (a dry run): a cache in train.output_dir is read, never written there.
+TEST(FileListCacheTest, ADryRunReadsButNeverWritesTheExtraFolder) {
+  const fs::path data = temp_dir("filelist_extra"), root = data / "train", out = data / "out";
+  write(root / "a" / "1.jpg", std::vector<uint8_t>(5, 1));
+  fs::create_directories(out);
+  const auto past = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (const auto& dir : {root, root / "a"}) fs::last_write_time(dir, past);
+  // Beside the data first: where it can be written, a dry run writes it there, as any scan.
+  EXPECT_EQ(scan_image_folder_cached(root.string(), {out.string()}, true, false).written_to,
+            (data / ".moco_filelist-train.txt").string());
+  fs::remove(data / ".moco_filelist-train.txt");
+  // A data folder that cannot take it (a file in the way of the cache's name, for root too).
+  fs::create_directories(data / ".moco_filelist-train.txt" / "x");
+  for (const auto& dir : {root, root / "a"}) fs::last_write_time(dir, past);
+  EXPECT_EQ(scan_image_folder_cached(root.string(), {out.string()}, true, false).written_to, "");
+  EXPECT_TRUE(fs::is_empty(out));
+  const auto kept = scan_image_folder_cached(root.string(), {out.string()}).written_to;
+  EXPECT_EQ(kept, (out / ".moco_filelist-train.txt").string());
+  EXPECT_EQ(scan_image_folder_cached(root.string(), {out.string()}, true, false).read_from, kept);
+  fs::remove_all(data);
+}
+
 TEST(ImageShardsConcurrency, ThreadsReadTheRightBytes) {
   const fs::path root = make_folder("shards_threads"), out = root.string() + "_packed";
   fs::remove_all(out);

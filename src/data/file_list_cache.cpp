@@ -139,8 +139,9 @@ bool store(const fs::path& path, const std::string& root, const ImageFolder& f,
     }
   }
   fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
-  return !ec;
+  if (!ec) return true;
+  fs::remove(tmp, ec);  // clears ec: the rename's failure is the answer
+  return false;
 }
 
 }  // namespace
@@ -158,7 +159,8 @@ void log_scan(const std::string& root, const CachedScan& scan, double seconds, c
 
 }  // namespace
 
-CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs, bool write) {
+CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs, bool write,
+                                    bool write_extra_dirs) {
   CachedScan result;
   const int64_t started = now_ns();
   const auto paths = cache_paths(root, extra_dirs);
@@ -187,12 +189,16 @@ CachedScan scan_image_folder_cached(const std::string& root, const std::vector<s
              write ? "no file list kept: a name holds a line break" : "rank 0 keeps the file list");
     return result;
   }
-  for (const auto& p : paths)
-    if (store(p, root, result.folder, folders)) {
+  const size_t writable = write_extra_dirs ? paths.size() : 1;  // paths[0]: beside the split
+  for (size_t i = 0; i < writable; ++i)
+    if (const auto& p = paths[i]; store(p, root, result.folder, folders)) {
       result.written_to = p.string();
       break;
     }
-  log_scan(root, result, seconds, "no file list kept: no folder for it could be written");
+  log_scan(root, result, seconds,
+           writable < paths.size() ? "no file list kept: the data's folder cannot be written, and this run writes none "
+                                     "into train.output_dir"
+                                   : "no file list kept: no folder for it could be written");
   return result;
 }
 

@@ -29,8 +29,11 @@ Splits load_splits(const Config& config);
 // What only the data on disk can tell, checked before any work (exit 2 as a ConfigError): for
 // imagefolder, that both splits exist, hold class folders with images, and the same classes; for
 // hdf5, that both splits' shards are complete, agree, and hold the same classes. write_file_list:
-// whether this process may write the file-list cache (rank 0 only: the folders may be shared by hosts).
-void check_data(const Config& config, const std::string& where, bool write_file_list = true);
+// whether this process may write the file-list cache (rank 0 only: the folders may be shared by hosts);
+// file_list_in_output_dir: whether it may write it into train.output_dir when the data's folder is
+// read-only (not in a dry run or --eval-only, which write nothing there).
+void check_data(const Config& config, const std::string& where, bool write_file_list = true,
+                bool file_list_in_output_dir = true);
 
 // What the data layer lists of the train (else the val/test) split, for its fingerprint
 // (data/fingerprint.h): an ImageFolder's file list (as check_data found it, or its cache), the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A run trains on the data the user thinks it does (issue 50 items 2 and 3), end to end on a small
+# A run trains on the data the user thinks it does (issue 50 items 2, 3 and 12), end to end on a small
 # generated ImageFolder (tools/make_image_folder.py: 2 classes of 24 train and 4 val images):
 #   resume_changed_data  a checkpoint keeps its train split's fingerprint; a resume on other data (18 of
 #                        48 images deleted; one file renamed, the count kept) is refused, exit 2,
@@ -11,6 +11,8 @@
 #                        moco_lincls stop before step 1, exit 2, naming the ranks, hosts and first
 #                        differing entry, nothing written; for the same count with other content and for
 #                        another count. Root only (mount namespaces), else skipped (77)
+#   dry_run_read_only    --dry-run and --eval-only on a read-only data folder write no file-list cache
+#                        into train.output_dir (a read-only bind mount: root only, else chmod)
 # One case per ctest entry:
 #   data_identity_test.sh CASE BUILD_DIR WORK_DIR
 set -euo pipefail
@@ -108,6 +110,23 @@ ranks_disagree)
     [ ! -e "$work/$program" ] || fail "$program: the refusal wrote $work/$program"
   done
   ! grep -q "$work/mnt" /proc/mounts || fail "a rank's mount is left in this namespace"
+  ;;
+dry_run_read_only)
+  run=("${quick[@]}" data.root="$work/ro" train.output_dir="$work/out")
+  mkdir -p "$work/out" "$work/ro"
+  if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+    # Root writes through chmod: a read-only bind mount, in a namespace of its own.
+    in_ro() { unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && mount -o remount,bind,ro "$2" && shift 2 && exec "$@"' sh "$work/data" "$work/ro" "$@"; }
+  else
+    cp -a "$work/data/." "$work/ro/" && chmod -R a-w "$work/ro"
+    in_ro() { "$@"; }
+  fi
+  expect 0 "dry run: nothing is trained or written" -- in_ro "$dist" "${run[@]}" --dry-run
+  [ -z "$(ls -A "$work/out")" ] || { ls -la "$work/out"; fail "a dry run wrote into train.output_dir"; }
+  expect 0 "kNN top-1" -- in_ro "$dist" "${run[@]}" --eval-only model.pretrained=random
+  [ -z "$(ls -A "$work/out")" ] || { ls -la "$work/out"; fail "--eval-only wrote into train.output_dir"; }
+  # The run itself keeps the list there, for the next start.
+  expect 0 "file list kept in $work/out/.moco_filelist-train.txt" -- in_ro "$dist" "${run[@]}" train.stop_at_step=1
   ;;
 *)
   fail "unknown case $case_name" ;;
