@@ -5,6 +5,7 @@
 #include "dist/bootstrap.h"
 #include "dist/process_group.h"
 #include "lincls/backbone.h"
+#include "lincls/backbone_pin.h"
 #include "lincls/lincls.h"
 #include "preempt/preemption.h"
 #include "run/config.h"
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
   app.footer(
       "Config keys (YAML sections in the file, dotted on the command line; moco_lincls reads model.*, data.*, "
       "lincls.*,\n"
-      "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.{keep_last,async} and dist.*):\n" +
+      "train.{seed,output_dir,threads,resume,resume_on_changed_data,stop_at_step,tensorboard}, ckpt.{keep_last,async} "
+      "and dist.*):\n" +
       moco::run::config_reference() +
       "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
       "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
@@ -100,7 +102,7 @@ int main(int argc, char** argv) {
     context.device = moco::run::select_device(world, early_device);
     context.local_size = world.local_size;
     // Before any folder is made: a backbone that does not fit the config is the config's fault.
-    const auto backbone = moco::lincls::Backbone::load(config, context.device);
+    const auto backbone = moco::lincls::load_run_backbone(config, context.device);  // a resume's: the pinned one
     moco::lincls::check_own_output_dir(config, backbone);
     log_undo.emplace(config.train.output_dir, world.rank);
     // Before the first write into the folder: a second run there stops here, having written nothing.

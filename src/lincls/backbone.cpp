@@ -30,6 +30,23 @@ struct Source {
   std::map<std::string, torch::Tensor> tensors;
 };
 
+// FNV-1a, 64 bits: stable across builds (std::hash is not), enough to tell two backbones apart.
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// The tensors' names, dtypes, shapes and CRC-32s, hashed: the same source read twice hashes the same,
+// another checkpoint (or an export written over the file) does not.
+std::string hash_of_tensors(const std::map<std::string, torch::Tensor>& tensors) {
+  std::string summary;
+  for (const auto& [key, t] : tensors)
+    summary += fmt::format("{} {} [{}] {:08x}\n", key, ckpt::dtype_name(t.scalar_type()), fmt::join(t.sizes(), ","),
+                           ckpt::tensor_crc32(t));
+  return fmt::format("{:016x}", fnv1a(summary));
+}
+
 // The keys that decide a backbone, as a mismatch names them: a ViT's position embedding is built for
 // data.image_size; a ResNet's shapes follow its stem and width.
 std::string model_keys(const run::Config& c) {
@@ -187,6 +204,7 @@ Backbone Backbone::load(const run::Config& c, torch::Device device) {
     for (auto& [key, tensor] : backbone_tensors(*b.net_)) tensor.copy_(source.tensors.at(key));
     b.description_ = source.description;
     b.source_ = source.path;
+    b.content_hash_ = hash_of_tensors(source.tensors);
   }
   freeze(b.net_, device);
   b.feature_dim_ = b.net_->feature_dim();

@@ -2,6 +2,7 @@
 
 #include "data/loader.h"
 #include "eval/knn.h"
+#include "lincls/backbone_pin.h"
 #include "lincls/linear_classifier.h"
 #include "lincls/views.h"
 #include "preempt/preemption.h"
@@ -170,6 +171,7 @@ struct LinclsRun {
         metrics(run::open_run_output(c, group.rank(), /*append=*/checkpointing.will_try_resume())),
         splits(run::load_splits(c)) {
     log_lincls_plan(c, b, splits, ctx);
+    keep_backbone_pin(checkpointing, b);  // a resume reads this backbone again, or refuses
     features = extract_center_features(c, b, splits, group);
     classifier.emplace(b.feature_dim(), splits.train->num_classes(), c.lincls.momentum, c.lincls.weight_decay,
                        ctx.group, c.train.seed, ctx.device);
