@@ -26,6 +26,7 @@ struct Source {
   std::string path;  // the checkpoint folder or the file read
   std::string description;
   std::string trained_with;  // the checkpoint's own model.* keys, to explain a mismatch
+  std::string arch;          // the checkpoint's model.arch; "": unknown (an export, an unreadable config)
   int stem_stride = 0;       // the checkpoint's model.stem_stride; 0: unknown (an export, an unreadable config)
   std::map<std::string, torch::Tensor> tensors;
 };
@@ -65,6 +66,7 @@ void note_training_config(Source& source, const std::string& config_yaml, const 
   try {
     const auto saved = run::load_config_text(config_yaml, where);
     source.trained_with = "; the checkpoint was trained with " + model_keys(saved);
+    source.arch = run::to_string(saved.model.arch);
     source.stem_stride = saved.model.stem_stride;
   } catch (const std::exception&) {
     // Only a hint: a config this version cannot read still leaves the tensors to compare.
@@ -135,6 +137,10 @@ void check_fits(const Source& source, model::BackboneImpl& net, const run::Confi
                                    source.description, model_keys(c), run::dataset_channels(c), what,
                                    source.trained_with));
   };
+  // The architecture first: a ViT read as a ResNet differs in everything, and its model.arch says so
+  // where the first tensor or the stem's stride would not.
+  if (!source.arch.empty() && source.arch != run::to_string(c.model.arch))
+    throw mismatch(fmt::format("it was trained with model.arch={}", source.arch));
   // The stem's stride changes no tensor's shape, only what the features mean: without this check a
   // stride-2 encoder evaluated at stride 1 would score, silently, as some other network.
   if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)
