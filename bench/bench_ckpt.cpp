@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) fs::remove(dd_file);
 
-    moco::ckpt::SaveInfo info{1, 0, 256, ""};
+    moco::ckpt::SaveInfo info{1, 0, 256, "", {}};
     const double save_s = best_of(*group, repeats, [&](int i) {
       info.step = 1 + i;
       moco::ckpt::save_checkpoint(root, entries, info, *group);

@@ -251,12 +251,24 @@ TEST(CkptManifest, JsonRoundTripAndRefusals) {
   m.global_batch = 64;
   m.config_yaml = "model:\n  arch: resnet18\n";
   m.torch_version = "1.13.0";
+  m.notes = {{"train_data", "{\"kind\": \"idx\"}\n"}, {"pretrained", "runs/a"}};
   m.tensors.push_back({"encoder_q/conv1.weight", 1, false, {64, 3, 7, 7}, "float32", 0xdeadbeef, 37632});
   m.tensors.push_back({"rng/torch_cpu", 0, true, {5056}, "uint8", 1, 5056});
   const auto back = ckpt::manifest_from_json(ckpt::manifest_to_json(m), "m.json");
   EXPECT_EQ(back.step, 12);
   EXPECT_EQ(back.world_size, 2);
   EXPECT_EQ(back.config_yaml, m.config_yaml);
+  EXPECT_EQ(back.notes, m.notes);
+  // A manifest written before notes existed reads with none; notes that are not texts are refused.
+  auto j = nlohmann::json::parse(ckpt::manifest_to_json(m));
+  j.erase("notes");
+  EXPECT_TRUE(ckpt::manifest_from_json(j.dump(), "m.json").notes.empty());
+  j["notes"] = nlohmann::json::array({"a"});
+  EXPECT_NE(error_of([&] { ckpt::manifest_from_json(j.dump(), "m.json"); }).find("m.json: notes is not an object"),
+            std::string::npos);
+  j["notes"] = {{"a", 1}};
+  EXPECT_NE(error_of([&] { ckpt::manifest_from_json(j.dump(), "m.json"); }).find("m.json: malformed"),
+            std::string::npos);
   ASSERT_EQ(back.tensors.size(), 2u);
   EXPECT_EQ(back.tensors[0].crc32, 0xdeadbeefu);
   EXPECT_EQ(back.tensors[0].shape, (std::vector<int64_t>{64, 3, 7, 7}));
@@ -382,7 +394,7 @@ TEST(CkptCollective, SaveThenLoadRestoresEveryTensorAndSpreadsTheBytes) {
   auto state = sample_state(11);
   // Rank-local state differs per rank; replicated state is the same everywhere.
   state.back().tensor.fill_(static_cast<uint8_t>(rank + 1));
-  ckpt::SaveInfo info{7, 0.5, 64, "model: {arch: resnet_tiny}\n"};
+  ckpt::SaveInfo info{7, 0.5, 64, "model: {arch: resnet_tiny}\n", {{"train_data", "a fingerprint"}}};
   const auto dir = ckpt::save_checkpoint(root, state, info, *group);
   EXPECT_EQ(dir, ckpt::step_dir(root, 7));
   EXPECT_EQ(ckpt::latest_step(root), 7);
@@ -391,6 +403,7 @@ TEST(CkptCollective, SaveThenLoadRestoresEveryTensorAndSpreadsTheBytes) {
   const auto manifest = ckpt::read_manifest(dir);
   EXPECT_EQ(manifest.world_size, world);
   EXPECT_EQ(manifest.step, 7);
+  EXPECT_EQ(manifest.notes, info.notes);
   EXPECT_EQ(manifest.tensors.size(), state.size() - 1 + static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) EXPECT_TRUE(fs::exists(fs::path(dir) / ckpt::shard_file_name(r, world)));
   if (world > 1) {  // moco/queue (9.6 KB) and conv1 (1.7 KB) land on different ranks
@@ -408,7 +421,7 @@ TEST(CkptCollective, ABadCheckpointFailsOnEveryRankAndTouchesNothing) {
   const int world = group->world_size();
   const auto root = scratch_dir("bad");
   const auto state = sample_state(12);
-  const auto dir = ckpt::save_checkpoint(root, state, {3, 0.1, 64, ""}, *group);
+  const auto dir = ckpt::save_checkpoint(root, state, {3, 0.1, 64, "", {}}, *group);
   group->barrier();
 
   // Corrupt, in the data itself, the largest tensor that a rank other than 0 wrote (at world 1: the
@@ -467,7 +480,7 @@ TEST(CkptCollective, AsyncSaveWritesTheSnapshotTakenAtTheCall) {
   std::vector<int64_t> committed;
   {
     ckpt::AsyncSaver saver(*group, [&](int64_t step) { committed.push_back(step); });
-    const auto dir = saver.save(root, state, {5, 0.2, 64, ""});
+    const auto dir = saver.save(root, state, {5, 0.2, 64, "", {}});
     for (auto& e : state) e.tensor.zero_();  // training goes on and changes the state
     saver.wait();
     EXPECT_FALSE(saver.in_flight());
@@ -486,7 +499,7 @@ TEST(CkptCollective, AsyncSaveWritesTheSnapshotTakenAtTheCall) {
   group->barrier();
   ckpt::AsyncSaver saver(*group);
   const auto error = error_of([&] {
-    saver.save((blocked / "checkpoints").string(), state, {6, 0.3, 64, ""});
+    saver.save((blocked / "checkpoints").string(), state, {6, 0.3, 64, "", {}});
     saver.wait();
   });
   EXPECT_NE(error.find("rank 0: "), std::string::npos) << error;
@@ -500,12 +513,12 @@ TEST(CkptCollective, ANonFiniteTensorIsRefusedNamingItAndTheCheckpointBeforeStay
   auto group = test_world_group();
   const auto root = scratch_dir("nonfinite");
   auto state = sample_state(17);
-  const auto committed = ckpt::save_checkpoint(root, state, {1, 0.1, 64, ""}, *group);
+  const auto committed = ckpt::save_checkpoint(root, state, {1, 0.1, 64, "", {}}, *group);
   const auto expected = zeros_like(state);
   for (size_t i = 0; i < state.size(); ++i) expected[i].tensor.copy_(state[i].tensor);
 
   state[2].tensor[3][7] = std::numeric_limits<float>::infinity();  // moco/queue
-  const auto one = error_of([&] { ckpt::save_checkpoint(root, state, {2, 0.2, 64, ""}, *group); });
+  const auto one = error_of([&] { ckpt::save_checkpoint(root, state, {2, 0.2, 64, "", {}}, *group); });
   EXPECT_EQ(one,
             "rank 0: checkpoint of step 2 refused: tensor 'moco/queue' holds NaN or Inf (a checkpoint never holds a "
             "non-finite tensor); the checkpoints already committed stay as they are" +
@@ -516,7 +529,7 @@ TEST(CkptCollective, ANonFiniteTensorIsRefusedNamingItAndTheCheckpointBeforeStay
   state[0].tensor[0][0][0][0] = -std::numeric_limits<float>::infinity();  // encoder_q/conv1.weight
   {
     ckpt::AsyncSaver saver(*group);
-    const auto both = error_of([&] { saver.save(root, state, {3, 0.3, 64, ""}); });
+    const auto both = error_of([&] { saver.save(root, state, {3, 0.3, 64, "", {}}); });
     EXPECT_NE(
         both.find("checkpoint of step 3 refused: tensors 'encoder_q/conv1.weight', 'half/bf16', 'moco/queue' hold "
                   "NaN or Inf"),

@@ -44,7 +44,7 @@ void expect_torchvision_agrees(const std::string& arch) {
   const auto dir = fs::temp_directory_path() / ("moco_ckpt_export_" + arch);
   fs::remove_all(dir);
   const auto checkpoint =
-      ckpt::save_checkpoint((dir / "checkpoints").string(), state.entries_for_save({}), {1, 0, 256, ""}, *group);
+      ckpt::save_checkpoint((dir / "checkpoints").string(), state.entries_for_save({}), {1, 0, 256, "", {}}, *group);
   const auto export_path = (dir / "export.h5").string();
   const auto summary = ckpt::export_module(checkpoint, "encoder_q", {"fc."}, export_path);
   EXPECT_GT(summary.tensors, 100);

@@ -267,6 +267,36 @@ TEST_F(IdxTest, LoadsMnistStyleSplitPreferringGzip) {
   EXPECT_EQ(dataset->get(11).label, 1);
 }
 
+// An IDX split's identity: the two files it reads (the .gz where both are), their sizes and CRC-32s,
+// and its count of images; any changed byte changes it.
+TEST_F(IdxTest, ListingNamesTheFilesReadWithSizesAndContent) {
+  const Bytes images = image_file(12, 4, 5);
+  write_gz(dir_ / "train-images-idx3-ubyte.gz", images);
+  write_plain(dir_ / "train-images-idx3-ubyte", image_file(12, 4, 5, /*offset=*/1));  // not read
+  write_plain(dir_ / "train-labels-idx1-ubyte", label_file(12));
+  const auto listing = moco::data::mnist_style_listing(dir_.string(), Split::kTrain);
+  EXPECT_EQ(listing.kind, "idx");
+  EXPECT_EQ(listing.images, 12);
+  ASSERT_EQ(listing.entries, 2);
+  const auto gz = listing.entry(0), labels = listing.entry(1);
+  EXPECT_EQ(gz.path, "train-images-idx3-ubyte.gz");
+  EXPECT_EQ(gz.size, static_cast<int64_t>(fs::file_size(dir_ / "train-images-idx3-ubyte.gz")));
+  EXPECT_EQ(labels.path, "train-labels-idx1-ubyte");
+  const Bytes label_bytes = label_file(12);
+  EXPECT_EQ(labels.size, static_cast<int64_t>(label_bytes.size()));
+  EXPECT_EQ(labels.content, crc32(crc32(0L, Z_NULL, 0), label_bytes.data(), static_cast<uInt>(label_bytes.size())));
+  EXPECT_EQ(labels.label, -1);
+  const auto before = moco::data::fingerprint(listing);
+  Bytes changed = label_file(12);
+  changed.back() = 3;  // one label
+  write_plain(dir_ / "train-labels-idx1-ubyte", changed);
+  const auto now = moco::data::mnist_style_listing(dir_.string(), Split::kTrain);
+  EXPECT_NE(moco::data::fingerprint(now).hash, before.hash);
+  EXPECT_NE(moco::data::describe_change(before, now).find("first difference at entry #1: 'train-labels-idx1-ubyte'"),
+            std::string::npos)
+      << moco::data::describe_change(before, now);
+}
+
 TEST_F(IdxTest, CountMismatchThrows) {
   write_gz(dir_ / "t10k-images-idx3-ubyte.gz", image_file(7, 2, 2));
   write_gz(dir_ / "t10k-labels-idx1-ubyte.gz", label_file(6));

@@ -81,6 +81,9 @@ TEST_P(ImageShardsTest, ShardsServeTheFolderSamplesBytesViewsAndBadFiles) {
     SCOPED_TRACE(i);
     EXPECT_EQ(source->label(i), folder.folder().labels[static_cast<size_t>(i)]);
     EXPECT_EQ(source->original_path(i), folder.folder().files[static_cast<size_t>(i)]);
+    // The same listing (path, size, label), so the same fingerprint: a pack is the data it packed.
+    const ImageFolderSource listed(folder.folder());
+    EXPECT_EQ(source->listed(i), listed.listed(i));
     if (folder.folder().files[static_cast<size_t>(i)] != "cat/zero.jpg") {
       EXPECT_EQ(source->read(i), read_whole_file((root / folder.folder().files[static_cast<size_t>(i)]).string()));
     }
@@ -107,6 +110,58 @@ TEST_P(ImageShardsTest, ShardsServeTheFolderSamplesBytesViewsAndBadFiles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, ImageShardsTest, ::testing::Values(1, 3));
+
+// The scan records each file's size (what the data's fingerprint hashes), and the cache keeps it;
+// a cache of the format before sizes is not read, but rewritten.
+TEST(ImageFolderScan, SizesAreRecordedAndCached) {
+  const fs::path data = temp_dir("filelist_sizes"), root = data / "train";
+  write(root / "a" / "1.jpg", std::vector<uint8_t>(11, 1));
+  write(root / "b" / "2.jpg", std::vector<uint8_t>(7, 2));
+  const auto past = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (const auto& dir : {root, root / "a", root / "b"}) fs::last_write_time(dir, past);
+  const ImageFolder scanned = scan_image_folder(root.string());
+  EXPECT_EQ(scanned.sizes, (std::vector<int64_t>{11, 7}));
+  EXPECT_EQ(ImageFolderSource(scanned).listed(1), (ListedEntry{"b/2.jpg", 7, 1}));
+  const CachedScan written = scan_image_folder_cached(root.string());
+  ASSERT_NE(written.written_to, "");
+  const CachedScan read = scan_image_folder_cached(root.string());
+  EXPECT_EQ(read.read_from, written.written_to);
+  EXPECT_EQ(read.folder.sizes, scanned.sizes);
+  // The same file in the format before sizes ("label path" lines): ignored, rescanned, rewritten.
+  std::ifstream in(written.written_to);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("file list 2"), 11, "file list 1");
+  text.replace(text.find("0 11 a/1.jpg"), 12, "0 a/1.jpg");
+  text.replace(text.find("1 7 b/2.jpg"), 11, "1 b/2.jpg");
+  std::ofstream(written.written_to) << text;
+  const CachedScan old = scan_image_folder_cached(root.string());
+  EXPECT_EQ(old.read_from, "");
+  EXPECT_EQ(old.folder.sizes, scanned.sizes);
+  EXPECT_EQ(old.written_to, written.written_to);
+  fs::remove_all(data);
+}
+
+// write_extra_dirs=false (a dry run): a cache in train.output_dir is read, never written there.
+TEST(FileListCacheTest, ADryRunReadsButNeverWritesTheExtraFolder) {
+  const fs::path data = temp_dir("filelist_extra"), root = data / "train", out = data / "out";
+  write(root / "a" / "1.jpg", std::vector<uint8_t>(5, 1));
+  fs::create_directories(out);
+  const auto past = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (const auto& dir : {root, root / "a"}) fs::last_write_time(dir, past);
+  // Beside the data first: where it can be written, a dry run writes it there, as any scan.
+  EXPECT_EQ(scan_image_folder_cached(root.string(), {out.string()}, true, false).written_to,
+            (data / ".moco_filelist-train.txt").string());
+  fs::remove(data / ".moco_filelist-train.txt");
+  // A data folder that cannot take it (a file in the way of the cache's name, for root too).
+  fs::create_directories(data / ".moco_filelist-train.txt" / "x");
+  for (const auto& dir : {root, root / "a"}) fs::last_write_time(dir, past);
+  EXPECT_EQ(scan_image_folder_cached(root.string(), {out.string()}, true, false).written_to, "");
+  EXPECT_TRUE(fs::is_empty(out));
+  const auto kept = scan_image_folder_cached(root.string(), {out.string()}).written_to;
+  EXPECT_EQ(kept, (out / ".moco_filelist-train.txt").string());
+  EXPECT_EQ(scan_image_folder_cached(root.string(), {out.string()}, true, false).read_from, kept);
+  fs::remove_all(data);
+}
 
 TEST(ImageShardsConcurrency, ThreadsReadTheRightBytes) {
   const fs::path root = make_folder("shards_threads"), out = root.string() + "_packed";

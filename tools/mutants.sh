@@ -130,7 +130,9 @@ gpu_check_results_only_at_the_end|tools/gpu_check.sh|  write_results
 bucket_views_contiguous|src/dist/reducer.cpp|if (param.dim() == 4 && !param.is_contiguous() && param.is_contiguous(torch::MemoryFormat::ChannelsLast)) {|if (false) {|^ReducerMemoryFormat\.
 momentum_buffers_contiguous|src/optim/sgd.cpp|slices.push_back(params.slice(flat, i));|slices.push_back(params.slice(flat, i).contiguous());|^MomentumSgdTest\.
 shuffle_returns_nchw|src/moco_v2/batch_shuffle.cpp|return nhwc ? shuffled.permute({0, 3, 1, 2}) : shuffled;|return nhwc ? shuffled.permute({0, 3, 1, 2}).contiguous() : shuffled;|^BatchShuffleTest\.
-file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|const std::vector<std::string>& extra_dirs, bool write) {|const std::vector<std::string>& extra_dirs, bool may_write) { const bool write = (static_cast<void>(may_write), true);|^FileListCacheTest\.
+file_list_cache_written_by_every_rank|src/data/file_list_cache.cpp|const std::vector<std::string>& extra_dirs, bool write,
+                                    bool write_extra_dirs) {|const std::vector<std::string>& extra_dirs, bool may_write,
+                                    bool write_extra_dirs) { const bool write = (static_cast<void>(may_write), true);|^FileListCacheTest\.
 layers_model_sees_data|CMakeLists.txt|moco_room(model USES dist)|moco_room(model USES dist data)|^build\.layers_refuse_upward_include$
 watchdog_timeout_doubled|src/dist/nccl_watchdog.cpp|now - e.launched >= options_.timeout|now - e.launched >= 2 * options_.timeout|^NcclWatchdog
 watchdog_async_error_ignored|src/dist/nccl_watchdog.cpp|if (comm_.try_async_error(error) && error) {|if (false && error) {|^NcclWatchdog
@@ -476,6 +478,29 @@ zero_init_residual_key_unwired|src/run/setup.cpp|  e.zero_init_residual = c.mode
 zero_init_residual_with_vit_accepted|src/run/config.cpp|!is_vit(c.model.arch), where, "model.zero_init_residual",|true, where, "model.zero_init_residual",|^ConfigTest\.ZeroInitResidual
 v3_r50_config_zero_init_drifts|configs/moco_v3_r50_imagenet.yaml|  zero_init_residual: true |  zero_init_residual: false |^PaperConfigTest\.MocoV3R50
 v3_vit_config_predictor_bn_drifts|configs/moco_v3_vit_small_imagenet.yaml|  predictor_last_bn: true |  predictor_last_bn: false |^PaperConfigTest\.MocoV3Vit
+lincls_pin_hash_unchecked|src/lincls/backbone_pin.cpp|  if (backbone.content_hash() != pin->hash)|  if (false)|^lincls\.pinned_backbone$
+lincls_pin_latest_followed|src/lincls/backbone_pin.cpp|  if (now != pin->source) pinned.model.pretrained = pin->source;|  (void)0;|^lincls\.pinned_backbone$
+lincls_pin_gone_unchecked|src/lincls/backbone_pin.cpp|  if (!fs::exists(pin->source, ec)) throw refusal(pin->source + " is gone");|  (void)0;|^lincls\.pinned_backbone$
+lincls_pin_not_kept|src/lincls/backbone_pin.cpp|  checkpointing.keep_note(kPretrainedNote, pin.dump());|  (void)pin;|^lincls\.pinned_backbone$
+lincls_arch_not_first|src/lincls/frozen_backbone.cpp|  if (!source.arch.empty() && source.arch != run::to_string(c.model.arch))|  if (false)|^lincls\.v3_vit_tiny_np2$
+resume_on_changed_data_always|src/run/resume_data.cpp|  if (!config.train.resume_on_changed_data)|  if (false)|^data\.resume_changed_data$
+resume_data_not_kept|src/run/checkpointing.cpp|  info.notes = notes_;|  (void)0;|^data\.resume_changed_data$
+resume_data_fingerprint_ignored|src/run/resume_data.cpp|  if (change.empty()) return;|  return;|^data\.resume_changed_data$
+ranks_data_not_compared|src/run/data_agreement.cpp|      if (!torch::equal(all[r].narrow(0, base, kWords), all[0].narrow(0, base, kWords))) differing.push_back(r);|      (void)r;|^data\.ranks_disagree$
+ranks_bisection_inverted|src/run/data_agreement.cpp|== as_word(prefix[static_cast<size_t>(ask)]) ? lo : hi) = ask;|== as_word(prefix[static_cast<size_t>(ask)]) ? hi : lo) = ask;|^data\.ranks_disagree$
+fingerprint_blocks_never_exact|src/data/fingerprint.cpp|    if (then.block == 1)|    if (false)|^DataFingerprint\.
+fingerprint_ignores_size|src/data/fingerprint.cpp|  uint64_t h = detail::hash_combine(text_hash(e.path), static_cast<uint64_t>(e.size));|  uint64_t h = text_hash(e.path);|^DataFingerprint\.
+fingerprint_ignores_label|src/data/fingerprint.cpp|  h = detail::hash_combine(h, static_cast<uint64_t>(e.label));|  (void)0;|^DataFingerprint\.|^data\.ranks_disagree$
+file_list_cache_drops_sizes|src/data/file_list_cache.cpp|out << f.labels[i] << ' ' << f.sizes[i] << ' ' << f.files[i] << '\n';|out << f.labels[i] << ' ' << 0 << ' ' << f.files[i] << '\n';|^ImageFolderScan\.
+scan_drops_sizes|src/data/image_folder.cpp|size_ec ? int64_t{-1} : static_cast<int64_t>(size));|int64_t{0});|^ImageFolderScan\.|^Shards/ImageShardsTest\.
+shard_listing_drops_sizes|src/data/image_shards.cpp|  return {paths_[i], sizes_[i], labels_[i]};|  return {paths_[i], 0, labels_[i]};|^Shards/ImageShardsTest\.
+idx_listing_content_unread|src/data/idx.cpp|      crc = crc32(crc, reinterpret_cast<const Bytef*>(chunk.data()), static_cast<uInt>(in.gcount()));|      (void)crc;|^IdxTest\.Listing
+manifest_notes_dropped|src/ckpt/manifest.cpp|    for (const auto& [name, text] : notes.items()) m.notes[name] = text.get<std::string>();|    (void)notes;|^CkptManifest\.|^CkptCollective\.SaveThenLoad
+dry_run_writes_file_list_in_output_dir|src/data/file_list_cache.cpp|  const size_t writable = write_extra_dirs ? paths.size() : 1;|  const size_t writable = paths.size();|^FileListCacheTest\.|^data\.dry_run_read_only$
+dry_run_main_allows_output_dir|src/app/program.cpp|/*file_list_in_output_dir=*/p.writes_output|/*file_list_in_output_dir=*/true|^data\.dry_run_read_only$
+file_list_failed_rename_kept|src/data/file_list_cache.cpp|  fs::remove(tmp, ec);  // clears ec: the rename's failure is the answer
+  return false;|  fs::remove(tmp, ec);
+  return !ec;|^FileListCacheTest\.
 LIST
 )
 

@@ -29,16 +29,18 @@ void add_options(CLI::App& app, Options& o) {
   app.add_flag("--print-config", o.print_config, "print the effective configuration as YAML and exit");
   app.add_flag(
       "--dry-run", o.dry_run,
-      "check the config, the data, train.output_dir and what would be resumed (its checksums read, as the run "
-      "reads them); print the effective config and the plan (world, device, steps, checkpoints); exit 0 without "
-      "training or writing into train.output_dir (an ImageFolder's file-list cache is written beside the data, as "
-      "any scan writes it: docs/data.md)");
+      "check the config, the data (the ranks' copies compared), train.output_dir and what would be resumed (its "
+      "checksums read, as the run reads them; its data compared); print the effective config and the plan (world, "
+      "device, steps, checkpoints); exit 0 without training or writing into train.output_dir. It writes one thing: "
+      "an ImageFolder's file-list cache beside the data, where that folder is writable, as any scan writes it "
+      "(never into train.output_dir; docs/data.md)");
   app.add_flag("--eval-only", o.eval_only,
                "no training: the kNN monitor (knn.*, as during training) on model.pretrained (a checkpoint, a run's "
                "output_dir, an "
                "export, random or raw_pixels; unset: the newest checkpoint of train.output_dir), beside the raw-pixel "
                "baseline; "
-               "writes nothing")
+               "writes nothing into train.output_dir (an ImageFolder's file-list cache beside the data, where that "
+               "folder is writable)")
       ->excludes("--dry-run");
   app.footer(
       "Config keys (YAML sections in the file, dotted on the command line):\n" +

@@ -3,6 +3,7 @@
 // model.pretrained and hands over to run_lincls().
 #include "app/parse_command_line.h"
 #include "app/program.h"
+#include "lincls/backbone_pin.h"
 #include "lincls/frozen_backbone.h"
 #include "lincls/lincls.h"
 #include "run/config.h"
@@ -32,9 +33,9 @@ int main(int argc, char** argv) {
   app.footer(
       "Config keys (YAML sections in the file, dotted on the command line; moco_lincls reads model.*, data.*, "
       "lincls.*,\n"
-      "train.{seed,output_dir,threads,resume,stop_at_step,tensorboard}, ckpt.* (as moco_dist: its checkpoints come\n"
-      "every lincls.save_every_epochs epochs and at the cadence of ckpt.every_steps and ckpt.every_minutes) and\n"
-      "dist.*):\n" +
+      "train.{seed,output_dir,threads,resume,resume_on_changed_data,stop_at_step,tensorboard}, ckpt.* (as moco_dist:\n"
+      "its checkpoints come every lincls.save_every_epochs epochs and at the cadence of ckpt.every_steps and\n"
+      "ckpt.every_minutes) and dist.*):\n" +
       moco::run::config_reference(*moco::app::methods()) +
       "\nSignals: SIGUSR1, SIGTERM, SIGINT or SIGHUP stop every rank after the same step with a checkpoint (exit\n"
       "0; the same command resumes); a second SIGTERM, SIGINT or SIGHUP ends the process at once.\n"
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   program.source = overrides.empty() ? config_path : config_path + " (with overrides)";
   // Before any folder is made: a backbone that does not fit the config is the config's fault.
   program.before_output = [&](const moco::run::Config& c, torch::Device device) {
-    backbone.emplace(moco::lincls::Backbone::load(c, device));
+    backbone.emplace(moco::lincls::load_run_backbone(c, device));  // a resume's: the pinned one
     moco::lincls::check_own_output_dir(c, *backbone);
   };
   program.body = [&](const moco::run::RunContext& context) { moco::lincls::run_lincls(config, context, *backbone); };

@@ -3,6 +3,7 @@
 #include "dist/bootstrap.h"
 #include "dist/process_group.h"
 #include "preempt/preemption.h"
+#include "run/data_agreement.h"
 #include "run/device.h"
 #include "run/run_logging.h"
 #include "run/run_output.h"
@@ -71,7 +72,7 @@ void start_and_run(const JobProgram& p, const run::Config& config, JobState& s, 
   // The world size is known now: a batch that does not split over the ranks is the config's fault,
   // reported before any folder is made or data read.
   run::validate_for_world(config, s.world.world_size, p.source, p.job);
-  run::check_data(config, p.source, s.world.rank == 0);
+  run::check_data(config, p.source, s.world.rank == 0, /*file_list_in_output_dir=*/p.writes_output);
   run::RunContext context;
   context.dry_run = p.dry_run;
   context.device = run::select_device(s.world, early_device);
@@ -87,6 +88,7 @@ void start_and_run(const JobProgram& p, const run::Config& config, JobState& s, 
   spdlog::info("{}", run::describe_placement(s.world, context.device, early_device));
   sys::log_workarounds();
   context.group = run::make_job_group(config, s.world.world_size, context.device);
+  run::check_ranks_agree_on_data(config, *context.group);  // before step 1: a stale copy is named
   p.body(context);
 }
 

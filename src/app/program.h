@@ -32,7 +32,8 @@ struct JobProgram {
   std::string source;         // the config file, "(with overrides)" when given some
   bool writes_output = true;  // takes train.output_dir's lock and writes rank<N>.log there
   bool dry_run = false;       // the context's (the run checks and plans, trains nothing)
-  // After the world and the data are checked, before the output folder is locked; may throw ConfigError.
+  // After the world and the data are checked (the ranks' copies compared once the group is made, before
+  // the body), before the output folder is locked; may throw ConfigError.
   std::function<void(const run::Config&, torch::Device device)> before_output;
   std::function<void(const run::RunContext&)> body;  // the run
 };

@@ -221,6 +221,7 @@ void commit(const std::string& root, const std::string& tmp, const std::vector<S
   m.world_size = world;
   m.global_batch = info.global_batch;
   m.config_yaml = info.config_yaml;
+  m.notes = info.notes;
   m.torch_version = TORCH_VERSION;
   m.created_utc = utc_now();
   for (size_t i = 0; i < state.size(); ++i) {

@@ -9,6 +9,7 @@
 
 #include <torch/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct SaveInfo {
   double epoch = 0;
   int64_t global_batch = 0;
   std::string config_yaml;
+  std::map<std::string, std::string> notes;  // Manifest::notes
 };
 
 // The rank that writes each replicated entry (-1 for rank-local ones): largest first onto the least

@@ -51,6 +51,7 @@ std::string manifest_to_json(const Manifest& m) {
                    {"torch_version", m.torch_version},
                    {"created_utc", m.created_utc},
                    {"config_yaml", m.config_yaml},
+                   {"notes", m.notes},
                    {"tensors", tensors}};
   return j.dump(1) + "\n";
 }
@@ -95,6 +96,9 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
     m.torch_version = j.at("torch_version").get<std::string>();
     m.created_utc = j.value("created_utc", "");
     m.config_yaml = j.at("config_yaml").get<std::string>();
+    const auto notes = j.value("notes", nlohmann::json::object());
+    if (!notes.is_object()) throw CheckpointError(where + ": notes is not an object of texts");
+    for (const auto& [name, text] : notes.items()) m.notes[name] = text.get<std::string>();
     int64_t total = 0;
     for (const auto& t : j.at("tensors")) {
       TensorRecord r;

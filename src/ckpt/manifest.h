@@ -37,6 +37,9 @@ struct Manifest {
   std::string config_yaml;    // the run's effective config
   std::string torch_version;  // LibTorch that wrote it
   std::string created_utc;
+  // Small texts the run keeps with its state, by name: the train split's fingerprint
+  // ("train_data"), moco_lincls's backbone ("pretrained"). Absent from checkpoints written before.
+  std::map<std::string, std::string> notes;
   std::vector<TensorRecord> tensors;
 
   std::string shard_file(int shard) const;  // "shard-<r>-of-<world>.h5"

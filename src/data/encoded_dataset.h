@@ -4,6 +4,7 @@
 
 #include "data/augment_options.h"
 #include "data/dataset.h"
+#include "data/fingerprint.h"
 
 #include <atomic>
 #include <memory>
@@ -28,6 +29,9 @@ class EncodedSource {
   virtual std::string describe(int64_t index) const = 0;
   // The split for messages (a folder, or a shard pattern).
   virtual std::string root() const = 0;
+  // The sample as the split's listing records it (its path relative to the split's folder, its size
+  // as scanned or packed, its label): what the data's fingerprint hashes (data/fingerprint.h).
+  virtual ListedEntry listed(int64_t index) const = 0;
 };
 
 // get() gives the evaluation view: Resize(S * 256 / 224) (shorter side, antialiased) +

@@ -14,7 +14,7 @@ namespace moco::data {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kHeader = "moco_dist file list 1";
+constexpr const char* kHeader = "moco_dist file list 2";  // 1: no sizes (ignored, rescanned)
 constexpr int64_t kFreshNs = 2'000'000'000;
 
 // Modification time in ns since the epoch, following links (as the scan does); -1 if unknown.
@@ -59,9 +59,8 @@ bool load(const fs::path& path, const std::string& root, ImageFolder& folder) {
     std::istringstream s(line);
     return (s >> word >> n) && word == what && n >= 0 && s.eof();
   };
-  // "<number> <rest of the line>"
-  auto numbered = [&](int64_t& number, std::string& rest) {
-    if (!std::getline(in, line)) return false;
+  // "<number> <rest of the line>", of `line`
+  auto split_number = [&](int64_t& number, std::string& rest) {
     const size_t space = line.find(' ');
     if (space == std::string::npos || space == 0) return false;
     try {
@@ -73,6 +72,10 @@ bool load(const fs::path& path, const std::string& root, ImageFolder& folder) {
     }
     rest = line.substr(space + 1);
     return true;
+  };
+  // The same, of the next line.
+  auto numbered = [&](int64_t& number, std::string& rest) {
+    return std::getline(in, line) && split_number(number, rest);
   };
   int64_t n = 0;
   if (!count("folders", n)) return false;
@@ -91,12 +94,16 @@ bool load(const fs::path& path, const std::string& root, ImageFolder& folder) {
   if (!count("files", n)) return false;
   f.files.reserve(static_cast<size_t>(n));
   f.labels.reserve(static_cast<size_t>(n));
+  f.sizes.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    int64_t label = 0;
-    std::string file;
-    if (!numbered(label, file) || label < 0 || label >= static_cast<int64_t>(f.classes.size())) return false;
+    int64_t label = 0, size = 0;
+    std::string rest, file;
+    if (!numbered(label, rest) || label < 0 || label >= static_cast<int64_t>(f.classes.size())) return false;
+    line = rest;  // "<size> <path>"; -1: a file gone between its listing and its stat
+    if (!split_number(size, file) || size < -1) return false;
     f.files.push_back(std::move(file));
     f.labels.push_back(label);
+    f.sizes.push_back(size);
   }
   if (!std::getline(in, line) || line != "end" || f.classes.empty() || f.files.empty()) return false;
   folder = std::move(f);
@@ -123,7 +130,7 @@ bool store(const fs::path& path, const std::string& root, const ImageFolder& f,
     out << "classes " << f.classes.size() << "\n";
     for (const auto& c : f.classes) out << c << '\n';
     out << "files " << f.files.size() << "\n";
-    for (size_t i = 0; i < f.files.size(); ++i) out << f.labels[i] << ' ' << f.files[i] << '\n';
+    for (size_t i = 0; i < f.files.size(); ++i) out << f.labels[i] << ' ' << f.sizes[i] << ' ' << f.files[i] << '\n';
     out << "end\n";
     if (!out.flush()) {
       out.close();
@@ -132,8 +139,9 @@ bool store(const fs::path& path, const std::string& root, const ImageFolder& f,
     }
   }
   fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
-  return !ec;
+  if (!ec) return true;
+  fs::remove(tmp, ec);  // clears ec: the rename's failure is the answer
+  return false;
 }
 
 }  // namespace
@@ -151,7 +159,8 @@ void log_scan(const std::string& root, const CachedScan& scan, double seconds, c
 
 }  // namespace
 
-CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs, bool write) {
+CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs, bool write,
+                                    bool write_extra_dirs) {
   CachedScan result;
   const int64_t started = now_ns();
   const auto paths = cache_paths(root, extra_dirs);
@@ -180,12 +189,16 @@ CachedScan scan_image_folder_cached(const std::string& root, const std::vector<s
              write ? "no file list kept: a name holds a line break" : "rank 0 keeps the file list");
     return result;
   }
-  for (const auto& p : paths)
-    if (store(p, root, result.folder, folders)) {
+  const size_t writable = write_extra_dirs ? paths.size() : 1;  // paths[0]: beside the split
+  for (size_t i = 0; i < writable; ++i)
+    if (const auto& p = paths[i]; store(p, root, result.folder, folders)) {
       result.written_to = p.string();
       break;
     }
-  log_scan(root, result, seconds, "no file list kept: no folder for it could be written");
+  log_scan(root, result, seconds,
+           writable < paths.size() ? "no file list kept: the data's folder cannot be written, and this run writes none "
+                                     "into train.output_dir"
+                                   : "no file list kept: no folder for it could be written");
   return result;
 }
 

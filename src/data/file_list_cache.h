@@ -26,8 +26,9 @@ struct CachedScan {
 // less than 2 seconds before the scan began or during it (a change within one tick of a coarse
 // file-system clock could go unseen), or when a name holds a line break. Errors are those of scan_image_folder
 // (FolderError). With write=false a scan writes no cache: the ranks of a job read the folder each, but only
-// one (rank 0) writes the cache, which several hosts may share.
+// one (rank 0) writes the cache, which several hosts may share. With write_extra_dirs=false a cache in
+// extra_dirs is read but none is written there (a dry run writes nothing into train.output_dir).
 CachedScan scan_image_folder_cached(const std::string& root, const std::vector<std::string>& extra_dirs = {},
-                                    bool write = true);
+                                    bool write = true, bool write_extra_dirs = true);
 
 }  // namespace moco::data

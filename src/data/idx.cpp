@@ -290,6 +290,27 @@ std::shared_ptr<InMemoryDataset> load_mnist_style(const std::string& root, Split
   return std::make_shared<InMemoryDataset>(images.unsqueeze(1), std::move(labels), kMnistClasses);
 }
 
+SplitListing mnist_style_listing(const std::string& root, Split split) {
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  std::vector<ListedEntry> files;
+  for (const char* stem : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
+    const std::string path = find_file(root, prefix + stem);
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> chunk(1 << 20);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    int64_t size = 0;
+    while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+      crc = crc32(crc, reinterpret_cast<const Bytef*>(chunk.data()), static_cast<uInt>(in.gcount()));
+      size += in.gcount();
+    }
+    if (!in.eof()) fail(path, "cannot read the file");
+    files.push_back({std::filesystem::path(path).filename().string(), size, -1, crc});
+  }
+  const int64_t images = read_idx_labels(find_file(root, prefix + "-labels-idx1-ubyte")).size(0);
+  return {"idx", root + "/" + prefix + "-*-ubyte", images, 2,
+          [files](int64_t i) { return files[static_cast<size_t>(i)]; }};
+}
+
 MnistSplits load_mnist_style_splits(const std::string& root) {
   MnistSplits splits{load_mnist_style(root, Split::kTrain), load_mnist_style(root, Split::kTest)};
   if (splits.test->height() != splits.train->height() || splits.test->width() != splits.train->width()) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "data/dataset.h"
+#include "data/fingerprint.h"
 
 #include <memory>
 #include <string>
@@ -25,5 +26,10 @@ struct MnistSplits {
   std::shared_ptr<InMemoryDataset> train, test;
 };
 MnistSplits load_mnist_style_splits(const std::string& root);
+
+// The split's identity for its fingerprint: its two files (the ones load_mnist_style reads), each
+// with its size and the CRC-32 of its bytes as stored, and the count of images its labels file holds.
+// Errors as load_mnist_style's.
+SplitListing mnist_style_listing(const std::string& root, Split split);
 
 }  // namespace moco::data

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <utility>
 
 namespace moco::data {
@@ -47,22 +48,26 @@ ImageFolder scan_image_folder(const std::string& root, std::vector<std::string>*
   for (size_t label = 0; label < folder.classes.size(); ++label) {
     const fs::path class_dir = fs::path(root) / folder.classes[label];
     // torchvision: sorted(os.walk(class_dir)) then sorted(file names): by folder, then by name.
-    std::vector<std::pair<std::string, std::string>> found;
+    std::vector<std::tuple<std::string, std::string, int64_t>> found;  // folder, name, size
     if (folders_walked) folders_walked->push_back(folder.classes[label]);
     for (auto it = fs::recursive_directory_iterator(class_dir, fs::directory_options::follow_directory_symlink, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_regular_file(ec) && has_image_extension(it->path()))
-        found.emplace_back(it->path().parent_path().string(), it->path().filename().string());
-      else if (folders_walked && !ec && it->is_directory(ec))
+      if (it->is_regular_file(ec) && has_image_extension(it->path())) {
+        std::error_code size_ec;  // a file gone since it was listed: -1, skipped as unreadable when it is read
+        const auto size = it->file_size(size_ec);
+        found.emplace_back(it->path().parent_path().string(), it->path().filename().string(),
+                           size_ec ? int64_t{-1} : static_cast<int64_t>(size));
+      } else if (folders_walked && !ec && it->is_directory(ec))
         folders_walked->push_back(it->path().lexically_relative(root).string());
     }
     if (ec) throw FolderError(class_dir.string() + ": cannot list the folder: " + ec.message());
     if (found.empty()) throw FolderError(class_dir.string() + ": class folder without images (.jpg, .jpeg, .png)");
     std::sort(found.begin(), found.end());
-    for (const auto& [dir, name] : found) {
+    for (const auto& [dir, name, size] : found) {
       // Lexical, not fs::relative: no system call per file, and a linked class folder keeps its name.
       folder.files.push_back((fs::path(dir) / name).lexically_relative(root).string());
       folder.labels.push_back(static_cast<int64_t>(label));
+      folder.sizes.push_back(size);
     }
   }
   return folder;
@@ -70,6 +75,11 @@ ImageFolder scan_image_folder(const std::string& root, std::vector<std::string>*
 
 std::string ImageFolderSource::describe(int64_t index) const {
   return (fs::path(folder_.root) / folder_.files[static_cast<size_t>(index)]).string();
+}
+
+ListedEntry ImageFolderSource::listed(int64_t index) const {
+  const auto i = static_cast<size_t>(index);
+  return {folder_.files[i], folder_.sizes[i], folder_.labels[i]};
 }
 
 ImageFolderDataset::ImageFolderDataset(ImageFolder folder, int64_t eval_size, bool dct_scaling, Transforms transforms)

@@ -24,6 +24,7 @@ struct ImageFolder {
   std::vector<std::string> classes;  // sorted; a sample's label is its class's position here
   std::vector<std::string> files;    // paths relative to root, as torchvision orders them
   std::vector<int64_t> labels;
+  std::vector<int64_t> sizes;  // each file's bytes as the scan saw them (the split's fingerprint, data/fingerprint.h)
 };
 
 // As torchvision.datasets.ImageFolder: class folders sorted by name, each walked recursively
@@ -44,6 +45,7 @@ class ImageFolderSource : public EncodedSource {
   std::vector<uint8_t> read(int64_t index) const override { return read_whole_file(describe(index)); }
   std::string describe(int64_t index) const override;  // root/relative path
   std::string root() const override { return folder_.root; }
+  ListedEntry listed(int64_t index) const override;
   const ImageFolder& folder() const { return folder_; }
 
  private:

@@ -256,4 +256,9 @@ std::string ImageShardSource::describe(int64_t index) const {
   return shard_of(index).path + " (" + paths_[static_cast<size_t>(index)] + ")";
 }
 
+ListedEntry ImageShardSource::listed(int64_t index) const {
+  const auto i = static_cast<size_t>(index);
+  return {paths_[i], sizes_[i], labels_[i]};
+}
+
 }  // namespace moco::data

@@ -55,6 +55,7 @@ class ImageShardSource : public EncodedSource {
   std::vector<uint8_t> read(int64_t index) const override;
   std::string describe(int64_t index) const override;  // "<shard file> (<original path>)"
   std::string root() const override { return pattern_; }
+  ListedEntry listed(int64_t index) const override;  // the packed file's path, size and label
   int num_shards() const { return static_cast<int>(shards_.size()); }
   const std::string& original_path(int64_t index) const { return paths_[static_cast<size_t>(index)]; }
 

@@ -26,9 +26,27 @@ struct Source {
   std::string path;  // the checkpoint folder or the file read
   std::string description;
   std::string trained_with;  // the checkpoint's own model.* keys, to explain a mismatch
+  std::string arch;          // the checkpoint's model.arch; "": unknown (an export, an unreadable config)
   int stem_stride = 0;       // the checkpoint's model.stem_stride; 0: unknown (an export, an unreadable config)
   std::map<std::string, torch::Tensor> tensors;
 };
+
+// FNV-1a, 64 bits: stable across builds (std::hash is not), enough to tell two backbones apart.
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// The tensors' names, dtypes, shapes and CRC-32s, hashed: the same source read twice hashes the same,
+// another checkpoint (or an export written over the file) does not.
+std::string hash_of_tensors(const std::map<std::string, torch::Tensor>& tensors) {
+  std::string summary;
+  for (const auto& [key, t] : tensors)
+    summary += fmt::format("{} {} [{}] {:08x}\n", key, ckpt::dtype_name(t.scalar_type()), fmt::join(t.sizes(), ","),
+                           ckpt::tensor_crc32(t));
+  return fmt::format("{:016x}", fnv1a(summary));
+}
 
 // The keys that decide a backbone, as a mismatch names them: a ViT's position embedding is built for
 // data.image_size; a ResNet's shapes follow its stem and width.
@@ -49,6 +67,7 @@ void note_training_config(Source& source, const std::string& config_yaml, const 
   try {
     const auto saved = run::load_config_text(c.methods, config_yaml, where);
     source.trained_with = "; the checkpoint was trained with " + model_keys(saved);
+    source.arch = run::to_string(saved.model.arch);
     source.stem_stride = saved.model.stem_stride;
   } catch (const std::exception&) {
     // Only a hint: a config this version cannot read still leaves the tensors to compare.
@@ -130,6 +149,10 @@ void check_fits(const Source& source, model::BackboneImpl& net, const run::Confi
                                    source.description, model_keys(c), run::dataset_channels(c), what,
                                    source.trained_with));
   };
+  // The architecture first: a ViT read as a ResNet differs in everything, and its model.arch says so
+  // where the first tensor or the stem's stride would not.
+  if (!source.arch.empty() && source.arch != run::to_string(c.model.arch))
+    throw mismatch(fmt::format("it was trained with model.arch={}", source.arch));
   // The stem's stride changes no tensor's shape, only what the features mean: without this check a
   // stride-2 encoder evaluated at stride 1 would score, silently, as some other network.
   if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)
@@ -197,6 +220,7 @@ Backbone Backbone::load(const run::Config& c, torch::Device device) {
     for (auto& [key, tensor] : backbone_tensors(*b.net_)) tensor.copy_(source.tensors.at(key));
     b.description_ = source.description;
     b.source_ = source.path;
+    b.content_hash_ = hash_of_tensors(source.tensors);
   }
   freeze(b.net_, device);
   b.feature_dim_ = b.net_->feature_dim();

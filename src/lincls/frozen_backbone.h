@@ -38,6 +38,9 @@ class Backbone {
   const std::string& description() const { return description_; }
   // The checkpoint folder or file read (kPretrained), else empty.
   const std::string& source() const { return source_; }
+  // A hash of the backbone tensors read from source() (names, dtypes, shapes, CRC-32s), 16 hex
+  // digits (kPretrained), else empty: what a resumed linear probe checks it reads again.
+  const std::string& content_hash() const { return content_hash_; }
   int64_t feature_dim() const { return feature_dim_; }
   // Features [n, feature_dim] of normalised images [n, C, S, S] (any device), on the backbone's
   // device, without a graph.
@@ -54,6 +57,7 @@ class Backbone {
   Kind kind_ = Kind::kRawPixels;
   std::string description_;
   std::string source_;  // the checkpoint folder or file read (not `latest`, which may move on)
+  std::string content_hash_;
   int64_t feature_dim_ = 0;
   model::Backbone net_{nullptr};
 };

@@ -2,6 +2,7 @@
 
 #include "data/loader.h"
 #include "eval/knn.h"
+#include "lincls/backbone_pin.h"
 #include "lincls/linear_classifier.h"
 #include "lincls/linear_probe.h"
 #include "lincls/views.h"
@@ -121,6 +122,7 @@ struct LinclsRun {
         splits(run::load_splits(c)),
         loader_options(lincls_loader_options(c, ctx)) {
     log_lincls_plan(c, b, splits, ctx);
+    keep_backbone_pin(checkpointing, b);  // a resume reads this backbone again, or refuses
     features = extract_center_features(c, b, splits, group);
     classifier.emplace(b.feature_dim(), splits.train->num_classes(), c.lincls.momentum, c.lincls.weight_decay,
                        ctx.group, c.train.seed, ctx.device);

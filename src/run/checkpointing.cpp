@@ -1,5 +1,7 @@
 #include "run/checkpointing.h"
 
+#include "run/resume_data.h"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -85,6 +87,7 @@ void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::stri
         fmt::format("{}: cannot resume, the config differs in keys that change the computation:{}\n"
                     "(restore them, or start a new run in another train.output_dir)",
                     dir, math));
+  check_resume_data(config_, manifest, dir, log_allowed_changes);
 }
 
 std::optional<std::string> Checkpointing::resume(const std::vector<ckpt::StateEntry>& state) {
@@ -137,6 +140,8 @@ SavedCheckpoint Checkpointing::save(const std::vector<ckpt::StateEntry>& state, 
   info.epoch = epoch;
   info.global_batch = global_batch(config_, job_);
   info.config_yaml = to_yaml(config_);
+  if (!notes_.count(kTrainDataNote)) notes_[kTrainDataNote] = train_data_note(config_);
+  info.notes = notes_;
   SavedCheckpoint saved;
   if (async_) {
     saved.path = async_->save(root_, state, info);

@@ -8,6 +8,7 @@
 #include "dist/process_group.h"
 #include "run/config.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,9 +57,12 @@ class Checkpointing {
   SavedCheckpoint save(const std::vector<ckpt::StateEntry>& state, int64_t step, double epoch, double train_seconds);
   // Collective: the background save, if any, is committed (or its failure thrown on every rank).
   void finish();
+  // A text every later save keeps in its manifest (ckpt::Manifest::notes) under `name`; each save
+  // also keeps the train split's fingerprint (run/resume_data.h), which a resume compares.
+  void keep_note(const std::string& name, std::string text) { notes_[name] = std::move(text); }
 
  private:
-  // ConfigError if the saved config differs in math; logs the other differences.
+  // ConfigError if the saved config differs in math, or the data (run/resume_data.h); logs the other differences.
   void check_config(const ckpt::Manifest& manifest, const std::string& dir, bool log_allowed_changes) const;
   void apply_retention(int64_t protect) const;  // rank 0
 
@@ -70,6 +74,7 @@ class Checkpointing {
   int64_t last_saved_step_ = -1;
   double last_saved_seconds_ = 0;
   std::unique_ptr<ckpt::AsyncSaver> async_;
+  std::map<std::string, std::string> notes_;  // the data's note added at the first save
 };
 
 }  // namespace moco::run

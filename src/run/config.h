@@ -97,6 +97,8 @@ struct Config {
     Precision precision = Precision::kFp32;  // bf16: autocast around the encoders
     bool channels_last = false;              // NHWC images and convolution weights
     bool cudnn_benchmark = true;  // on CUDA: cuDNN picks the fastest convolution algorithms for the shapes seen
+    // Resume although the train split differs from the checkpoint's (the change is logged).
+    bool resume_on_changed_data = false;
   } train;
   struct Ckpt {
     int64_t every_steps = 0;    // 0: off

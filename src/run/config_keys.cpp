@@ -322,6 +322,10 @@ std::vector<Field> optim_train_fields() {
                  "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); "
                  "never: refuse to start if one exists; or the path of one checkpoint folder")
           .must(resume_target),
+      MOCO_FIELD(train.resume_on_changed_data,
+                 "resume although the train split is not the one the checkpoint was trained on (another count of "
+                 "images, or another file, size or label: each checkpoint keeps the split's fingerprint); what changed "
+                 "is logged. false: such a resume is refused (exit 2), naming the change"),
       MOCO_FIELD(train.stop_at_step,
                  "if > 0, end the run after this step with a checkpoint, the lr schedule still spanning train.epochs "
                  "(jobs sliced into time windows)")

@@ -7,6 +7,8 @@
 #include "data/synthetic.h"
 #include "sys/paths.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -22,7 +24,8 @@ namespace {
 // empty folder, or shards that are missing or do not belong together, are the config's fault:
 // ConfigError naming `where`, the keys and the folder.
 std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const std::string& dir, const char* key,
-                                                         const std::string& where, bool write_file_list = true) {
+                                                         const std::string& where, bool write_file_list = true,
+                                                         bool file_list_in_output_dir = true) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const data::EncodedSource>> found;
   const std::string id =
@@ -36,7 +39,7 @@ std::shared_ptr<const data::EncodedSource> encoded_split(const Config& c, const 
     else
       source = std::make_shared<data::ImageFolderSource>(
           data::scan_image_folder_cached((std::filesystem::path(c.data.root) / dir).string(), {c.train.output_dir},
-                                         write_file_list)
+                                         write_file_list, file_list_in_output_dir)
               .folder);
     return found.emplace(id, std::move(source)).first->second;
   } catch (const data::FolderError& e) {
@@ -78,7 +81,7 @@ std::string classes_missing(const std::vector<std::string>& a, const std::vector
 
 }  // namespace
 
-void check_data(const Config& c, const std::string& where, bool write_file_list) {
+void check_data(const Config& c, const std::string& where, bool write_file_list, bool file_list_in_output_dir) {
   // data.root's default is Fashion-MNIST's folder, and MNIST's IDX files read alike: data.dataset=mnist
   // without a data.root of its own trained and evaluated on Fashion-MNIST without a word.
   if (c.data.dataset == Dataset::kMnist && c.data.root == Config{}.data.root)
@@ -87,8 +90,9 @@ void check_data(const Config& c, const std::string& where, bool write_file_list)
                       "alike: give MNIST's folder as data.root");
   if (!is_encoded_dataset(c)) return;
   check_output_outside_splits(c, where);
-  const auto train = encoded_split(c, c.data.train_dir, "data.train_dir", where, write_file_list);
-  const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where, write_file_list);
+  const auto train =
+      encoded_split(c, c.data.train_dir, "data.train_dir", where, write_file_list, file_list_in_output_dir);
+  const auto val = encoded_split(c, c.data.val_dir, "data.val_dir", where, write_file_list, file_list_in_output_dir);
   if (val->classes() != train->classes())
     throw ConfigError(
         where + ": key 'data.val_dir': " + val->root() + " holds " + std::to_string(val->classes().size()) +
@@ -117,6 +121,28 @@ Splits load_splits(const Config& c) {
   }
   auto idx = data::load_mnist_style_splits(c.data.root);
   return {std::move(idx.train), std::move(idx.test)};
+}
+
+data::SplitListing split_listing(const Config& c, bool train) {
+  if (c.data.dataset == Dataset::kSynthetic) {
+    const int64_t side = c.data.augment.out_size,
+                  images = train ? c.data.synthetic_train_size : c.data.synthetic_test_size;
+    // Its images are a function of these numbers: they are its one entry.
+    const std::string what =
+        fmt::format("synthetic: train.seed {}, first image {}, {}x{}x{}, 10 classes", c.train.seed,
+                    train ? 0 : c.data.synthetic_train_size, c.data.synthetic_channels, side, side);
+    return {"synthetic", "the synthetic " + std::string(train ? "train" : "test") + " split", images, 1,
+            [what, images](int64_t) {
+              return data::ListedEntry{what, images};
+            }};
+  }
+  if (is_encoded_dataset(c)) {
+    const std::string& dir = train ? c.data.train_dir : c.data.val_dir;
+    const auto source = encoded_split(c, dir, train ? "data.train_dir" : "data.val_dir", "the config");
+    return {c.data.dataset == Dataset::kHdf5 ? "hdf5" : "imagefolder", source->root(), source->size(), source->size(),
+            [source](int64_t i) { return source->listed(i); }};
+  }
+  return data::mnist_style_listing(c.data.root, train ? data::Split::kTrain : data::Split::kTest);
 }
 
 data::AugmentOptions augment_options(const Config& c) { return c.data.augment; }

@@ -79,6 +79,20 @@ v3_vit_tiny_np2)
   [ $rc = 2 ] || fail "exit $rc for a ViT of another image size, expected 2"
   grep -q "model.pretrained: $work/pre.h5 does not fit model.arch=vit_tiny_cpu data.image_size=32 .*tensor 'pos_embed' is 1x17x64 there, 1x65x64 here" <<<"$out" ||
     fail "the tensor, the file or the keys are not named"
+  [ ! -e "$work/refused" ] || fail "an output folder was made"
+  # A ResNet config on the ViT (issue 50 item 13): the architecture is the first reason named, from the
+  # run's folder and from its export alike, not a key that only a ResNet has (the stem's stride,
+  # whose default the ViT's saved config holds too, used to come first).
+  for pretrained in "$work/pre" "$work/pre.h5"; do
+    set +e
+    out=$("$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.stem_stride=2 model.pretrained="$pretrained" \
+      train.output_dir="$work/refused" 2>&1); rc=$?
+    set -e
+    echo "$out" | tail -1
+    [ $rc = 2 ] || fail "$pretrained: exit $rc for a ResNet config on a ViT, expected 2"
+    grep -q "does not fit model.arch=resnet_tiny .*: it was trained with model.arch=vit_tiny_cpu; the checkpoint was trained with model.arch=vit_tiny_cpu" <<<"$out" ||
+      fail "$pretrained: the architecture is not the first reason"
+  done
   [ ! -e "$work/refused" ] || fail "an output folder was made" ;;
 *)
   fail "unknown case $case_name" ;;

@@ -128,6 +128,51 @@ other_arch)
     grep -q "model.stem_stride=2 .*it was trained with model.stem_stride=1" <<<"$out" || fail "$pretrained: the stride is not named"
   done
   [ ! -e "$work/run" ] || fail "an output folder was made" ;;
+pinned_backbone)
+  # A linear probe resumes on the backbone it started on (issue 50 item 1): model.pretrained names a
+  # run folder whose `latest` moves on while the probe is stopped; the resume reads the checkpoint the
+  # first start read (its path and tensors' hash are in the probe's checkpoints) and ends bitwise as
+  # a probe of that checkpoint alone. A pinned checkpoint that is gone, or an export written over,
+  # is refused: exit 2 naming both paths, the probe's folder untouched.
+  pre=(--config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 ckpt.every_minutes=0 train.output_dir="$work/pre3")
+  run "$work/pre3a.console" "$dist" "${pre[@]}" train.stop_at_step=3
+  args=("${config[@]}" model.pretrained="$work/pre3" ckpt.async=false)
+  run "$work/a1.console" "$lincls" "${args[@]}" train.output_dir="$work/a" train.stop_at_step=20
+  run "$work/pre3b.console" "$dist" "${pre[@]}"  # on to step 4: `latest` names step 4 now
+  run "$work/a2.console" "$lincls" "${args[@]}" train.output_dir="$work/a"
+  step3=$work/pre3/checkpoints/step_00000003 step4=$work/pre3/checkpoints/step_00000004
+  grep -q "model.pretrained=$work/pre3 now names $step4; this run started on $step3 and goes on with it" "$work/a2.console" ||
+    { cat "$work/a2.console"; fail "the resume does not say it keeps step 3"; }
+  grep -q "sanity check passed: all [0-9]* backbone tensors are bitwise those of $step3 (step 3)" "$work/a2.console" ||
+    fail "the resume did not read step 3"
+  [ "$(field "$work/a/metrics.jsonl" lincls_result pretrained)" = "$step3 (step 3)" ] || fail "the result is not labelled step 3"
+  run "$work/b.console" "$lincls" "${config[@]}" model.pretrained="$step3" ckpt.async=false train.output_dir="$work/b"
+  run "$work/diff.console" "$ckpt" diff "$work/a" "$work/b" --ignore '^progress/train_seconds$'
+  cat "$work/diff.console"
+  # Pinned to step 4 (`latest` now), then step 4 deleted by the pre-training run's retention.
+  run "$work/c1.console" "$lincls" "${args[@]}" train.output_dir="$work/c" train.stop_at_step=20
+  run "$work/pre3c.console" "$dist" "${pre[@]}" train.epochs=0.5 ckpt.keep_last=1
+  [ ! -e "$step4" ] && [ -d "$work/pre3/checkpoints/step_00000008" ] || fail "the retention did not delete step 4"
+  (cd "$work/c" && find . -type f | sort | xargs md5sum) >"$work/c.before"
+  set +e
+  out=$("$lincls" "${args[@]}" train.output_dir="$work/c" 2>&1); rc=$?
+  set -e
+  echo "$out" | tail -2
+  [ $rc = 2 ] || fail "exit $rc resuming on a pinned checkpoint that is gone, expected 2"
+  grep -q "started on $step4, as its checkpoint $work/c/checkpoints/step_00000020 records, and a resume must read the same backbone: $step4 is gone; model.pretrained=$work/pre3 now names $work/pre3/checkpoints/step_00000008" <<<"$out" ||
+    fail "the refusal does not name both paths"
+  (cd "$work/c" && find . -type f | sort | xargs md5sum) | diff - "$work/c.before" || fail "the refusal changed the probe's folder"
+  # An export written over while the probe is stopped: the same path, other tensors.
+  run "$work/export1.console" "$ckpt" export "$work/pre3" "$work/pre.h5"
+  run "$work/d1.console" "$lincls" "${config[@]}" model.pretrained="$work/pre.h5" train.output_dir="$work/d" train.stop_at_step=20
+  run "$work/export2.console" "$ckpt" export "$work/pre" "$work/pre.h5" --force
+  set +e
+  out=$("$lincls" "${config[@]}" model.pretrained="$work/pre.h5" train.output_dir="$work/d" 2>&1); rc=$?
+  set -e
+  echo "$out" | tail -2
+  [ $rc = 2 ] || fail "exit $rc resuming on an export written over, expected 2"
+  grep -q "started on $work/pre.h5, .*its backbone tensors hash [0-9a-f]\{16\} now, [0-9a-f]\{16\} when the run started; model.pretrained=$work/pre.h5 now names $work/pre.h5" <<<"$out" ||
+    fail "the refusal does not name the export and its hashes" ;;
 baselines)
   # The raw pixels and the random init under the same protocol: the synthetic classes are linearly
   # separable in pixel space, so the raw-pixel probe must reach high accuracy.
