@@ -434,7 +434,7 @@ uint8_views_simple_batch_accepted|src/data/augment.cpp|if (view_type == torch::k
 uint8_views_on_cpu|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return recipe != data::Recipe::kSimple;|^Uint8ViewsTest\.
 uint8_views_for_simple|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return device.is_cuda();|^Uint8ViewsTest\.
 other_method_key_accepted|src/run/config.cpp|    if (f->method.empty()|    if (true|^cli\.bad_input\.v3_incompatible_keys$|^ConfigTest\.
-saved_other_method_keys_refused|src/run/config.cpp|settle_method(keys, reading, *methods, /*drop_others=*/true);|settle_method(keys, reading, *methods, /*drop_others=*/false);|^golden\.resume_v2_pre_rooms$|^golden\.resume_v3_pre_rooms$
+saved_other_method_keys_refused|src/run/config.cpp|settle_method(keys, reading, *methods, /*drop_others=*/true, where);|settle_method(keys, reading, *methods, /*drop_others=*/false, where);|^golden\.resume_v2_pre_rooms$|^golden\.resume_v3_pre_rooms$
 method_keys_listed_out_of_place|src/run/config_keys.cpp|      while (place != fields.end() && !place->method.empty()) ++place;|      (void)0;|^docs\.config_reference_current$
 method_keys_free_on_resume|src/run/config.cpp|if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;|if (!f.method.empty()) return false;|^ConfigTest\.
 step_scalar_not_in_epoch_line_only|src/train/train_log.cpp|scalars[i].in_epoch_line)|true)|^golden\.v2_np1$
@@ -445,6 +445,7 @@ tool_refusal_exits_1|src/app/program.cpp|    return is_refusal && is_refusal(e) 
 unknown_method_accepted|src/run/config_keys.cpp|    if (methods[i].name == name) return "";|    if (true) return "";|^cli\.bad_input\.v3_incompatible_keys$
 v3_stop_grad_conv1_with_resnet_accepted|src/moco_v3/v3_room.cpp|!settings(c).stop_grad_conv1, where, "v3.stop_grad_conv1",|true, where, "v3.stop_grad_conv1",|^cli\.bad_input\.v3_incompatible_keys$
 v3_anomaly_detection_ignored|src/moco_v3/moco_v3.cpp|  torch::autograd::AnomalyMode::set_enabled(c.debug.anomaly_detection);|  (void)0;|^MocoV3Test\.AnomalyDetection
+loop_epoch_meter_reset_when_stopped|src/train/loop.cpp|  if (end.complete) book_->epoch.reset();|  book_->epoch.reset();|^lincls\.resume_bitwise$
 LIST
 )
 
