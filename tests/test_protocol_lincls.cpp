@@ -87,6 +87,8 @@ double relative_gap(double got, double want) { return std::abs(got - want) / std
 
 run::Config small_backbone_config() {
   run::Config c;
+  c.methods = moco::app::methods();  // the random init is the method's encoder (run::MethodRoom)
+  c.model.method = "v2";
   c.model.arch = run::Arch::kResnetTiny;
   c.model.width = 0.25;
   c.data.dataset = run::Dataset::kSynthetic;

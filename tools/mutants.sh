@@ -463,7 +463,7 @@ uint8_views_simple_batch_accepted|src/data/augment.cpp|if (view_type == torch::k
 uint8_views_on_cpu|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return recipe != data::Recipe::kSimple;|^Uint8ViewsTest\.
 uint8_views_for_simple|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return device.is_cuda();|^Uint8ViewsTest\.
 other_method_key_accepted|src/run/config.cpp|    if (f->method.empty()|    if (true|^cli\.bad_input\.v3_incompatible_keys$|^ConfigTest\.
-saved_other_method_keys_refused|src/run/config.cpp|settle_method(keys, reading, *methods, /*drop_others=*/true);|settle_method(keys, reading, *methods, /*drop_others=*/false);|^golden\.resume_v2_pre_rooms$|^golden\.resume_v3_pre_rooms$
+saved_other_method_keys_refused|src/run/config.cpp|settle_method(keys, reading, *methods, /*drop_others=*/true, where);|settle_method(keys, reading, *methods, /*drop_others=*/false, where);|^golden\.resume_v2_pre_rooms$|^golden\.resume_v3_pre_rooms$
 method_keys_listed_out_of_place|src/run/config_keys.cpp|      while (place != fields.end() && !place->method.empty()) ++place;|      (void)0;|^docs\.config_reference_current$
 method_keys_free_on_resume|src/run/config.cpp|if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;|if (!f.method.empty()) return false;|^ConfigTest\.
 step_scalar_not_in_epoch_line_only|src/train/train_log.cpp|scalars[i].in_epoch_line)|true)|^golden\.v2_np1$
@@ -501,6 +501,7 @@ dry_run_main_allows_output_dir|src/app/program.cpp|/*file_list_in_output_dir=*/p
 file_list_failed_rename_kept|src/data/file_list_cache.cpp|  fs::remove(tmp, ec);  // clears ec: the rename's failure is the answer
   return false;|  fs::remove(tmp, ec);
   return !ec;|^FileListCacheTest\.
+loop_epoch_meter_reset_when_stopped|src/train/loop.cpp|  if (end.complete) book_->epoch.reset();|  book_->epoch.reset();|^lincls\.resume_bitwise$
 LIST
 )
 

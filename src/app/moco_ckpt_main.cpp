@@ -170,7 +170,8 @@ std::vector<std::regex> ignore_patterns(const std::vector<std::string>& ignore) 
 std::string architecture_of(const CheckpointReader& reader) {
   try {
     const auto c = moco::run::load_config_text(moco::app::methods(), reader.manifest().config_yaml, reader.dir());
-    return moco::run::section_text(c, "model", {"model.pretrained"});
+    return fmt::format("model.arch={} model.width={} model.small_stem={} model.dim={}{}", c.model.arch, c.model.width,
+                       c.model.small_stem, c.model.dim, moco::run::method_keys_text(c, "model"));
   } catch (const std::exception&) {
     return {};
   }

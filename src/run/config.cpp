@@ -205,9 +205,12 @@ void check_shared_keys(const Config& c, const std::string& where) {
 // The method model.method names (its first when none is given), and no key of another one: a key
 // the run's method does not read would do nothing. From a checkpoint's saved config (`drop_others`),
 // which held every method's keys before they moved into the rooms, such keys are dropped instead.
-void settle_method(const KeyTable& keys, Reading& reading, const Methods& methods, bool drop_others) {
+void settle_method(const KeyTable& keys, Reading& reading, const Methods& methods, bool drop_others,
+                   const std::string& where) {
   auto& method = reading.config.model.method;
   if (method.empty()) method = methods.front().name;
+  const std::string unknown = method_choice(methods, method);
+  require(unknown.empty(), where, "model.method", unknown);
   for (const auto& [key, where] : reading.given) {
     const Field* f = keys.find(key);
     if (f->method.empty() || f->method == method || drop_others) continue;
@@ -319,8 +322,9 @@ Config load_config(std::shared_ptr<const Methods> methods, const std::string& pa
     assign(reading, *field, value, where);
   }
   reading.config.methods = methods;
-  settle_method(keys, reading, *methods, /*drop_others=*/false);
-  validate(keys, reading, overrides.empty() ? path : path + " (with overrides)");
+  const std::string source = overrides.empty() ? path : path + " (with overrides)";
+  settle_method(keys, reading, *methods, /*drop_others=*/false, source);
+  validate(keys, reading, source);
   return reading.config;
 }
 
@@ -360,7 +364,7 @@ Config load_config_text(std::shared_ptr<const Methods> methods, const std::strin
     if (!holds_key(root, before.key)) assign(reading, *keys.find(before.key), YAML::Node(before.value), where);
   }
   reading.config.methods = methods;
-  settle_method(keys, reading, *methods, /*drop_others=*/true);
+  settle_method(keys, reading, *methods, /*drop_others=*/true, where);
   validate(keys, reading, where);
   return reading.config;
 }
@@ -416,12 +420,11 @@ std::string to_yaml(const Config& config) {
   return std::string(out.c_str()) + "\n";
 }
 
-std::string section_text(const Config& config, const std::string& section, const std::set<std::string>& except) {
+std::string method_keys_text(const Config& config, const std::string& section) {
   const KeyTable keys(config.methods.get());
   std::string text;
   for (const Field* f : keys.of_method(config.model.method))
-    if (f->key.rfind(section + ".", 0) == 0 && !except.count(f->key))
-      text += (text.empty() ? "" : " ") + f->key + "=" + flow(f->get(config));
+    if (!f->method.empty() && f->key.rfind(section + ".", 0) == 0) text += " " + f->key + "=" + flow(f->get(config));
   return text;
 }
 

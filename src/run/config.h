@@ -13,7 +13,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -215,9 +214,8 @@ std::vector<ConfigChange> config_changes(const Config& before, const Config& aft
 // One line per key, the methods' among the shared: name, type, default, meaning.
 std::string config_reference(const Methods& methods);
 
-// A section's keys and values as "model.method=v2 model.arch=resnet18 ...", the shared keys and those of
-// the config's method, but the keys in `except`.
-std::string section_text(const Config& config, const std::string& section, const std::set<std::string>& except = {});
+// The keys of the config's method in a section, and their values: " model.mlp=true" (empty when none).
+std::string method_keys_text(const Config& config, const std::string& section);
 
 // The room of config.model.method (config.methods must be set).
 const MethodRoom& method_room(const Config& config);

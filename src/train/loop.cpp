@@ -127,7 +127,7 @@ void Loop::after_epoch(int64_t epoch) {
   const EpochEnd end{epoch + 1, batch_in_epoch_ == parts_.shape.steps_per_epoch, done_};
   book_->catch_up();
   const bool save = job_.after_epoch(end, book_->epoch, status());
-  book_->epoch.reset();
+  if (end.complete) book_->epoch.reset();  // a run stopped mid-epoch checkpoints the epoch so far
   if (save && !parts_.checkpointing.saved_at(step_)) save_checkpoint();
 }
 

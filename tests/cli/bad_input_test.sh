@@ -110,7 +110,7 @@ v3_incompatible_keys)
   expect 2 "$tiny_v3 (with overrides): key 'v3.stop_grad_conv1' applies to a ViT's patch projection, and model.arch resnet_tiny is a ResNet" -- \
     "$dist" --config "$tiny_v3" v3.stop_grad_conv1=true train.output_dir="$out"
   no_work_done
-  expect 2 "$tiny_v3 (with overrides): key 'dist.queue_check_every' is read by model.method v2 only" -- \
+  expect 2 "command-line override 'dist.queue_check_every=10': key 'dist.queue_check_every' is read by model.method v2 only" -- \
     "$dist" --config "$tiny_v3" dist.queue_check_every=10 train.output_dir="$out"
   no_work_done
   expect 2 "$tiny_v3 (with overrides): key 'data.image_size' (30) must be a multiple of vit_tiny_cpu's patch size 4" -- \

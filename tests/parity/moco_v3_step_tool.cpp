@@ -85,7 +85,7 @@ void add_vit_meta(const run::Config& config, nlohmann::json& meta) {
                {"embed_dim", o.embed_dim},
                {"depth", o.depth},
                {"heads", o.num_heads},
-               {"stop_grad_conv1", o.stop_grad_conv1},
+               {"stop_grad_conv1", moco_v3::settings(config).stop_grad_conv1},
                {"projector_layers", moco_v3::settings(config).projector_layers},
                {"predictor_layers", moco_v3::settings(config).predictor_layers}});
 }
