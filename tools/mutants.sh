@@ -283,7 +283,7 @@ pack_split_any_name|src/app/moco_pack_main.cpp|    if (!plain)|    if (false)|^t
 output_dir_deletion_unnoticed|src/run/run_logging.cpp|  check_output_still_there();|  (void)0;|^tools\.output_dir_deleted_np1$|^tools\.lincls_output_dir_deleted_np1$
 export_tmp_left_on_signal|src/ckpt/export.cpp|  const sys::RemovedOnSignal interrupted(tmp);|  (void)0;|^tools\.export_interrupted$
 export_stale_tmp_kept|src/app/moco_ckpt_main.cpp|  for (const auto& stale : moco::sys::remove_stale_temporaries(out))|  for (const auto& stale : std::vector<std::string>())|^tools\.export_interrupted$
-moco_sh_zero_ranks|launch/mpirun/moco.sh|"$((10#$2))" -gt 0 ]|"$((10#$2))" -ge 0 ]|^cli\.bad_input\.moco_sh_ranks$
+moco_sh_zero_ranks|launch/mpirun/moco.sh|[[ $2 =~ [1-9] ]]|true|^cli\.bad_input\.moco_sh_ranks$
 pack_threads_zero_allowed|src/app/moco_pack_main.cpp|n >= 1 ? std::string()|n >= 0 ? std::string()|^cli\.bad_input\.pack_threads_0$
 pack_split_twice_allowed|src/app/moco_pack_main.cpp|if (!seen.insert(split).second)|if (false)|^cli\.bad_input\.pack_split_twice$
 export_empty_out_allowed|src/app/moco_ckpt_main.cpp|  if (out.empty()) throw Refusal("export: OUT is empty: name a file to write");|  (void)0;|^cli\.bad_input\.export_out_empty$
@@ -434,6 +434,7 @@ uint8_views_simple_loader_accepted|src/data/loader.cpp|if (options.uint8_views &
 uint8_views_simple_batch_accepted|src/data/augment.cpp|if (view_type == torch::kUInt8 && recipe == Recipe::kSimple)|if (false)|^Uint8ViewsTest\.SimpleRecipeRefused$
 uint8_views_on_cpu|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return recipe != data::Recipe::kSimple;|^Uint8ViewsTest\.
 uint8_views_for_simple|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return device.is_cuda();|^Uint8ViewsTest\.
+moco_sh_rank_count_wraps|launch/mpirun/moco.sh|[0-9]{0,7})$ ]] && [ "${BASH_REMATCH[1]}" -le "$max_ranks" ]|[0-9]*)$ ]]|^cli\.bad_input\.moco_sh_ranks$
 LIST
 )
 
