@@ -274,6 +274,30 @@ tool_refusals)
   expect_fails_with 2 "is a file but not a \`moco_ckpt export\` in HDF5 (--format h5" \
     "$dist" "${base[@]}" --eval-only model.pretrained="$work/b.pth" train.output_dir="$work/run"
   ;;
+diff_itself)
+  # A checkpoint compared with itself is equal, whatever made it: progress/knn_random_init is NaN
+  # until the first kNN (a run stopped before it), and NaN != NaN made `diff A A` exit 1 (issue 50).
+  one=("$dist" --config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 knn.memory_size=128 knn.query_size=64
+       train.stop_at_step=1)
+  v3=(model.method=v3 model.mlp=false v3.mlp_dim=32 model.dim=16 optim.optimizer=lars moco.bn_splits=1)
+  lin=("$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1 train.threads=1)
+  for made in "v2" "v2_probe eval.online_probe=true" "v3 ${v3[*]}" "v3_probe eval.online_probe=true ${v3[*]}" \
+    "vit ${v3[*]} model.arch=vit_tiny_cpu"; do
+    read -r -a args <<<"$made"
+    "${one[@]}" train.output_dir="$work/${args[0]}" "${args[@]:1}" >"$work/${args[0]}.console" 2>&1 ||
+      { cat "$work/${args[0]}.console"; fail "${args[0]}"; }
+  done
+  run 1 "$work/v2_done"
+  "${lin[@]}" train.output_dir="$work/lincls" >"$work/lincls.console" 2>&1 || { cat "$work/lincls.console"; fail "moco_lincls"; }
+  "$py" -c "import h5py, math, sys; assert math.isnan(h5py.File(sys.argv[1])['progress/knn_random_init'][()])" \
+    "$work/v2/checkpoints/step_00000001/shard-0-of-1.h5" || fail "this case needs a NaN in the checkpoint"
+  for run_dir in v2 v2_probe v3 v3_probe v2_done vit lincls; do
+    expect_fails_with 0 "tensors compared, 0 differ" "$ckpt" diff "$work/$run_dir" "$work/$run_dir"
+  done
+  # A NaN against a number still differs (v2_done, finished, holds its random-init figure).
+  expect_fails_with 1 "progress/knn_random_init: differs, max |a-b| nan over 1 of 1 elements" \
+    "$ckpt" diff "$work/v2" "$work/v2_done" --atol 1 --ignore '^(?!progress/knn_random_init$)'
+  ;;
 *) fail "unknown case" ;;
 esac
 echo "PASS ($case_name${4:+, np $4})"

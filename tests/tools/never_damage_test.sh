@@ -195,6 +195,18 @@ export_races_retention)
   absent "$work/out.h5"
   ! ls "$work" | grep -q "out.h5.tmp" || fail "a temporary file was left"
   ;;
+export_vit_detectron2)
+  # detectron2's converter renames a ResNet's keys; a ViT's came out as "stem.cls_token",
+  # "stem.blocks.0..." (64 keys no detectron2 model has). Refused naming the architecture, nothing
+  # written; --format torch (timm's names) still exports it.
+  "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/vit" train.stop_at_step=1 knn.k=5 model.method=v3 \
+    model.arch=vit_tiny_cpu model.mlp=false moco.bn_splits=1 >"$work/vit.console" 2>&1 || { cat "$work/vit.console"; fail "pre-training"; }
+  expect 2 "export: --format detectron2: $work/vit/checkpoints/step_00000001 is a ViT (model.arch=vit_tiny_cpu); detectron2's converter and backbones are for ResNets" -- \
+    "$ckpt" export "$work/vit" "$work/vit_d2.pth" --format detectron2
+  absent "$work/vit_d2.pth"
+  ! ls "$work" | grep -q "tmp" || fail "a temporary file was left: $(ls "$work")"
+  expect 0 "format torch" -- "$ckpt" export "$work/vit" "$work/vit.pth" --format torch
+  ;;
 diff_bad_flags)
   pretrain
   expect 2 "--ignore '([' is not a regular expression" -- "$ckpt" diff "$work/run" "$work/run" --ignore '(['
