@@ -287,22 +287,22 @@ pack_split_any_name|src/app/moco_pack_main.cpp|    if (!plain)|    if (false)|^t
 output_dir_deletion_unnoticed|src/run/run_logging.cpp|  check_output_still_there();|  (void)0;|^tools\.output_dir_deleted_np1$|^tools\.lincls_output_dir_deleted_np1$
 export_tmp_left_on_signal|src/ckpt/export.cpp|  const sys::RemovedOnSignal interrupted(tmp);|  (void)0;|^tools\.export_interrupted$
 export_stale_tmp_kept|src/app/moco_ckpt_main.cpp|  for (const auto& stale : moco::sys::remove_stale_temporaries(out))|  for (const auto& stale : std::vector<std::string>())|^tools\.export_interrupted$
-moco_sh_zero_ranks|launch/mpirun/moco.sh|"$((10#$2))" -gt 0 ]|"$((10#$2))" -ge 0 ]|^cli\.bad_input\.moco_sh_ranks$
+moco_sh_zero_ranks|launch/mpirun/moco.sh|[[ $2 =~ [1-9] ]]|true|^cli\.bad_input\.moco_sh_ranks$
 pack_threads_zero_allowed|src/app/moco_pack_main.cpp|n >= 1 ? std::string()|n >= 0 ? std::string()|^cli\.bad_input\.pack_threads_0$
 pack_split_twice_allowed|src/app/moco_pack_main.cpp|if (!seen.insert(split).second)|if (false)|^cli\.bad_input\.pack_split_twice$
 export_empty_out_allowed|src/app/moco_ckpt_main.cpp|  if (out.empty()) throw Refusal("export: OUT is empty: name a file to write");|  (void)0;|^cli\.bad_input\.export_out_empty$
 knn_k_clamp_unsaid|src/run/knn_monitor.cpp|  if (config_.knn.k <= bank_size) return config_.knn.k;|  return config_.knn.k;|^cli\.bad_input\.knn_k_above_bank$
-folder_lock_verdict_ignored|src/run/run_output.cpp|  if (holder.empty()) return;|  return;|^tools\.two_runs_one_folder_np1$
+folder_lock_verdict_ignored|src/run/run_output.cpp|  if (holder.empty()) {|  if (true) {|^tools\.two_runs_one_folder_np1$
 folder_lock_holder_unnamed|src/sys/folder_lock.cpp|  return "host " + holder.substr(0, space) + " pid " + holder.substr(space + 1);|  return holder;|^tools\.pack_locked$
-folder_lock_file_left|src/sys/folder_lock.cpp|  ::unlink(path_.c_str());|  (void)0;|^tools\.pack_locked$
-folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, LOCK_EX|    if (0 * ::flock(fd, LOCK_EX|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
+folder_lock_file_left|src/sys/folder_lock.cpp|  if (still_at_path(fd, path)) ::unlink(path.c_str());|  (void)0;|^tools\.pack_locked$
+folder_lock_failure_ignored|src/sys/folder_lock.cpp|    if (::flock(fd, operation|    if (0 * ::flock(fd, operation|^tools\.two_runs_one_folder_np1$|^tools\.pack_locked$
 lost_host_daemon_end_unseen|launch/mpirun/moco.sh|    elif [[ $children != *" $p "* ]]; then agent_ended=1; fi|    elif false; then agent_ended=1; fi|^multinode\.link_down_head_node$
 lost_host_ssh_left|launch/mpirun/moco.sh|pkill -KILL -s "$mpirun_pid"|true -KILL -s "$mpirun_pid"|^multinode\.link_down$
 knn_shards_not_merged|src/eval/knn.cpp|    if (world > 1) {|    if (false) {|^mpi\.np2$
 knn_cap_takes_the_first|src/eval/knn.cpp|? j : j * size / n;|? j : j;|^KnnTest\.
 knn_shard_padding_kept|src/eval/knn.cpp|  return {features.narrow(0, 0, rows), labels.narrow(0, 0, rows), n};|  return {features, labels, n};|^mpi\.np4$
 knn_monitor_bank_gathered|src/run/knn_monitor.cpp|  options.k = neighbours(memory.total);|  options.k = neighbours(memory.features.size(0));|^cli\.bad_input\.knn_k_above_bank$|^mpi\.np2$
-folder_lock_unwritable_fatal|src/sys/folder_lock.cpp|      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path_, std::strerror(errno));|      throw std::runtime_error(path_ + ": cannot write the lock file");|^ckpt\.fs_full_metrics$
+folder_lock_unwritable_fatal|src/sys/folder_lock.cpp|      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path, std::strerror(errno));|      throw std::runtime_error(path + ": cannot write the lock file");|^ckpt\.fs_full_metrics$
 probe_gradients_not_averaged|src/run/online_probe.cpp|  grads.div_(group_.world_size());|  (void)0;|^mpi\.np2$
 probe_features_with_a_graph|src/moco_v2/moco.cpp|    if (pooled) *pooled = widened(backbone.detach());|    if (pooled) *pooled = widened(backbone);|^cli\.train\.online_probe_np2$
 probe_not_checkpointed|src/train/pretraining.cpp|  return probe_ ? probe_->state_entries() : std::vector<ckpt::StateEntry>{};|  return std::vector<ckpt::StateEntry>{};|^cli\.train\.online_probe_np2$
@@ -333,8 +333,7 @@ inspect_shards_unopened|src/app/moco_ckpt_main.cpp|  check_shards_open(reader);|
 diff_of_nothing_ok|src/app/moco_ckpt_main.cpp|differing == 0 && compared > 0 ? 0 : 1|differing == 0 ? 0 : 1|^ckpt\.tool_refusals$
 diff_architectures_unsaid|src/app/moco_ckpt_main.cpp|  if (!arch_a.empty() && !arch_b.empty() && arch_a != arch_b)|  if (false)|^ckpt\.tool_refusals$
 export_suffix_ignored|src/app/moco_ckpt_main.cpp|    throw Refusal(fmt::format("export: OUT {} names another format|    if (false) throw Refusal(fmt::format("export: OUT {} names another format|^ckpt\.tool_refusals$
-dry_run_resume_unverified|src/run/checkpointing.cpp|      reader.verify_all();
-      return dir;|      return dir;|^launch\.dry_run$
+dry_run_resume_unverified|src/run/checkpointing.cpp|  ckpt::verify_checkpoint(dir, group_);|  (void)0;|^launch\.dry_run$|^ckpt\.damaged_refused$
 export_deletion_unsaid|src/ckpt/export.cpp|  if (std::filesystem::exists(checkpoint_dir, ec)) return {};|  return {};|^tools\.export_races_retention$
 pack_signal_in_commit_delivered|src/data/image_pack.cpp|    if (std::uncaught_exceptions() == 0) take_the_ones_that_came();|    (void)0;|^tools\.pack_signal_in_commit$
 png_grey16_high_byte|src/data/image_decode.cpp|    samples[i] = static_cast<uint8_t>(std::min(value, 255u));|    samples[i] = static_cast<uint8_t>(value >> 8);|^data\.augment_parity_torchvision$
@@ -374,8 +373,8 @@ sbatch_restarts_unbounded|launch/slurm/moco.sbatch|    say "requeued after a fai
 sbatch_restart_row_glued|launch/slurm/moco.sbatch|echo >>"$metrics"|true|^launch\.elastic_sbatch_bound$
 sbatch_no_requeue_after_failure|launch/slurm/moco.sbatch|  requeue_after_failure "$rc"|  :|^multinode\.slurm_node_killed$
 ckpt_unknown_subcommand_unnamed|src/app/moco_ckpt_main.cpp|    if (sub->get_name() == argv[1]) return "";|    if (true) return "";|^cli\.bad_input\.ckpt_unknown_subcommand$
-earlier_metrics_truncated|src/run/run_output.cpp|  if (!append) keep_earlier_run_files(out_dir);|  (void)append;|^tools\.fresh_start_keeps_earlier_metrics$
-earlier_metrics_suffix_reused|src/run/run_output.cpp|  while (taken(n)) ++n;|  (void)taken;|^tools\.fresh_start_keeps_earlier_metrics$
+earlier_metrics_truncated|src/run/run_output.cpp|  if (!append) keep_earlier_run_files(out_dir.string(), never, /*dry_run=*/false);|  (void)append;|^tools\.fresh_start_keeps_earlier_metrics$
+earlier_metrics_suffix_reused|src/run/earlier_run.cpp|  while (taken(n)) ++n;|  (void)taken;|^tools\.fresh_start_keeps_earlier_metrics$
 mnist_on_the_fashion_root_allowed|src/run/setup.cpp|  if (c.data.dataset == Dataset::kMnist && c.data.root == Config{}.data.root)|  if (false)|^cli\.bad_input\.mnist_on_the_fashion_root$
 output_inside_split_allowed|src/run/setup.cpp|    if (sys::lies_within(c.train.output_dir, split))|    if (false)|^cli\.bad_input\.output_dir_inside_a_split$
 v3_labels_without_rank_offset|src/moco_v3/v3_model.cpp|torch::arange(n, torch::dtype(torch::kLong).device(q.device())) + n * group.rank();|torch::arange(n, torch::dtype(torch::kLong).device(q.device()));|^mpi\.np2$
@@ -502,6 +501,28 @@ file_list_failed_rename_kept|src/data/file_list_cache.cpp|  fs::remove(tmp, ec);
   return false;|  fs::remove(tmp, ec);
   return !ec;|^FileListCacheTest\.
 loop_epoch_meter_reset_when_stopped|src/train/loop.cpp|  if (end.complete) book_->epoch.reset();|  book_->epoch.reset();|^lincls\.resume_bitwise$
+moco_sh_rank_count_wraps|launch/mpirun/moco.sh|[0-9]{0,7})$ ]] && [ "${BASH_REMATCH[1]}" -le "$max_ranks" ]|[0-9]*)$ ]]|^cli\.bad_input\.moco_sh_ranks$
+export_detectron2_vit_accepted|src/app/moco_ckpt_main.cpp|  check_detectron2_arch(dir, format);|  (void)format;|^tools\.export_vit_detectron2$
+diff_nan_unequal|src/app/moco_ckpt_main.cpp|  if (a.is_floating_point()) differs &= ~(a.isnan() & b.isnan());|  (void)0;|^ckpt\.diff_itself$
+diff_nan_equals_number|src/app/moco_ckpt_main.cpp|differs &= ~(a.isnan() & b.isnan());|differs &= ~(a.isnan() + b.isnan());|^ckpt\.diff_itself$
+fresh_start_tb_shared|src/run/earlier_run.cpp|const char* const kEarlierRunFiles[] = {"checkpoints", "metrics.jsonl", "config.yaml", "tb"};|const char* const kEarlierRunFiles[] = {"checkpoints", "metrics.jsonl", "config.yaml"};|^tools\.fresh_start_keeps_earlier_metrics$
+fresh_start_lone_config_overwritten|src/run/earlier_run.cpp|  if (name == "config.yaml") return fs::exists(path, ec);|  if (name == "config.yaml") return fs::exists(path, ec) && fs::exists(out_dir / "metrics.jsonl", ec);|^tools\.fresh_start_keeps_earlier_metrics$
+fresh_start_suffix_of_metrics_only|src/run/earlier_run.cpp|      if (std::filesystem::exists(std::filesystem::path(out_dir) / (name + "." + std::to_string(n)), ec)) return true;|      if (name == "metrics.jsonl" && std::filesystem::exists(std::filesystem::path(out_dir) / (name + "." + std::to_string(n)), ec)) return true;|^tools\.fresh_start_keeps_earlier_metrics$
+never_keeps_checkpoints_in_place|src/run/run_output.cpp|  const bool never = config.train.resume == "never";|  const bool never = false;|^ckpt\.damaged_refused$|^ckpt\.refusals$
+damaged_checkpoints_start_fresh|src/run/checkpointing.cpp|  if (!skipped_.empty()) throw ConfigError(none_loads());|  (void)0;|^ckpt\.damaged_refused$
+damaged_at_load_starts_fresh|src/run/checkpointing.cpp|  if (!candidates_.empty()) throw ConfigError(none_loads());|  if (false) throw ConfigError(none_loads());|^ckpt\.damaged_refused$
+output_dir_in_checkpoints_accepted|src/run/run_output.cpp|    if (p.filename() == "checkpoints" && holds_checkpoints(p))|    if (false)|^tools\.output_dir_misplaced_np1$
+output_dir_in_running_run_accepted|src/run/run_output.cpp|      if (const auto holder = sys::lock_holder(p.string()))|      if (const auto holder = std::optional<std::string>())|^tools\.output_dir_misplaced_np1$
+output_dir_misplaced_dry_run_accepted|src/run/run_output.cpp|    refuse_misplaced(out_dir.string(), "train.output_dir", rank);|    (void)0;|^tools\.output_dir_misplaced_np1$
+lock_probe_kept|src/sys/folder_lock.cpp|  ::close(fd);  // drops the probe's shared lock, if it got one|  if (!holder) return holder;|^FolderLockTest\.
+lock_twin_per_process|src/sys/folder_lock.cpp|  guard_path_ = in_folder(folder, kFolderGuardName);|  guard_path_ = in_folder(folder, kFolderGuardName) + std::to_string(::getpid());|^tools\.lock_removed_np1$
+lock_loss_unseen|src/sys/folder_lock.cpp|still_at_path(fd_, path_)) return std::nullopt;|true) return std::nullopt;|^FolderLockTest\.|^tools\.lock_removed_np1$
+lock_taken_not_told|src/sys/folder_lock.cpp|  if (const auto holder = holder_of(path_)) return Loss{|  if (const auto holder = std::optional<std::string>()) return Loss{|^FolderLockTest\.|^tools\.lock_removed_np1$
+lock_loss_does_not_stop|src/run/run_output.cpp|    preempt::request_stop(SIGUSR1);|    (void)0;|^tools\.lock_removed_np1$
+lock_taken_stops_with_checkpoint|src/run/run_output.cpp|    if (loss->taken)|    if (false)|^tools\.lock_removed_np1$
+lock_unwatched|src/run/run_output.cpp|    if (lock.held()) watch_lock(lock, output_dir, key);|    (void)0;|^tools\.lock_removed_np1$
+lock_probe_refuses_a_start|src/sys/folder_lock.cpp|    if (error != EWOULDBLOCK|    if (true|^FolderLockTest\.
+lock_release_removes_anothers|src/sys/folder_lock.cpp|  if (still_at_path(fd, path)) ::unlink(path.c_str());|  ::unlink(path.c_str());|^FolderLockTest\.|^tools\.lock_removed_np1$
 LIST
 )
 

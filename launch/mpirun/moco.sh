@@ -43,14 +43,19 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ranks= hostfile= config= max_restarts=0 min_ranks=1
+max_ranks=16777216  # 2^24: more ranks than any machine runs, far below mpirun's int
 while [ $# -gt 0 ]; do
   case $1 in
     -n | -np)
       # A count of ranks, refused before anything starts: 0 or a word would reach mpirun (and a
       # division by the rank count below).
-      [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$((10#$2))" -gt 0 ] ||
+      [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [[ $2 =~ [1-9] ]] ||
         { echo "moco.sh: $1 '${2-}': expects the number of ranks, a whole number above 0" >&2; exit 2; }
-      ranks=$((10#$2)); shift 2 ;;
+      # Compared as digits before any arithmetic: bash's wraps past 2^63 (99999999999999999999 made
+      # -np 7766279631452241919, 18446744073709551617 made -np 1).
+      [[ $2 =~ ^0*([1-9][0-9]{0,7})$ ]] && [ "${BASH_REMATCH[1]}" -le "$max_ranks" ] ||
+        { echo "moco.sh: $1 '$2': more ranks than any machine runs (at most $max_ranks)" >&2; exit 2; }
+      ranks=$((10#${BASH_REMATCH[1]})); shift 2 ;;
     --hostfile) [ $# -ge 2 ] || { echo "moco.sh: --hostfile: expects a file" >&2; exit 2; }
       hostfile=$2; shift 2 ;;
     --max-restarts | --min-ranks)

@@ -136,12 +136,34 @@ moco::ckpt::ExportFormat check_export_format(const std::string& name, const std:
   return *format;
 }
 
+// detectron2's converter and backbones are ResNets': a ViT's keys renamed by its rules ("stem.cls_token",
+// "stem.blocks.0...") load into no detectron2 model. The architecture is the checkpoint's saved config's.
+// A saved config that cannot be read (written by another version) leaves the tensors' names to tell.
+void check_detectron2_arch(const std::string& dir, moco::ckpt::ExportFormat format) {
+  if (format != moco::ckpt::ExportFormat::detectron2) return;
+  const auto manifest = moco::ckpt::read_manifest(dir);
+  std::string vit;
+  try {
+    const auto arch = moco::run::load_config_text(manifest.config_yaml, dir).model.arch;
+    if (moco::run::is_vit(arch)) vit = std::string("model.arch=") + moco::run::to_string(arch);
+  } catch (const std::exception&) {
+    for (const auto& t : manifest.tensors)
+      if (ends_with(t.name, "/cls_token")) vit = "it holds " + t.name;
+  }
+  if (!vit.empty())
+    throw Refusal(fmt::format(
+        "export: --format detectron2: {} is a ViT ({}); detectron2's converter and backbones are for ResNets: "
+        "export it with --format torch (timm's names) or h5",
+        dir, vit));
+}
+
 int export_backbone(const std::string& path, const std::string& out, const std::string& module,
                     const std::string& format_name, bool keep_head, bool force) {
   const auto format = check_export_format(format_name, out);
   const auto dir = moco::ckpt::resolve_checkpoint_dir(path);
   check_export_target(path, dir, out, force);
   check_export_module(dir, module);
+  check_detectron2_arch(dir, format);
   for (const auto& stale : moco::sys::remove_stale_temporaries(out))
     std::cerr << "moco_ckpt: removed " << stale << ", left by an interrupted export\n";
   // The official detectron2 converter keeps every encoder_q key, the head's as stem.fc.*.
@@ -175,6 +197,16 @@ std::string architecture_of(const CheckpointReader& reader) {
   } catch (const std::exception&) {
     return {};
   }
+}
+
+// The elements of a and b (same shape and dtype) that differ, as a mask; undefined when none does. A NaN
+// equals a NaN at the same position: progress/knn_random_init is NaN until the run's first kNN, and a
+// checkpoint compared with itself is equal (NaN != NaN made `diff A A` fail).
+torch::Tensor differing_elements(const torch::Tensor& a, const torch::Tensor& b) {
+  if (torch::equal(a, b)) return {};
+  auto differs = a != b;
+  if (a.is_floating_point()) differs &= ~(a.isnan() & b.isnan());
+  return differs.any().item<bool>() ? differs : torch::Tensor();
 }
 
 // Bitwise comparison by name (rank-local tensors by name and shard); exit 1 on any difference.
@@ -217,15 +249,15 @@ int diff(const std::string& path_a, const std::string& path_b, const std::vector
       std::cout << fmt::format("{}: {} {} vs {} {}\n", key(t), t.dtype, shape_text(ta.sizes().vec()),
                                moco::ckpt::dtype_name(tb.scalar_type()), shape_text(tb.sizes().vec()));
       ++differing;
-    } else if (!torch::equal(ta, tb)) {
+    } else if (const auto differs = differing_elements(ta, tb); differs.defined()) {
       const auto fa = ta.to(torch::kFloat64), fb = tb.to(torch::kFloat64);
-      const double largest = (fa - fb).abs().max().item<double>();
+      const double largest = (fa - fb).abs().masked_select(differs).max().item<double>();
       if (largest <= atol) {
         if (largest >= largest_tolerated) largest_tolerated = largest, largest_name = key(t);
         continue;
       }
       std::cout << fmt::format("{}: differs, max |a-b| {:.3g} over {} of {} elements\n", key(t), largest,
-                               (fa != fb).sum().item<int64_t>(), ta.numel());
+                               differs.sum().item<int64_t>(), ta.numel());
       ++differing;
     }
   }

@@ -320,6 +320,21 @@ std::string save_checkpoint(const std::string& root, const std::vector<StateEntr
   return step_dir(root, info.step);
 }
 
+void verify_checkpoint(const std::string& dir, dist::ProcessGroup& group) {
+  std::string error;
+  try {
+    CheckpointReader reader(dir);
+    // load_checkpoint's readers: a replicated tensor's is shard % world; rank r reads the rank-local
+    // ones of shard r % W (W the ranks that saved), so shards from this world's size on are not read.
+    const int rank = group.rank(), world = group.world_size();
+    for (const auto& record : reader.manifest().tensors)
+      if (record.rank_local ? record.shard == rank : record.shard % world == rank) reader.read(record);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree_no_errors(error, group);
+}
+
 Manifest load_checkpoint(const std::string& dir, const std::vector<StateEntry>& state, dist::ProcessGroup& group) {
   const int rank = group.rank(), world = group.world_size();
   const auto n = state.size();

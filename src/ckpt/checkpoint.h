@@ -58,6 +58,12 @@ std::string save_checkpoint(const std::string& root, const std::vector<StateEntr
 // Collective.
 Manifest load_checkpoint(const std::string& dir, const std::vector<StateEntry>& state, dist::ProcessGroup& group);
 
+// Reads every tensor of a committed checkpoint folder against its checksums (Fletcher-32, CRC-32) and
+// the manifest's shape and dtype, each by the rank that load_checkpoint would have read it with, and
+// keeps nothing: whether it loads, known before there is a state to load it into. Throws the same
+// CheckpointError on every rank, naming the rank, file and tensor, as load_checkpoint would. Collective.
+void verify_checkpoint(const std::string& dir, dist::ProcessGroup& group);
+
 // Throws the same CheckpointError on every rank if any rank's `error` is non-empty ("rank R: ...",
 // the lowest failing rank's words); returns otherwise. Collective.
 void agree_no_errors(const std::string& error, dist::ProcessGroup& group);

@@ -32,6 +32,11 @@ void install_preemption_handlers() {
 
 int preemption_signal() { return recorded.load(); }
 
+void request_stop(int sig) {
+  int none = 0;
+  recorded.compare_exchange_strong(none, sig);
+}
+
 const char* signal_name(int sig) {
   switch (sig) {
     case SIGUSR1:

@@ -14,6 +14,11 @@ void install_preemption_handlers();
 // The first signal recorded, or 0.
 int preemption_signal();
 
+// Records `sig` as if it had come (unless one came already): the run stops as that signal stops it,
+// after the ranks' next agreement, with a checkpoint. For a cause the program finds itself (its
+// output folder's lock file deleted under it: run/run_output.h).
+void request_stop(int sig);
+
 // "SIGUSR1", "SIGTERM", "SIGINT", "SIGHUP" (or "another signal").
 const char* signal_name(int sig);
 

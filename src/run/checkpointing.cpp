@@ -1,5 +1,6 @@
 #include "run/checkpointing.h"
 
+#include "run/earlier_run.h"
 #include "run/resume_data.h"
 
 #include <fmt/format.h>
@@ -34,17 +35,11 @@ Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group, Jo
     async_ = std::make_unique<ckpt::AsyncSaver>(
         group, [this](int64_t step) { apply_retention(step); },
         std::chrono::seconds(static_cast<int64_t>(std::max(600.0, config.dist.timeout_s))));
-  const auto steps = agreed_steps(root_, group);
   const std::string& resume = config.train.resume;
-  if (resume == "never") {
-    if (!steps.empty())
-      throw ConfigError(
-          fmt::format("train.resume=never, but {} already holds a checkpoint ({}): choose another "
-                      "train.output_dir, delete it, or resume with train.resume=auto",
-                      root_, ckpt::step_dir(root_, steps.back())));
-    return;
-  }
+  // A fresh start: open_run_output keeps the checkpoints already here aside (checkpoints.N/).
+  if (resume == "never") return;
   if (resume == "auto") {
+    const auto steps = agreed_steps(root_, group);
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) candidates_.push_back(ckpt::step_dir(root_, *it));
   } else {
     if (!fs::exists(fs::path(resume) / ckpt::kManifestFile))
@@ -52,17 +47,53 @@ Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group, Jo
                                     ckpt::kManifestFile));
     candidates_.push_back(resume);
   }
-  // The config check comes before any data is loaded; a candidate whose manifest cannot be read is
-  // left for resume() to skip.
-  for (const auto& dir : candidates_) {
+  choose_candidate();
+}
+
+// Before any data is loaded or anything written: the newest candidate that loads (its config checked,
+// every tensor read against its checksums) becomes the first, those before it are remembered with why
+// (resume() warns of them). Checkpoints of which none loads are refused: a fresh start used to
+// overwrite them step by step and append its rows to their metrics.jsonl.
+void Checkpointing::choose_candidate() {
+  while (!candidates_.empty()) {
+    const std::string dir = candidates_.front();
     try {
-      const auto manifest = ckpt::read_manifest(dir);
-      check_config(manifest, dir, false);
-      break;
-    } catch (const ckpt::CheckpointError&) {
-      if (resume != "auto") throw;
+      check_candidate(dir);
+      return;
+    } catch (const ckpt::CheckpointError& e) {
+      if (config_.train.resume != "auto") throw;
+      skipped_.push_back({dir, e.what()});
+      candidates_.erase(candidates_.begin());
     }
   }
+  if (!skipped_.empty()) throw ConfigError(none_loads());
+}
+
+void Checkpointing::check_candidate(const std::string& dir) const {
+  std::string error;
+  ckpt::Manifest manifest;
+  try {
+    manifest = ckpt::read_manifest(dir);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  ckpt::agree_no_errors(error, group_);  // every rank goes on, or none
+  check_config(manifest, dir, false);
+  ckpt::verify_checkpoint(dir, group_);
+}
+
+std::string Checkpointing::none_loads() const {
+  std::string each;
+  for (const auto& [dir, why] : skipped_) each += fmt::format("\n  {}: {}", dir, why);
+  const auto out = config_.train.output_dir;
+  const int n = next_free_suffix(out);
+  return fmt::format(
+      "train.output_dir '{}': none of its {} checkpoint(s) can be loaded, and a fresh start would overwrite them:{}\n"
+      "Ways on: `moco_ckpt verify CHECKPOINT` names what is damaged in each (`moco_ckpt export` may still take an "
+      "encoder from one); train.resume=never starts afresh here, keeping them as {}/checkpoints.{}/ (and "
+      "metrics.jsonl, config.yaml and tb/ as .{}: nothing is deleted); or another train.output_dir starts afresh "
+      "elsewhere",
+      out, skipped_.size(), each, out, n, n);
 }
 
 void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::string& dir,
@@ -91,6 +122,7 @@ void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::stri
 }
 
 std::optional<std::string> Checkpointing::resume(const std::vector<ckpt::StateEntry>& state) {
+  for (const auto& [dir, why] : skipped_) spdlog::warn("resume: skipping {}: {}", dir, why);
   for (const auto& dir : candidates_) {
     try {
       const auto start = std::chrono::steady_clock::now();
@@ -106,25 +138,18 @@ std::optional<std::string> Checkpointing::resume(const std::vector<ckpt::StateEn
     } catch (const ckpt::CheckpointError& e) {
       if (config_.train.resume != "auto") throw;
       spdlog::warn("resume: skipping {}: {}", dir, e.what());
+      skipped_.push_back({dir, e.what()});
     }
   }
-  if (!candidates_.empty()) spdlog::warn("resume: no checkpoint under {} could be loaded; starting fresh", root_);
+  // Verified, yet none loads into this run's state (another model's tensors): refused all the same.
+  if (!candidates_.empty()) throw ConfigError(none_loads());
   return std::nullopt;
 }
 
 std::optional<std::string> Checkpointing::would_resume_from(std::vector<std::string>& skipped) const {
-  for (const auto& dir : candidates_) {
-    try {
-      ckpt::CheckpointReader reader(dir);
-      check_config(reader.manifest(), dir, false);
-      reader.verify_all();
-      return dir;
-    } catch (const ckpt::CheckpointError& e) {
-      if (config_.train.resume != "auto") throw;
-      skipped.push_back(e.what());
-    }
-  }
-  return std::nullopt;
+  for (const auto& [dir, why] : skipped_) skipped.push_back(dir + ": " + why);
+  if (candidates_.empty()) return std::nullopt;
+  return candidates_.front();
 }
 
 bool Checkpointing::due(int64_t step, double train_seconds) const {

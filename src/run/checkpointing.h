@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moco::run {
@@ -23,11 +24,13 @@ struct SavedCheckpoint {
 
 class Checkpointing {
  public:
-  // Decides what to resume from, before any data is loaded or model built: train.resume=never with a
-  // checkpoint present, a resume path that is no committed checkpoint, or a checkpoint whose saved
-  // config differs in a key that changes the math (or in the global batch) throw ConfigError. Every
-  // rank agrees on the candidates (rank 0's listing). `job` says which keys change the math and which
-  // global batch must stay the same.
+  // Decides what to resume from, before any data is loaded or model built or anything written: the
+  // newest checkpoint that loads (every tensor read against its checksums, on all ranks together). A
+  // resume path that is no committed checkpoint, a checkpoint whose saved config differs in a key that
+  // changes the math (or in the global batch), or train.resume=auto over checkpoints of which none
+  // loads (naming each and why) throw ConfigError; train.resume=never resumes nothing (open_run_output
+  // keeps the checkpoints there aside). Every rank agrees on the candidates (rank 0's listing). `job`
+  // says which keys change the math and which global batch must stay the same.
   Checkpointing(const Config& config, dist::ProcessGroup& group, Job job = Job::kMoco);
 
   const std::string& root() const { return root_; }  // <train.output_dir>/checkpoints
@@ -36,9 +39,10 @@ class Checkpointing {
 
   // Restores `state` from the newest candidate that loads and returns its folder; under
   // train.resume=auto a corrupt or incomplete one is skipped with a warning saying why and the one
-  // before it is tried. nullopt: nothing to resume, start fresh. Collective.
+  // before it is tried; if none loads, ConfigError as in the constructor. nullopt: nothing to resume,
+  // start fresh. Collective.
   std::optional<std::string> resume(const std::vector<ckpt::StateEntry>& state);
-  // The dry run's answer: the candidate resume() would restore from, found as it finds one (the
+  // The dry run's answer: the candidate resume() would restore from, as the constructor found it (the
   // saved config checked, every tensor read against its checksums, nothing loaded); each candidate
   // it would skip is added to `skipped` with why. nullopt: a fresh start.
   std::optional<std::string> would_resume_from(std::vector<std::string>& skipped) const;
@@ -65,12 +69,17 @@ class Checkpointing {
   // ConfigError if the saved config differs in math, or the data (run/resume_data.h); logs the other differences.
   void check_config(const ckpt::Manifest& manifest, const std::string& dir, bool log_allowed_changes) const;
   void apply_retention(int64_t protect) const;  // rank 0
+  void choose_candidate();                      // collective
+  // CheckpointError (the same on every rank) unless `dir` loads; ConfigError if its config differs.
+  void check_candidate(const std::string& dir) const;
+  std::string none_loads() const;  // the refusal, naming each checkpoint skipped and the ways on
 
   const Config& config_;
   dist::ProcessGroup& group_;
   Job job_;
   std::string root_;
-  std::vector<std::string> candidates_;  // newest first
+  std::vector<std::string> candidates_;  // newest first; the first one loads (checked before any write)
+  std::vector<std::pair<std::string, std::string>> skipped_;  // (folder, why it cannot be loaded)
   int64_t last_saved_step_ = -1;
   double last_saved_seconds_ = 0;
   std::unique_ptr<ckpt::AsyncSaver> async_;

@@ -319,8 +319,10 @@ std::vector<Field> optim_train_fields() {
                  "unbound: node cores / ranks on the node)")
           .must(thread_count),
       MOCO_FIELD(train.resume,
-                 "auto: continue from the newest valid checkpoint in output_dir/checkpoints (start fresh if none); "
-                 "never: refuse to start if one exists; or the path of one checkpoint folder")
+                 "auto: continue from the newest checkpoint in output_dir/checkpoints that loads (start fresh if "
+                 "there is none; refuse if there are some and none loads); never: start fresh, keeping an earlier "
+                 "run's checkpoints/, metrics.jsonl, config.yaml and tb/ aside as NAME.N; or the path of one "
+                 "checkpoint folder")
           .must(resume_target),
       MOCO_FIELD(train.resume_on_changed_data,
                  "resume although the train split is not the one the checkpoint was trained on (another count of "

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -73,6 +74,7 @@ struct Watched {
 };
 std::mutex watched_mutex;
 std::optional<Watched> watched_dir, watched_log;
+std::function<void()> output_check;  // set_output_check's
 
 std::optional<Watched> watch(const std::string& path) {
   struct stat st {};
@@ -96,8 +98,17 @@ void check_output_still_there() {
 
 }  // namespace
 
+void set_output_check(std::function<void()> check) {
+  const std::lock_guard<std::mutex> lock(watched_mutex);
+  output_check = std::move(check);
+}
+
 void check_log_writes() {
   check_output_still_there();
+  {
+    const std::lock_guard<std::mutex> lock(watched_mutex);
+    if (output_check) output_check();  // in place: it keeps what it has said
+  }
   if (!log_failed.load()) return;
   const std::lock_guard<std::mutex> lock(log_failure_mutex);
   throw std::runtime_error(log_failure);
@@ -155,6 +166,7 @@ void LogUndo::undo() const {
     const std::lock_guard<std::mutex> lock(watched_mutex);
     watched_dir.reset();  // removed on purpose below
     watched_log.reset();
+    output_check = nullptr;
   }
   auto& sinks = spdlog::default_logger()->sinks();
   sinks.erase(std::remove_if(sinks.begin(), sinks.end(),

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace moco::run {
@@ -25,6 +26,10 @@ void setup_logging(const std::string& output_dir, int rank, int world_size, bool
 // rank's log file) is no longer the one setup_logging opened: deleted, moved or replaced mid-run,
 // where every write would still succeed into files no one can read.
 void check_log_writes();
+
+// One more check of the output folder for check_log_writes to run after its own (rank 0's lock on the
+// folder: run_output.h), or none (an empty function); it may throw as they do. Taken back by LogUndo.
+void set_output_check(std::function<void()> check);
 
 // What setup_logging is about to add to the file system, noted first, so that a refusal (exit 2)
 // found after it leaves the file system as it found it: undo() stops logging to the file, puts

@@ -25,12 +25,19 @@ class FolderInUse : public std::runtime_error {
 // them throw FolderInUse naming the holder's host and pid when another process holds it. A second run
 // in one folder would resume from the first's checkpoint while it trains and delete its save in
 // progress. On a file system without locks rank 0 warns and the run goes on.
+// First, before anything is made, all throw ConfigError if output_dir lies inside another run's
+// checkpoints/ (its retention would delete it whole) or inside the folder of a running run.
+// Once held, check_log_writes (rank 0, after every step) watches the lock file: deleted, the run stops
+// after the step with a checkpoint (as for SIGUSR1); held by another process, it stops at once
+// (std::runtime_error) without writing another checkpoint.
 void lock_output_dir(const std::string& output_dir, const std::string& key, int rank, sys::FolderLock& lock);
 
 // Creates train.output_dir; rank 0 writes config.yaml there and opens metrics.jsonl (appended when
 // the run may resume: it keeps the lines logged before) with tb/ beside it. Other ranks get no sink.
-// A dry run writes nothing: it only checks that the folder could be created and written.
-// Throws std::runtime_error naming train.output_dir.
+// A fresh start (append false) keeps an earlier run's metrics.jsonl, config.yaml and tb/ (and, with
+// train.resume=never, its checkpoints/) as NAME.N (keep_earlier_run_files).
+// A dry run writes nothing: it only checks that the folder could be created and written, and is not
+// misplaced (as lock_output_dir refuses it). Throws std::runtime_error naming train.output_dir.
 std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run = false);
 
 }  // namespace moco::run

@@ -45,42 +45,96 @@ bool still_at_path(int fd, const std::string& path) {
          by_fd.st_ino == by_path.st_ino;
 }
 
-}  // namespace
+// flock without waiting, 0 or the errno; a conflict is tried again for 0.2 s, past the moment
+// lock_holder's probe holds its shared lock.
+int lock_now(int fd, int operation) {
+  for (int attempt = 0;; ++attempt) {
+    if (::flock(fd, operation | LOCK_NB) == 0) return 0;
+    const int error = errno;
+    if (error != EWOULDBLOCK || attempt == 10) return error;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
-std::optional<std::string> FolderLock::acquire(const std::string& folder) {
-  release();
-  path_ = folder + (folder.empty() || folder.back() == '/' ? "" : "/") + kFolderLockName;
+// Locks the file at `path` (created if missing) into `fd`: nullopt once held, or when the file system
+// cannot lock (`unsupported` says why, `fd` stays -1); the holder's "HOST PID" when another holds it.
+std::optional<std::string> lock_file(const std::string& path, int& fd, std::string& unsupported) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error(path_ + ": cannot open the lock file: " + std::strerror(errno));
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int error = errno;
+    const int opened = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (opened < 0) throw std::runtime_error(path + ": cannot open the lock file: " + std::strerror(errno));
+    if (const int error = lock_now(opened, LOCK_EX); error != 0) {
       if (error == EWOULDBLOCK) {
-        auto holder = read_holder(fd);
-        ::close(fd);
+        auto holder = read_holder(opened);
+        ::close(opened);
         return holder;
       }
-      ::close(fd);
+      ::close(opened);
       // No locks on this file system (NFS without a lock daemon, Lustre without `flock`).
       if (error == ENOLCK || error == ENOSYS || error == EOPNOTSUPP || error == EINVAL) {
-        unsupported_ = path_ + ": the file system cannot lock it: " + std::strerror(error);
+        unsupported = path + ": the file system cannot lock it: " + std::strerror(error);
         return std::nullopt;
       }
-      throw std::runtime_error(path_ + ": cannot lock: " + std::strerror(error));
+      throw std::runtime_error(path + ": cannot lock: " + std::strerror(error));
     }
-    if (!still_at_path(fd, path_)) {
-      ::close(fd);
+    if (!still_at_path(opened, path)) {
+      ::close(opened);
       continue;
     }
     // The lock is the flock; the holder's name is a courtesy to a second run. On a full disk the run
     // keeps the lock and fails where it must write, naming that file.
     const auto text = host_and_pid();
-    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
-      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path_, std::strerror(errno));
-    fd_ = fd;
+    if (::ftruncate(opened, 0) != 0 ||
+        ::pwrite(opened, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+      spdlog::warn("{}: locked, but cannot write this run's host and pid into it: {}", path, std::strerror(errno));
+    fd = opened;
     return std::nullopt;
   }
-  throw std::runtime_error(path_ + ": cannot lock: the file keeps being replaced");
+  throw std::runtime_error(path + ": cannot lock: the file keeps being replaced");
+}
+
+// The "HOST PID" of a process holding the lock file at `path`, nullopt if none does or there is none.
+std::optional<std::string> holder_of(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<std::string> holder;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) holder = read_holder(fd);
+  ::close(fd);  // drops the probe's shared lock, if it got one
+  return holder;
+}
+
+// Removes the lock file if it is still the one `fd` locked (never another process's), then unlocks.
+void unlock_file(int& fd, const std::string& path) {
+  if (fd < 0) return;
+  if (still_at_path(fd, path)) ::unlink(path.c_str());
+  ::close(fd);
+  fd = -1;
+}
+
+std::string in_folder(const std::string& folder, const char* name) {
+  return folder + (folder.empty() || folder.back() == '/' ? "" : "/") + name;
+}
+
+}  // namespace
+
+std::optional<std::string> FolderLock::acquire(const std::string& folder) {
+  release();
+  path_ = in_folder(folder, kFolderLockName);
+  guard_path_ = in_folder(folder, kFolderGuardName);
+  // The twin first: a live holder whose moco.lock was deleted still holds it, and moco.lock is never
+  // touched while another holds the folder.
+  if (auto holder = lock_file(guard_path_, guard_fd_, unsupported_)) return holder;
+  if (guard_fd_ < 0) return std::nullopt;  // the file system cannot lock (unsupported_)
+  auto holder = lock_file(path_, fd_, unsupported_);
+  if (holder || fd_ < 0) release();
+  return holder;
+}
+
+std::optional<FolderLock::Loss> FolderLock::lost() const {
+  if (fd_ < 0 || still_at_path(fd_, path_)) return std::nullopt;
+  struct stat by_path {};
+  if (::stat(path_.c_str(), &by_path) != 0) return Loss{"deleted", false};
+  if (const auto holder = holder_of(path_)) return Loss{"replaced, and held by " + describe_lock_holder(*holder), true};
+  return Loss{"replaced by another file", false};
 }
 
 std::string describe_lock_holder(const std::string& holder) {
@@ -92,10 +146,13 @@ std::string describe_lock_holder(const std::string& holder) {
 }
 
 void FolderLock::release() {
-  if (fd_ < 0) return;
-  ::unlink(path_.c_str());
-  ::close(fd_);
-  fd_ = -1;
+  unlock_file(fd_, path_);
+  unlock_file(guard_fd_, guard_path_);
+}
+
+std::optional<std::string> lock_holder(const std::string& folder) {
+  if (auto holder = holder_of(in_folder(folder, kFolderGuardName))) return holder;
+  return holder_of(in_folder(folder, kFolderLockName));
 }
 
 }  // namespace moco::sys

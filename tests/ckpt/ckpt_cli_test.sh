@@ -67,6 +67,27 @@ expect_fails_with() {  # CODE TEXT command...: the command exits CODE and prints
 }
 
 committed() { ls "$1/checkpoints" | grep -E '^step_[0-9]+$' | tr '\n' ' '; }
+# A listing of every file under $1 with its checksum: compared before and after a refusal.
+snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 md5sum; find . | sort); }
+# flip_word SHARD_FOLDER TENSOR: one 32-bit word of TENSOR's data inverted in whichever shard holds it.
+flip_word() {
+  "$py" - "$1" "$2" <<'EOF'
+import glob, sys, h5py
+for shard in sorted(glob.glob(sys.argv[1] + "/shard-*.h5")):
+    with h5py.File(shard, "r") as f:
+        if sys.argv[2] not in f:
+            continue
+        offset = f[sys.argv[2]].id.get_chunk_info(0).byte_offset
+    with open(shard, "r+b") as f:
+        f.seek(offset + 8)
+        word = f.read(4)
+        f.seek(offset + 8)
+        f.write(bytes(b ^ 0xFF for b in word))
+    print(shard)
+    sys.exit(0)
+sys.exit(f"no shard holds {sys.argv[2]}")
+EOF
+}
 
 # Checkpoints are written in the background by default (ckpt.async); the *_sync cases and
 # kill_before_manifest write them in the loop.
@@ -196,8 +217,13 @@ retention)
 refusals)
   run 1 "$work/run" train.stop_at_step=3
   before=$(wc -l <"$work/run/metrics.jsonl")
-  expect_fails_with 2 "train.resume=never, but $work/run/checkpoints already holds a checkpoint ($work/run/checkpoints/step_00000003)" \
-    launch 1 "$work/run" train.resume=never
+  # train.resume=never over a checkpoint starts afresh, keeping the earlier run aside (it used to be
+  # refused, and deleting the checkpoints was the way on).
+  cp -r "$work/run" "$work/never"
+  run 1 "$work/never" train.resume=never train.stop_at_step=2
+  grep -qF "train.resume=never, so this run starts afresh; the earlier checkpoints/, metrics.jsonl, config.yaml and tb/ are kept as checkpoints.1/" \
+    "$work/never.console" || fail "train.resume=never does not keep the earlier run aside"
+  [ "$(committed "$work/never")" = "step_00000002 " ] && [ -d "$work/never/checkpoints.1/step_00000003" ] || fail "never: $(ls "$work/never"/*)"
   expect_fails_with 2 "moco.momentum: 0.99 in the checkpoint, 0.9 now" launch 1 "$work/run" moco.momentum=0.9
   expect_fails_with 2 "train.resume: '$work/nowhere' is not a committed checkpoint folder" launch 1 "$work/run2" train.resume="$work/nowhere"
   [ "$(wc -l <"$work/run/metrics.jsonl")" -eq "$before" ] || fail "a refused run wrote metrics"
@@ -276,6 +302,92 @@ tool_refusals)
   "$ckpt" export "$work/run" "$work/b.pth" --format torch >/dev/null || fail "the torch export failed"
   expect_fails_with 2 "is a file but not a \`moco_ckpt export\` in HDF5 (--format h5" \
     "$dist" "${base[@]}" --eval-only model.pretrained="$work/b.pth" train.output_dir="$work/run"
+  ;;
+damaged_refused)
+  # Every checkpoint damaged (issue 50): step 3 with one flipped word in a momentum buffer (its encoder
+  # still exports), step 4 with a cut shard. The same command used to say "no checkpoint could be
+  # loaded; starting fresh", overwrite both with the new run's and append its rows to the old
+  # metrics.jsonl. Refused now, naming each and the ways on, the folder as it was; train.resume=never
+  # then starts afresh with the old checkpoints, metrics, config and events kept aside as .1.
+  run "$np" "$work/run" train.stop_at_step=4 ckpt.every_steps=1 ckpt.keep_last=2 ckpt.async=false
+  [ "$(committed "$work/run")" = "step_00000003 step_00000004 " ] || fail "committed: $(committed "$work/run")"
+  ck=$work/run/checkpoints
+  bad3=$(flip_word "$ck/step_00000003" optimizer/momentum_buffer/conv1.weight)
+  shard4=$ck/step_00000004/shard-0-of-$np.h5
+  truncate -s $(($(stat -c %s "$shard4") / 2)) "$shard4"
+  snapshot "$work/run" >"$work/before"
+  snapshot "$ck" >"$work/checkpoints.before"
+  cp "$work/run/metrics.jsonl" "$work/metrics.before" && cp "$work/run/config.yaml" "$work/config.before"
+  expect_fails_with 2 "train.output_dir '$work/run': none of its 2 checkpoint(s) can be loaded, and a fresh start would overwrite them:" \
+    launch "$np" "$work/run" ckpt.every_steps=1 ckpt.keep_last=2 ckpt.async=false
+  for text in "$ck/step_00000004: rank 0: $shard4" "$ck/step_00000003: rank " "$bad3: tensor 'optimizer/momentum_buffer/conv1.weight'" \
+    "\`moco_ckpt verify CHECKPOINT\`" "train.resume=never starts afresh here, keeping them as $work/run/checkpoints.1/" \
+    "or another train.output_dir"; do
+    grep -qF -- "$text" "$work/last.out" || { cat "$work/last.out"; fail "the refusal does not say '$text'"; }
+  done
+  ! grep -q "starting fresh" "$work/last.out" || fail "a fresh start was begun"
+  snapshot "$work/run" | diff "$work/before" - || fail "the refused run changed the folder"
+  "$ckpt" export "$ck/step_00000003" "$work/encoder3.h5" >/dev/null || fail "step 3's encoder does not export"
+  # train.resume=never: a fresh start, nothing deleted
+  run "$np" "$work/run" ckpt.every_steps=1 ckpt.keep_last=2 ckpt.async=false train.resume=never train.stop_at_step=4
+  grep -qF "this run starts afresh; the earlier checkpoints/, metrics.jsonl, config.yaml and tb/ are kept as checkpoints.1/, metrics.jsonl.1, config.yaml.1 and tb.1/" \
+    "$work/run.console" || { cat "$work/run.console"; fail "the fresh start does not say what it kept"; }
+  snapshot "$work/run/checkpoints.1" | diff "$work/checkpoints.before" - || fail "checkpoints.1 is not the old checkpoints"
+  cmp "$work/run/metrics.jsonl.1" "$work/metrics.before" || fail "metrics.jsonl.1 is not the old metrics"
+  cmp "$work/run/config.yaml.1" "$work/config.before" || fail "config.yaml.1 is not the old config"
+  [ "$(ls "$work/run/tb.1" | wc -l)" -ge 1 ] && [ "$(ls "$work/run/tb" | wc -l)" -eq 1 ] || fail "tb/ not rotated"
+  [ "$(grep -c '"event":"train"' "$work/run/metrics.jsonl")" -eq 4 ] || fail "metrics.jsonl holds more than this run"
+  [ "$(committed "$work/run")" = "step_00000003 step_00000004 " ] || fail "the new run's checkpoints: $(committed "$work/run")"
+  "$ckpt" verify "$work/run" >/dev/null || fail "the new run's checkpoint does not verify"
+  # A checkpoint that verifies but does not fit the model (a tensor renamed, in its shard and manifest
+  # alike) is found only as it is loaded: refused all the same (it too used to start fresh over it).
+  run 1 "$work/renamed" train.stop_at_step=2 ckpt.async=false
+  "$py" - "$work/renamed/checkpoints/step_00000002" <<'EOF'
+import json, sys, h5py
+with h5py.File(sys.argv[1] + "/shard-0-of-1.h5", "r+") as f:
+    f.move("encoder_q/conv1.weight", "encoder_q/conv1.renamed")
+m = json.load(open(sys.argv[1] + "/manifest.json"))
+for t in m["tensors"]:
+    if t["name"] == "encoder_q/conv1.weight":
+        t["name"] = "encoder_q/conv1.renamed"
+json.dump(m, open(sys.argv[1] + "/manifest.json", "w"))
+EOF
+  "$ckpt" verify "$work/renamed" >/dev/null || fail "the renamed checkpoint does not verify"
+  expect_fails_with 2 "train.output_dir '$work/renamed': none of its 1 checkpoint(s) can be loaded" \
+    launch 1 "$work/renamed" ckpt.async=false
+  grep -qF "has no tensor 'encoder_q/conv1.weight'" "$work/last.out" || fail "the refusal does not say why"
+  [ "$(committed "$work/renamed")" = "step_00000002 " ] || fail "committed: $(committed "$work/renamed")"
+  # moco_lincls shares the policy: its checkpoints all cut, refused alike.
+  lin=("$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1
+       train.threads=1 train.output_dir="$work/lin")
+  "${lin[@]}" >"$work/lin.console" 2>&1 || { cat "$work/lin.console"; fail "moco_lincls"; }
+  for shard in "$work"/lin/checkpoints/step_*/shard-*.h5; do truncate -s 1000 "$shard"; done
+  expect_fails_with 2 "train.output_dir '$work/lin': none of its 1 checkpoint(s) can be loaded" "${lin[@]}"
+  ;;
+diff_itself)
+  # A checkpoint compared with itself is equal, whatever made it: progress/knn_random_init is NaN
+  # until the first kNN (a run stopped before it), and NaN != NaN made `diff A A` exit 1 (issue 50).
+  one=("$dist" train.threads=1 knn.memory_size=128 knn.query_size=64 train.stop_at_step=1)
+  v2=(--config "$src/tests/data/tiny_synthetic.yaml")
+  v3=(--config "$src/tests/data/tiny_synthetic_v3.yaml" v3.mlp_dim=32 model.dim=16 optim.optimizer=lars)
+  lin=("$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1 train.threads=1)
+  for made in "v2 ${v2[*]}" "v2_probe eval.online_probe=true ${v2[*]}" "v3 ${v3[*]}" \
+    "v3_probe eval.online_probe=true ${v3[*]}" \
+    "vit ${v3[*]} model.arch=vit_tiny_cpu"; do
+    read -r -a args <<<"$made"
+    "${one[@]}" train.output_dir="$work/${args[0]}" "${args[@]:1}" >"$work/${args[0]}.console" 2>&1 ||
+      { cat "$work/${args[0]}.console"; fail "${args[0]}"; }
+  done
+  run 1 "$work/v2_done"
+  "${lin[@]}" train.output_dir="$work/lincls" >"$work/lincls.console" 2>&1 || { cat "$work/lincls.console"; fail "moco_lincls"; }
+  "$py" -c "import h5py, math, sys; assert math.isnan(h5py.File(sys.argv[1])['progress/knn_random_init'][()])" \
+    "$work/v2/checkpoints/step_00000001/shard-0-of-1.h5" || fail "this case needs a NaN in the checkpoint"
+  for run_dir in v2 v2_probe v3 v3_probe v2_done vit lincls; do
+    expect_fails_with 0 "tensors compared, 0 differ" "$ckpt" diff "$work/$run_dir" "$work/$run_dir"
+  done
+  # A NaN against a number still differs (v2_done, finished, holds its random-init figure).
+  expect_fails_with 1 "progress/knn_random_init: differs, max |a-b| nan over 1 of 1 elements" \
+    "$ckpt" diff "$work/v2" "$work/v2_done" --atol 1 --ignore '^(?!progress/knn_random_init$)'
   ;;
 *) fail "unknown case" ;;
 esac

@@ -235,7 +235,20 @@ moco_sh_ranks)
       env MOCO_DIST="$dist" "$src/launch/mpirun/moco.sh" -n "$n" "$tiny" train.output_dir="$out"
     ! grep -q "mpirun" "$work/last.out" || fail "mpirun was started"
     no_work_done
-  done ;;
+  done
+  # Counts past bash's 64-bit arithmetic wrapped into a count mpirun ran (99999999999999999999 made
+  # -np 7766279631452241919, 18446744073709551617 made -np 1): refused by their digits, naming the limit.
+  # A stand-in mpirun on PATH: a script that let such a count through starts no real processes.
+  mkdir -p "$work/fake" && printf '#!/bin/sh\necho "fake mpirun $*"\n' >"$work/fake/mpirun" && chmod +x "$work/fake/mpirun"
+  for n in 99999999999999999999 18446744073709551617 16777217 000000000000000000016777217; do
+    expect 2 "moco.sh: -n '$n': more ranks than any machine runs (at most 16777216)" -- \
+      env PATH="$work/fake:$PATH" MOCO_DIST="$dist" "$src/launch/mpirun/moco.sh" -n "$n" "$tiny" train.output_dir="$out"
+    ! grep -q "mpirun" "$work/last.out" || fail "mpirun was started"
+    no_work_done
+  done
+  # Leading zeros are still the count they spell.
+  expect 0 "-np 1 " -- env MOCO_DIST="$dist" "$src/launch/mpirun/moco.sh" -n 0001 "$tiny" train.threads=1 \
+    train.stop_at_step=1 knn.k=5 train.output_dir="$out" ;;
 knn_k_above_bank)
   # A k above the memory bank cannot be honoured: said once, and the k used is the one logged.
   expect 0 "knn.k 100 is more than the 64 images of the kNN memory bank (knn.memory_size 64): k=64 used" -- \

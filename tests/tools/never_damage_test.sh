@@ -195,6 +195,18 @@ export_races_retention)
   absent "$work/out.h5"
   ! ls "$work" | grep -q "out.h5.tmp" || fail "a temporary file was left"
   ;;
+export_vit_detectron2)
+  # detectron2's converter renames a ResNet's keys; a ViT's came out as "stem.cls_token",
+  # "stem.blocks.0..." (64 keys no detectron2 model has). Refused naming the architecture, nothing
+  # written; --format torch (timm's names) still exports it.
+  "$dist" --config "$src/tests/data/tiny_synthetic_v3.yaml" train.threads=1 train.output_dir="$work/vit" \
+    train.stop_at_step=1 knn.k=5 model.arch=vit_tiny_cpu >"$work/vit.console" 2>&1 || { cat "$work/vit.console"; fail "pre-training"; }
+  expect 2 "export: --format detectron2: $work/vit/checkpoints/step_00000001 is a ViT (model.arch=vit_tiny_cpu); detectron2's converter and backbones are for ResNets" -- \
+    "$ckpt" export "$work/vit" "$work/vit_d2.pth" --format detectron2
+  absent "$work/vit_d2.pth"
+  ! ls "$work" | grep -q "tmp" || fail "a temporary file was left: $(ls "$work")"
+  expect 0 "format torch" -- "$ckpt" export "$work/vit" "$work/vit.pth" --format torch
+  ;;
 diff_bad_flags)
   pretrain
   expect 2 "--ignore '([' is not a regular expression" -- "$ckpt" diff "$work/run" "$work/run" --ignore '(['
@@ -289,15 +301,20 @@ pack_interrupted)
 fresh_start_keeps_earlier_metrics)
   # A run that left no checkpoint (it failed before its first, or they were deleted), then a fresh
   # start in its folder: the earlier metrics.jsonl was truncated and config.yaml rewritten, the one
-  # record of what that run did. Kept under the next free suffix, said once; moco_lincls alike.
+  # record of what that run did, and tb/ got a second run's events beside the first's (TensorBoard
+  # overlaid them). Kept under the next free suffix, said once; moco_lincls alike.
   pretrain
   rm -r "$work/run/checkpoints"
   cp "$work/run/metrics.jsonl" "$work/metrics.before" && cp "$work/run/config.yaml" "$work/config.before"
-  kept="this run starts afresh; the earlier metrics.jsonl and config.yaml are kept as metrics.jsonl.1 and config.yaml.1"
-  expect 0 "train.output_dir '$work/run' holds an earlier run's metrics.jsonl and no checkpoint to resume: $kept" -- \
+  events=$(ls "$work/run/tb")
+  files="metrics.jsonl, config.yaml and tb/"
+  kept="this run starts afresh; the earlier $files are kept as metrics.jsonl.1, config.yaml.1 and tb.1/"
+  expect 0 "train.output_dir '$work/run' holds an earlier run's $files and no checkpoint to resume: $kept" -- \
     "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run" train.stop_at_step=1 knn.k=5 train.seed=3
   cmp "$work/run/metrics.jsonl.1" "$work/metrics.before" || fail "metrics.jsonl.1 is not the earlier run's"
   cmp "$work/run/config.yaml.1" "$work/config.before" || fail "config.yaml.1 is not the earlier run's"
+  [ "$(ls "$work/run/tb.1")" = "$events" ] || fail "tb.1/ is not the earlier run's events: $(ls "$work/run/tb.1")"
+  [ "$(ls "$work/run/tb" | wc -l)" -eq 1 ] && [ "$(ls "$work/run/tb")" != "$events" ] || fail "tb/ holds more than this run"
   grep -q "seed: 3" "$work/run/config.yaml" || fail "config.yaml is not this run's"
   [ "$(grep -c '"event":"train"' "$work/run/metrics.jsonl")" -eq 1 ] || fail "metrics.jsonl holds more than this run"
   # A resume appends and keeps nothing aside
@@ -310,10 +327,20 @@ fresh_start_keeps_earlier_metrics)
   rm -r "$work/lin/checkpoints"
   for n in 1 2; do
     cp "$work/lin/metrics.jsonl" "$work/lin.before"
-    expect 0 "the earlier metrics.jsonl and config.yaml are kept as metrics.jsonl.$n and config.yaml.$n" -- "$lincls" "${lin[@]}"
+    expect 0 "the earlier $files are kept as metrics.jsonl.$n, config.yaml.$n and tb.$n/" -- "$lincls" "${lin[@]}"
     cmp "$work/lin/metrics.jsonl.$n" "$work/lin.before" || fail "lincls metrics.jsonl.$n is not the earlier run's"
     rm -r "$work/lin/checkpoints"
   done
+  # A folder holding only an earlier config.yaml (a run refused after writing it, or stopped before its
+  # first metrics row): it was overwritten without a copy. Kept, under the first suffix free for all
+  # three (tb.1/ taken by hand here: .2 for each).
+  mkdir -p "$work/only/tb.1"
+  printf 'train: {seed: 7}\n' >"$work/only/config.yaml"
+  expect 0 "holds an earlier run's config.yaml and no checkpoint to resume: this run starts afresh; the earlier config.yaml is kept as config.yaml.2" -- \
+    "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/only" train.stop_at_step=1 knn.k=5
+  [ "$(cat "$work/only/config.yaml.2")" = "train: {seed: 7}" ] || fail "config.yaml.2 is not the earlier config"
+  absent "$work/only/config.yaml.1"
+  absent "$work/only/metrics.jsonl.2"
   ;;
 two_runs_one_folder)
   # A second run in the folder of one that trains: exit 2 on every rank before any work, naming the
@@ -422,6 +449,94 @@ lincls_output_dir_deleted)
   grep -F "train.output_dir '$work/lin': " "$work/console" | grep -q "while the run writes into it" ||
     fail "no error naming the folder"
   absent "$work/lin"
+  ;;
+output_dir_misplaced)
+  # A train.output_dir inside another run's checkpoints/ (a committed step of it, the folder itself, a
+  # new folder there): accepted, and that run's retention later deleted it whole. Refused before
+  # anything is made, moco_lincls and --dry-run alike; so is one inside the folder of a running run.
+  pretrain
+  snapshot "$work/run" >"$work/before"
+  for out in "$step" "$step/sub" "$work/run/checkpoints" "$work/run/checkpoints/new"; do
+    expect 2 "train.output_dir '$out' lies inside $work/run/checkpoints, another run's checkpoints folder: its retention (ckpt.keep_last) deletes what it does not keep there, a folder whole" -- \
+      ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$out" train.stop_at_step=1 knn.k=5
+  done
+  expect 2 "train.output_dir '$work/run/checkpoints/new' lies inside $work/run/checkpoints" -- \
+    ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run/checkpoints/new" --dry-run
+  expect 2 "train.output_dir '$work/run/checkpoints/lin' lies inside $work/run/checkpoints" -- \
+    ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random train.output_dir="$work/run/checkpoints/lin"
+  snapshot "$work/run" | diff "$work/before" - || fail "the run's folder changed"
+  # Inside the folder of a running run (a process holding its lock): refused, naming it.
+  hold_lock "$work/live"
+  expect 2 "train.output_dir '$work/live/sub' lies inside $work/live, the folder of a running run (host $(hostname) pid $holder holds its lock $work/live/moco.lock)" -- \
+    ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/live/sub" train.stop_at_step=1 knn.k=5
+  absent "$work/live/sub"
+  kill "$holder"
+  wait "$holder" || true
+  # The lock file a run left when it was killed keeps no one out.
+  expect 0 "stopped after step 1" -- \
+    ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/live/sub" train.stop_at_step=1 knn.k=5
+  ;;
+lock_removed)
+  # `rm moco.lock` under a training run (taken for a killed run's leftover), then the same command:
+  # the second run took a fresh lock and resumed from the first's checkpoint while the first trained
+  # on, until one deleted the other's save. Now the second is refused before it writes anything (the
+  # first still holds the lock's hidden twin, .moco.lock), and the first, seeing its moco.lock gone,
+  # stops after its step with a checkpoint, from which the same command continues. The first is held
+  # (SIGSTOP) from the rm until the second has been refused: the second starts before the first can
+  # notice, the race at its worst.
+  long=(--config "$tiny" train.threads=1 data.synthetic_train_size=256 train.epochs=5000 knn.k=5)
+  background_ranks "$dist" "${long[@]}" train.output_dir="$work/run" >"$work/first.console" 2>&1 &
+  first=$!
+  wait_for_steps "$first" "$work/run"
+  if [ "$np" -gt 1 ]; then rank0=$(pgrep -P "$first" | sort -n | head -1); else rank0=$first; fi
+  stop_ranks STOP "$first"
+  rm "$work/run/moco.lock"
+  expect 2 "train.output_dir '$work/run' is in use by another run: host $(hostname) pid $rank0 holds its lock $work/run/moco.lock (the file was deleted; the run still holds .moco.lock, and stops after its step with a checkpoint)" -- \
+    ranks "$dist" "${long[@]}" train.output_dir="$work/run" train.log_every=7 train.stop_at_step=1
+  stop_ranks CONT "$first"
+  # It stops by itself within a step (bounded: a run that does not notice would train 40000 steps).
+  for _ in $(seq 300); do kill -0 "$first" 2>/dev/null || break; sleep 0.2; done
+  kill -0 "$first" 2>/dev/null && { stop_ranks KILL "$first"; fail "the first run did not stop within 60 s of its lock file's deletion"; }
+  rc=0
+  wait "$first" || rc=$?
+  [ "$rc" -eq 0 ] || { tail -n 20 "$work/first.console"; fail "the first run ended with exit $rc"; }
+  grep -qF "train.output_dir '$work/run': its lock $work/run/moco.lock was deleted while this run writes there" "$work/first.console" ||
+    { tail -n 20 "$work/first.console"; fail "the first run did not say its lock file was deleted"; }
+  grep -q "preempted by SIGUSR1 after step [0-9]* of [0-9]*: checkpoint $work/run/checkpoints/step_[0-9]* committed" "$work/first.console" ||
+    fail "the first run did not stop with a checkpoint"
+  ! grep -q "log_every: 7" "$work/run/config.yaml" || fail "the refused run wrote config.yaml"
+  for log in "$work"/run/rank*.log; do
+    [ "$(grep -c ' on host ' "$log")" -eq 1 ] || fail "the refused run logged into $log"
+  done
+  absent "$work/run/moco.lock"
+  absent "$work/run/.moco.lock"
+  stopped=$(step_logged "$work/run")
+  expect 0 "resumed from $work/run/checkpoints/step_" -- \
+    ranks "$dist" "${long[@]}" train.output_dir="$work/run" train.stop_at_step=$((stopped + 2))
+  # moco.lock replaced at once by a file another process holds (a program that takes moco.lock alone):
+  # the folder is that process's now; the run stops at once (exit 1), naming it.
+  background_ranks "$dist" "${long[@]}" train.output_dir="$work/taken" ckpt.every_minutes=0 >"$work/taken.console" 2>&1 &
+  victim=$!
+  wait_for_steps "$victim" "$work/taken"
+  "$py" - "$work/taken" <<'PY' &
+import fcntl, os, socket, sys, time
+f = open(sys.argv[1] + "/moco.lock.new", "w")
+fcntl.flock(f, fcntl.LOCK_EX)
+f.write(f"{socket.gethostname()} {os.getpid()}\n"); f.flush()
+os.rename(sys.argv[1] + "/moco.lock.new", sys.argv[1] + "/moco.lock")
+time.sleep(120)
+PY
+  holder=$!
+  trap 'kill "$holder" 2>/dev/null || true' EXIT
+  for _ in $(seq 300); do kill -0 "$victim" 2>/dev/null || break; sleep 0.2; done
+  kill -0 "$victim" 2>/dev/null && { stop_ranks KILL "$victim"; fail "the run did not stop within 60 s of its lock file's replacement"; }
+  rc=0
+  wait "$victim" || rc=$?
+  cat "$work/taken.console"
+  [ "$rc" -ne 0 ] || fail "the run whose lock was taken exited 0"
+  grep -qF "train.output_dir '$work/taken': its lock $work/taken/moco.lock was replaced, and held by host $(hostname) pid $holder while this run writes there" \
+    "$work/taken.console" || fail "the run does not name the process that holds its folder now"
+  [ "$(cat "$work/taken/moco.lock")" = "$(hostname) $holder" ] || fail "the other process's moco.lock was removed"
   ;;
 queue_too_large)
   expect 2 "key 'moco.queue_size'" "bytes of memory" -- \
