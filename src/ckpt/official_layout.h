@@ -1,0 +1,32 @@
+// defines: OfficialModule, OfficialLayout, moco_v2_official_layout, moco_v3_official_layout: where each
+// tensor of a moco_dist checkpoint lies in the checkpoint the official main_moco.py saves (its
+// DistributedDataParallel names), one small table per method
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace moco::ckpt {
+
+// One module of the official model and the tensors of ours that are it.
+struct OfficialModule {
+  std::string ours;      // a group of our checkpoint ("encoder_q/") or one tensor ("moco/queue")
+  std::string official;  // its name in the official state_dict ("module.encoder_q.", "module.queue")
+  bool trained = false;  // the official optimizer updates its parameters (they get gradients)
+  bool buffer = false;   // one buffer (the queue), not a module of parameters and buffers
+};
+
+struct OfficialLayout {
+  // In the order of the official model.parameters(), whose indices optimizer.state_dict() uses.
+  std::vector<OfficialModule> modules;
+  // Our optimizer state "optimizer/<state>/<name>" names the parameter `optimizer_group + name`.
+  std::string optimizer_group;
+};
+
+// facebookresearch/moco (v1, v2): builder.py's MoCo registers encoder_q, encoder_k, then the queue.
+OfficialLayout moco_v2_official_layout();
+// facebookresearch/moco-v3: builder.py's MoCo registers base_encoder (with its projector in the
+// head's place), momentum_encoder, then the predictor.
+OfficialLayout moco_v3_official_layout();
+
+}  // namespace moco::ckpt
