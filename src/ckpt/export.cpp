@@ -15,13 +15,20 @@
 namespace moco::ckpt {
 namespace {
 
+// Rank 0's copy of a rank-local BatchNorm statistic (each rank keeps its own when no step broadcasts
+// them) is the model's, as DDP's broadcast_buffers would give every rank; other rank-local tensors
+// (each rank's random generator) belong to no model.
+bool exported_copy(const TensorRecord& record) {
+  return !record.rank_local || (record.shard == 0 && is_batchnorm_statistic(record.name));
+}
+
 // The module's tensors, keys without "<module>/", minus the dropped prefixes, in manifest order.
 NamedTensors selected_tensors(CheckpointReader& reader, const std::string& module,
                               const std::vector<std::string>& drop_prefixes, ExportSummary& summary) {
   const std::string prefix = module + "/";
   NamedTensors selected;
   for (const auto& record : reader.manifest().tensors) {
-    if (record.rank_local || record.name.rfind(prefix, 0) != 0) continue;
+    if (!exported_copy(record) || record.name.rfind(prefix, 0) != 0) continue;
     const std::string key = record.name.substr(prefix.size());
     bool dropped = false;
     for (const auto& p : drop_prefixes) dropped = dropped || key.rfind(p, 0) == 0;
@@ -107,12 +114,12 @@ ExportSummary export_atomically(const std::string& checkpoint_dir, const std::st
   return summary;
 }
 
-// Every tensor of the checkpoint, rank-local ones as rank 0 holds them (the BatchNorm statistics
-// when no step broadcasts them: DDP's broadcast_buffers would give every rank rank 0's).
-NamedTensors rank0_tensors(CheckpointReader& reader, ExportSummary& summary) {
+// Every tensor of the checkpoint, of the rank-local ones those exported_copy takes (official_checkpoint
+// has no place for each rank's random generator).
+NamedTensors official_tensors(CheckpointReader& reader, ExportSummary& summary) {
   NamedTensors tensors;
   for (const auto& record : reader.manifest().tensors) {
-    if (record.rank_local && record.shard != 0) continue;
+    if (!exported_copy(record)) continue;
     tensors.emplace_back(record.name, reader.read(record));
     ++summary.tensors;
     summary.bytes += record.bytes;
@@ -151,7 +158,7 @@ ExportSummary export_official(const std::string& checkpoint_dir, const std::stri
   return export_atomically(checkpoint_dir, out_path, [&](CheckpointReader& reader, const std::string& tmp, auto) {
     ExportSummary summary;
     summary.step = reader.manifest().step;
-    const auto tensors = rank0_tensors(reader, summary);
+    const auto tensors = official_tensors(reader, summary);
     info.epoch = epochs_done(tensors, checkpoint_dir);
     write_torch_file(tmp, official_checkpoint(tensors, layout, info));
     return summary;

@@ -20,14 +20,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// BatchNorm's running statistics are the only buffers of the official models' modules (torchvision's
-// ResNets, timm's ViTs, the MLP heads); every other tensor of a module is a parameter.
-bool is_bn_buffer(const std::string& name) {
-  for (const char* suffix : {".running_mean", ".running_var", ".num_batches_tracked"})
-    if (ends_with(name, suffix)) return true;
-  return false;
-}
-
 // The run's own state, for which main_moco.py's checkpoint has no place (the epoch aside, which
 // `info` carries): its progress, each rank's random generator, the online probe.
 bool run_state(const std::string& name) {
@@ -75,7 +67,7 @@ ParameterIndices parameter_indices(const NamedTensors& tensors, const OfficialLa
   for (const auto& m : layout.modules) {
     if (m.buffer) continue;
     for (const auto& item : tensors) {
-      if (!starts_with(item.first, m.ours) || is_bn_buffer(item.first)) continue;
+      if (!starts_with(item.first, m.ours) || is_batchnorm_statistic(item.first)) continue;
       if (m.trained) indices.trained[item.first] = indices.count;
       ++indices.count;
     }
@@ -167,6 +159,12 @@ c10::impl::GenericDict fresh_grad_scaler() {
 }
 
 }  // namespace
+
+bool is_batchnorm_statistic(const std::string& name) {
+  for (const char* suffix : {".running_mean", ".running_var", ".num_batches_tracked"})
+    if (ends_with(name, suffix)) return true;
+  return false;
+}
 
 c10::impl::GenericDict official_checkpoint(const NamedTensors& tensors, const OfficialLayout& layout,
                                            const OfficialCheckpointInfo& info) {

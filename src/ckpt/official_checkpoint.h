@@ -1,4 +1,5 @@
-// defines: OfficialOptimizer, OfficialCheckpointInfo, official_checkpoint: a moco_dist checkpoint's tensors
+// defines: OfficialOptimizer, OfficialCheckpointInfo, is_batchnorm_statistic, official_checkpoint: a moco_dist
+// checkpoint's tensors
 // as the dict the official main_moco.py's save_checkpoint writes ({epoch, arch, state_dict, optimizer
 // (, scaler)}), for torch.load, main_lincls.py --pretrained, the converters and main_moco.py --resume
 #pragma once
@@ -30,6 +31,11 @@ struct OfficialCheckpointInfo {
   OfficialOptimizer optimizer;
   bool scaler = false;  // moco-v3's main_moco.py also saves (and --resume loads) its GradScaler's state
 };
+
+// A BatchNorm's running statistic (running_mean, running_var, num_batches_tracked): the only buffers of
+// the official models' modules (torchvision's ResNets, timm's ViTs, the MLP heads); every other tensor
+// of a module is a parameter.
+bool is_batchnorm_statistic(const std::string& name);
 
 // `tensors`: a checkpoint's, by our names, in the checkpoint's order (each module's parameters in
 // their registration order, then its buffers). Every tensor of a module of `layout` goes into

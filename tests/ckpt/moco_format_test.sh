@@ -30,6 +30,8 @@ np=1
 case $case_name in
 v1_resnet18) args=("${resnet18[@]}" model.mlp=false) ;;
 v2_resnet18) args=("${resnet18[@]}") ;;
+# Each rank keeps its own BatchNorm statistics: the file holds rank 0's, as DDP's broadcast_buffers would.
+v2_resnet18_bn_rank_local_np2) np=2 args=("${resnet18[@]}" dist.broadcast_buffers=false) ;;
 v3_resnet18_lars) args=("${v3[@]}" "${resnet18[@]}" optim.optimizer=lars optim.base_lr=0.3 optim.weight_decay=1e-6
                         optim.warmup_epochs=1) ;;
 v3_vit_tiny_adamw_np2) np=2
