@@ -15,6 +15,7 @@
 #include "run/config.h"
 #include "run/setup.h"
 #include "run/sgd.h"
+#include "thrown_message.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -274,4 +275,38 @@ TEST(OfficialLayoutTest, MocoV3VitSmallIsTheOfficialModelsCheckpoint) {
     expected.excused_missing = {"module.predictor.4.num_batches_tracked", "module.predictor.4.running_mean",
                                 "module.predictor.4.running_var"};
   expect_official_layout(v3_official_checkpoint(c, options), expected, /*v3=*/true);
+}
+
+// A tensor that no table places fails the export instead of going missing from it; the run's own state
+// stays out without a word.
+TEST(OfficialLayoutTest, ATensorWithNoPlaceInTheOfficialCheckpointIsRefused) {
+  const auto layout = ckpt::moco_v3_official_layout();
+  ckpt::OfficialCheckpointInfo info;
+  info.optimizer.kind = ckpt::OfficialOptimizer::Kind::kLars;
+  ckpt::NamedTensors tensors{{"encoder_q/fc.0.weight", torch::ones({2, 2})},
+                             {"optimizer/momentum_buffer/encoder_q/fc.0.weight", torch::ones({2, 2})},
+                             {"progress/epoch", torch::tensor(int64_t{3})},
+                             {"rng/torch_cpu", torch::zeros({4}, torch::kUInt8)},
+                             {"probe/weight", torch::zeros({2})}};
+  const auto checkpoint = ckpt::official_checkpoint(tensors, layout, info);
+  EXPECT_EQ(checkpoint.at("state_dict").toGenericDict().size(), 1u);
+  EXPECT_EQ(checkpoint.at("optimizer").toGenericDict().at("state").toGenericDict().size(), 1u);
+
+  auto unplaced = tensors;
+  unplaced.emplace_back("queue_of_another_method/queue", torch::zeros({2}));
+  EXPECT_NE(test::error_of([&] {
+              ckpt::official_checkpoint(unplaced, layout, info);
+            }).find("tensor 'queue_of_another_method/queue' has no place in the official checkpoint"),
+            std::string::npos);
+  auto orphan_state = tensors;
+  orphan_state.emplace_back("optimizer/momentum_buffer/encoder_k/fc.0.weight", torch::ones({2, 2}));
+  EXPECT_NE(test::error_of([&] {
+              ckpt::official_checkpoint(orphan_state, layout, info);
+            }).find("optimizer state 'optimizer/momentum_buffer/encoder_k/fc.0.weight' is of no trained parameter"),
+            std::string::npos);
+  info.optimizer.kind = ckpt::OfficialOptimizer::Kind::kAdamw;
+  EXPECT_NE(test::error_of([&] {
+              ckpt::official_checkpoint(tensors, layout, info);
+            }).find("optimizer state 'momentum_buffer' is not one of the official AdamW's"),
+            std::string::npos);
 }

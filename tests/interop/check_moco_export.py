@@ -4,6 +4,7 @@ Usage: /usr/bin/python3 check_moco_export.py EXPORT CHECKPOINT METRICS BACKBONE_
 EXPORT: the --format moco file; CHECKPOINT: the checkpoint folder it was made from (step_N); METRICS:
 the run's metrics.jsonl; BACKBONE_H5: `moco_ckpt export` of the same checkpoint (the query encoder's
 backbone, no head); DETECTRON2_PTH (v1/v2): its --format detectron2 export. Exit 0 when
+- EXPORT's pickle names no global but the tensors' (torch.load with weights_only=True takes it);
 - EXPORT is what main_moco.py's save_checkpoint writes: {epoch, arch, state_dict, optimizer} (and
   scaler, a fresh GradScaler's, for MoCo v3); epoch the whole epochs done, arch the run's;
 - state_dict holds every model tensor of CHECKPOINT bit for bit (dtype, shape, values) under the
@@ -24,7 +25,9 @@ The official scripts' steps are written out again below from their documented be
 import json
 import math
 import os
+import pickletools
 import sys
+import zipfile
 
 import h5py
 import torch
@@ -79,6 +82,16 @@ arch = config["model"]["arch"]
 vit = arch.startswith("vit")
 optimizer_kind = config["optim"]["optimizer"]
 exported = torch.load(export_path, map_location="cpu")
+
+# --- the pickle names no global but the tensors' (torch >= 2.6's weights_only=True takes it) ------
+ALLOWED = {("torch._utils", "_rebuild_tensor_v2"), ("collections", "OrderedDict")}
+with zipfile.ZipFile(export_path) as archive:
+    pickled = archive.read(next(n for n in archive.namelist() if n.endswith("/data.pkl")))
+for opcode, argument, _ in pickletools.genops(pickled):
+    if opcode.name == "GLOBAL":
+        module, name = argument.split(" ")
+        check((module, name) in ALLOWED or (module == "torch" and name.endswith("Storage")),
+              "the pickle names the global %s.%s, which torch.load refuses under weights_only=True" % (module, name))
 
 # --- save_checkpoint's dict ---------------------------------------------------------------------
 top = ["epoch", "arch", "state_dict", "optimizer"] + (["scaler"] if v3 else [])
@@ -204,8 +217,15 @@ else:
     optimizer, state_keys = torch.optim.AdamW(tensors, **hyper), {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq"}
 group = exported["optimizer"]["param_groups"]
 check(len(group) == 1 and group[0]["params"] == list(range(len(tensors))), "param_groups: not one group of every parameter")
-for key, value in hyper.items():
-    check(math.isclose(group[0][key], value, rel_tol=1e-12), "param_groups[0][%s] %r, expected %r" % (key, group[0][key], value))
+# The official optimizers' defaults beside the run's hyper-parameters: what their state_dict() holds.
+defaults = {"sgd": dict(dampening=0.0, nesterov=False), "lars": dict(trust_coefficient=0.001),
+            "adamw": dict(betas=(0.9, 0.999), eps=1e-8, amsgrad=False)}[optimizer_kind]
+expected_group = dict(hyper, params=group[0]["params"], **defaults)
+check(sorted(group[0]) == sorted(expected_group), "param_groups[0] keys %s, expected %s" % (sorted(group[0]), sorted(expected_group)))
+for key, value in expected_group.items():
+    got = group[0][key]
+    check(type(got) is type(value) and (got == value or (isinstance(value, float) and math.isclose(got, value, rel_tol=1e-12))),
+          "param_groups[0][%s] %r, expected %r" % (key, got, value))
 optimizer.load_state_dict(exported["optimizer"])
 steps = 0
 for official_key, p in parameters:
