@@ -1,4 +1,4 @@
-// moco_ckpt: looks into moco_dist checkpoints: inspect, verify, export the backbone, diff two.
+// moco_ckpt: inspect, verify, export (a backbone, the official checkpoint) and diff moco_dist checkpoints.
 #include "app/official_export.h"
 #include "app/parse_command_line.h"
 #include "ckpt/checkpoint_dir.h"
