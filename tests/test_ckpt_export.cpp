@@ -98,5 +98,6 @@ TEST(CkptExport, FormatsByName) {
   EXPECT_EQ(ckpt::export_format_named("h5"), ckpt::ExportFormat::h5);
   EXPECT_EQ(ckpt::export_format_named("torch"), ckpt::ExportFormat::torch);
   EXPECT_EQ(ckpt::export_format_named("detectron2"), ckpt::ExportFormat::detectron2);
+  EXPECT_EQ(ckpt::export_format_named("moco"), ckpt::ExportFormat::moco);
   EXPECT_EQ(ckpt::export_format_named("pt"), std::nullopt);
 }

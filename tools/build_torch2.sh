@@ -3,15 +3,20 @@
 # toolkit at /usr/local/cuda, then runs the tests that need no GPU against that build.
 #
 #   tools/build_torch2.sh [CACHE_DIR]
+#   tools/build_torch2.sh --python [CACHE_DIR]   # only the Python below; prints its path, builds nothing
 #
 # CACHE_DIR (default $MOCO_TORCH2_CACHE, else ~/.cache/moco_dist/torch2) keeps the wheels and their
-# unpacked tree, so a second run downloads and unpacks nothing. Environment:
+# unpacked tree, so a second run downloads and unpacks nothing; and a venv of Debian's /usr/bin/python3
+# (its h5py) with the same torch's Python package, MOCO_TORCH2_PYTHON for the tests: the exports load
+# with a plain torch.load, weights_only=True by default (ctest interop.torch2_load). Environment:
 #   MOCO_TORCH2_VERSION  torch version (default 2.15.0)
 #   MOCO_TORCH2_BUILD    build folder (default build-torch2)
 #   MOCO_TORCH2_TESTS    ctest -R regex of the tests to run; "all" for all, "none" to only build
 #                        (default: the tests whose outcome can depend on the LibTorch version, below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python_only=false
+if [ "${1:-}" = --python ]; then python_only=true; shift; fi
 
 version=${MOCO_TORCH2_VERSION:-2.15.0}
 cache=${1:-${MOCO_TORCH2_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/moco_dist/torch2}}
@@ -25,6 +30,7 @@ build=${MOCO_TORCH2_BUILD:-build-torch2}
 version_dependent='^[A-Z]|^mpi[.]np2$|^cli[.]train_tiny|^cli[.]train[.](bn_buffers_np2|world_group_at_one)$'
 version_dependent+='|^ckpt[.](resume_bitwise_np2|other_world|tools)$|^lincls[.](cached_np1_np2|resume_bitwise)$'
 version_dependent+='|^data[.]augment_parity|^gpu_check[.]|^metrics[.]|^debug[.]|^faults[.]nan_skip$|^build[.]'
+version_dependent+='|^ckpt[.]moco_format_|^interop[.]torch2_load$'
 tests=${MOCO_TORCH2_TESTS:-$version_dependent}
 mkdir -p "$cache/wheels"
 cache=$(cd "$cache" && pwd)
@@ -89,6 +95,26 @@ if [ ! -e "$root/.complete" ]; then
     unzip -q -o "$(one_wheel "${n//-/_}-$v*.whl")" 'nvidia/*' -d "$root.partial"
   done
   rm -rf "$root" && mv "$root.partial" "$root" && touch "$root/.complete"
+fi
+
+# The torch.load check's Python: /usr/bin/python3 (Debian's h5py and numpy) in a venv that holds the
+# wheel's torch package and its pure-Python requirements (those for every platform: filelock, sympy,
+# ...), the NVIDIA libraries linked in from $root/nvidia as the wheels would install them.
+venv=$cache/venv-$version
+if [ ! -e "$venv/.complete" ]; then
+  say "making $venv: torch $version's Python package beside Debian's h5py"
+  torch_whl=$(one_wheel "torch-$version-*.whl")
+  rm -rf "$venv" && /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -m pip install --quiet --no-deps "$torch_whl" >&2
+  mapfile -t pure < <(unzip -p "$torch_whl" '*.dist-info/METADATA' | sed -n 's/^Requires-Dist: \([^;]*\)$/\1/p')
+  "$venv/bin/python" -m pip install --quiet --no-warn-conflicts "${pure[@]}" >&2
+  ln -s "$root/nvidia" "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia"
+  touch "$venv/.complete"
+fi
+export MOCO_TORCH2_PYTHON=$venv/bin/python
+if $python_only; then
+  echo "$MOCO_TORCH2_PYTHON"
+  exit 0
 fi
 
 say "configuring $build against $root/torch"

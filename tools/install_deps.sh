@@ -18,6 +18,7 @@ packages=(
   slurm-wlm munge                            # the Slurm tests' cluster (tests/lib/slurm_cluster.sh)
   dataset-fashion-mnist                      # real images for the main job
   python3-torch python3-torchvision python3-h5py   # interoperability tests only (/usr/bin/python3)
+  python3-venv                               # tools/build_torch2.sh: PyPI's torch in a venv of /usr/bin/python3
   python3-skimage python3-pil                # real photographs and JPEG/PNG writing: the parity test, tools/make_image_folder.py
 )
 

@@ -202,7 +202,7 @@ lincls_pretrained_file_unnamed|src/lincls/frozen_backbone.cpp|    throw ConfigEr
         fmt::format("model.pretrained: {} is a file but not|^tools\.lincls_pretrained_not_hdf5_np1$
 lincls_run_above_checkpoint_ignored|src/lincls/lincls.cpp|  if (path.parent_path().filename() == "checkpoints") folders.push_back|  if (false) folders.push_back|^tools\.lincls_inside_run_np1$
 refusal_log_kept|src/app/program.cpp|    if (s.log_undo) s.log_undo->undo();|    (void)s.log_undo;|^tools\.resume_refused_writes_nothing_np1$
-export_module_unchecked|src/app/moco_ckpt_main.cpp|  check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
+export_module_unchecked|src/app/moco_ckpt_main.cpp|  if (format != moco::ckpt::ExportFormat::moco) check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
 refusal_log_appended|src/run/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
 log_write_failure_unchecked|src/train/loop.cpp|  run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|  (void)0;|^ckpt\.fs_full_log$
 export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}{}", out_path, out_path, e.what(),|throw CheckpointError(fmt::format("{}{}", e.what(),|^ckpt\.fs_export_full$
@@ -222,6 +222,32 @@ detectron2_bn3_kept|src/ckpt/torch_export.cpp|for (int t = 1; t <= 3; ++t) k = r
 detectron2_shortcut_norm_unnamed|src/ckpt/torch_export.cpp|  return replace_all(k, "downsample.1", "shortcut.norm");|  return k;|^CkptExport\.
 detectron2_author_wrong|src/ckpt/torch_export.cpp|content.insert("__author__", std::string("MOCO"));|content.insert("__author__", std::string("Caffe2"));|^CkptExport\.
 detectron2_no_matching_heuristics|src/ckpt/torch_export.cpp|content.insert("matching_heuristics", true);|content.insert("matching_heuristics", false);|^CkptExport\.
+torch_pickle_type_tags|src/ckpt/torch_export.cpp|/*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);|/*get_tensor_id=*/nullptr, /*tag_aggregates=*/true);|^ckpt\.moco_format_v2_resnet18$|^interop\.torch2_load$
+official_queue_ptr_float|src/ckpt/official_checkpoint.cpp|    dict.insert(key, tensor.contiguous());|    dict.insert(key, key == "module.queue_ptr" ? tensor.to(torch::kFloat) : tensor.contiguous());|^OfficialLayoutTest\.|^ckpt\.moco_format_v2_resnet18$
+official_queue_transposed|src/ckpt/official_checkpoint.cpp|    dict.insert(key, tensor.contiguous());|    dict.insert(key, key == "module.queue" ? tensor.t().contiguous() : tensor.contiguous());|^OfficialLayoutTest\.|^ckpt\.moco_format_v2_resnet18$
+official_queue_under_encoder_q|src/ckpt/official_layout.cpp|{"moco/queue", "module.queue", false|{"moco/queue", "module.encoder_q.queue", false|^OfficialLayoutTest\.|^ckpt\.moco_format_v2_resnet18$
+official_predictor_under_base_encoder|src/ckpt/official_layout.cpp|{"predictor/", "module.predictor.", /*trained=*/true}|{"predictor/", "module.base_encoder.predictor.", /*trained=*/true}|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_resnet18_lars$
+official_state_indices_shifted|src/ckpt/official_checkpoint.cpp|indices.trained[item.first] = indices.count;|indices.trained[item.first] = indices.count + 1;|^OfficialLayoutTest\.|^ckpt\.moco_format_v2_resnet18$
+official_momentum_encoder_not_counted|src/ckpt/official_checkpoint.cpp|      ++indices.count;|      if (m.trained) ++indices.count;|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_resnet18_lars$
+official_bn_statistics_counted|src/ckpt/official_checkpoint.cpp|    if (ends_with(name, suffix)) return true;|    (void)suffix;|^OfficialLayoutTest\.|^ckpt\.moco_format_v2_resnet18$
+official_epoch_off_by_one|src/ckpt/export.cpp|if (name == "progress/epoch") return tensor.item<int64_t>();|if (name == "progress/epoch") return tensor.item<int64_t>() + 1;|^ckpt\.moco_format_v2_resnet18$
+official_lars_state_named_like_sgd|src/ckpt/official_checkpoint.cpp|kind == Kind::kLars) return "mu";|kind == Kind::kLars) return "momentum_buffer";|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_resnet18_lars$
+official_adamw_without_step|src/ckpt/official_checkpoint.cpp|  if (kind == Kind::kAdamw) add_adamw_steps(state, tensors);|  (void)0;|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_vit_tiny_adamw_np2$
+official_param_group_short|src/ckpt/official_checkpoint.cpp|for (int64_t i = 0; i < parameters; ++i) params.push_back(i);|for (int64_t i = 1; i < parameters; ++i) params.push_back(i);|^OfficialLayoutTest\.|^ckpt\.moco_format_v2_resnet18$
+official_sgd_nesterov|src/ckpt/official_checkpoint.cpp|group.insert("nesterov", false);|group.insert("nesterov", true);|^ckpt\.moco_format_v2_resnet18$
+official_unplaced_tensor_dropped|src/ckpt/official_checkpoint.cpp|    if (!m)
+      throw CheckpointError(|    if (!m) continue;
+    if (!m)
+      throw CheckpointError(|^OfficialLayoutTest\.
+official_lr_of_next_step|src/app/official_export.h|static_cast<double>(m.step - 1);|static_cast<double>(m.step);|^ckpt\.moco_format_v2_resnet18$
+official_v3_without_scaler|src/app/official_export.h|  info.scaler = c.model.method == run::MocoVersion::kV3;|  info.scaler = false;|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_resnet18_lars$
+official_arch_note_silent|src/app/official_export.h|  if (differs.empty()) return {};|  return {};|^ckpt\.moco_format_v3_vit_tiny_adamw_np2$
+official_vit_predictor_claimed|tests/test_official_layout.cpp|  (void)options;
+  return false;|  (void)options;
+  return true;|^OfficialLayoutTest\.MocoV3VitSmall
+export_moco_module_accepted|src/app/moco_ckpt_main.cpp|format == moco::ckpt::ExportFormat::moco && (module_given|false && (module_given|^ckpt\.moco_format_v2_resnet18$
+export_rank_local_bn_dropped|src/ckpt/export.cpp|(record.shard == 0 && is_batchnorm_statistic(record.name))|(false && is_batchnorm_statistic(record.name))|^ckpt\.moco_format_v2_resnet18_bn_rank_local_np2$
+export_rank_local_bn_of_rank_1|src/ckpt/export.cpp|(record.shard == 0 && is_batchnorm_statistic(record.name))|(record.shard == 1 && is_batchnorm_statistic(record.name))|^ckpt\.moco_format_v2_resnet18_bn_rank_local_np2$
 config_override_second_document_ignored|src/run/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.AMultiDocumentValueIsRefusedNamingTheKey$
 pack_marker_unchecked|src/data/image_shards.cpp|  if (!read_pack_marker(dir, split, pack_id, marked))|  if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$
 pack_shard_of_other_pack_accepted|src/data/image_shards.cpp|      if (c.pack_id != pack_id)|      if (false)|^tools\.pack_interrupted$|^ImagePackTest\.AnInterruptedPackIsRefused$

@@ -1,5 +1,6 @@
-// moco_ckpt: looks into moco_dist checkpoints: inspect, verify, export the backbone, diff two.
+// moco_ckpt: inspect, verify, export (a backbone, the official checkpoint) and diff moco_dist checkpoints.
 #include "app/methods.h"
+#include "app/official_export.h"
 #include "app/parse_command_line.h"
 #include "app/program.h"
 #include "ckpt/checkpoint_dir.h"
@@ -123,12 +124,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // detectron2 reads a file named *.pkl with pickle.load, which cannot read torch.load's zip format.
 moco::ckpt::ExportFormat check_export_format(const std::string& name, const std::string& out) {
   const auto format = moco::ckpt::export_format_named(name);
-  if (!format) throw Refusal(fmt::format("export: --format '{}': not one of h5, torch, detectron2", name));
+  if (!format) throw Refusal(fmt::format("export: --format '{}': not one of h5, torch, detectron2, moco", name));
   if (*format == moco::ckpt::ExportFormat::detectron2 && ends_with(out, ".pkl"))
     throw Refusal(fmt::format(
         "export: OUT {}: detectron2 reads a .pkl file with pickle.load, not torch.load: name it .pth", out));
   const bool hdf5_name = ends_with(out, ".h5") || ends_with(out, ".hdf5");
-  const bool torch_name = ends_with(out, ".pth") || ends_with(out, ".pt") || ends_with(out, ".pkl");
+  const bool torch_name =
+      ends_with(out, ".pth") || ends_with(out, ".pt") || ends_with(out, ".pkl") || ends_with(out, ".tar");
   if ((*format == moco::ckpt::ExportFormat::h5 && torch_name) || (*format != moco::ckpt::ExportFormat::h5 && hdf5_name))
     throw Refusal(fmt::format("export: OUT {} names another format than --format {}: name it {} or give --format {}",
                               out, name, *format == moco::ckpt::ExportFormat::h5 ? ".h5" : ".pth",
@@ -144,7 +146,7 @@ void check_detectron2_arch(const std::string& dir, moco::ckpt::ExportFormat form
   const auto manifest = moco::ckpt::read_manifest(dir);
   std::string vit;
   try {
-    const auto arch = moco::run::load_config_text(manifest.config_yaml, dir).model.arch;
+    const auto arch = moco::run::load_config_text(moco::app::methods(), manifest.config_yaml, dir).model.arch;
     if (moco::run::is_vit(arch)) vit = std::string("model.arch=") + moco::run::to_string(arch);
   } catch (const std::exception&) {
     for (const auto& t : manifest.tensors)
@@ -157,15 +159,37 @@ void check_detectron2_arch(const std::string& dir, moco::ckpt::ExportFormat form
         dir, vit));
 }
 
-int export_backbone(const std::string& path, const std::string& out, const std::string& module,
-                    const std::string& format_name, bool keep_head, bool force) {
+// --format moco: the whole checkpoint as the official main_moco.py saves it, named and laid out as the
+// run's saved config says (its method, optimizer and arch).
+int export_official(const std::string& dir, const std::string& out) {
+  const CheckpointReader reader(dir);
+  const auto config = moco::run::load_config_text(moco::app::methods(), reader.manifest().config_yaml, reader.dir());
+  const auto info = moco::app::official_checkpoint_info(config, reader.manifest());
+  const auto summary = moco::ckpt::export_official(dir, out, moco::app::official_layout_for(config), info);
+  std::cout << fmt::format(
+      "{}: {} tensors ({:.2f} MiB) from {} (step {}, epoch {}), format moco: main_moco.py's "
+      "checkpoint of MoCo {}, arch {}\n",
+      out, summary.tensors, summary.bytes / 1048576.0, dir, summary.step, reader.manifest().epoch, config.model.method,
+      info.arch);
+  if (const auto note = moco::app::official_arch_note(config); !note.empty())
+    std::cerr << "moco_ckpt: " << note << "\n";
+  return 0;
+}
+
+int export_checkpoint(const std::string& path, const std::string& out, const std::string& module,
+                      const std::string& format_name, bool keep_head, bool force, bool module_given) {
   const auto format = check_export_format(format_name, out);
+  if (format == moco::ckpt::ExportFormat::moco && (module_given || keep_head))
+    throw Refusal(
+        "export: --format moco writes the whole model, as main_moco.py saves it: --module and --keep-head "
+        "do not apply");
   const auto dir = moco::ckpt::resolve_checkpoint_dir(path);
   check_export_target(path, dir, out, force);
-  check_export_module(dir, module);
+  if (format != moco::ckpt::ExportFormat::moco) check_export_module(dir, module);
   check_detectron2_arch(dir, format);
   for (const auto& stale : moco::sys::remove_stale_temporaries(out))
     std::cerr << "moco_ckpt: removed " << stale << ", left by an interrupted export\n";
+  if (format == moco::ckpt::ExportFormat::moco) return export_official(dir, out);
   // The official detectron2 converter keeps every encoder_q key, the head's as stem.fc.*.
   const bool all_keys = keep_head || format == moco::ckpt::ExportFormat::detectron2;
   // The head is a ResNet's fc or a ViT's head (timm's name; the official main_lincls.py drops it too).
@@ -311,13 +335,16 @@ int main(int argc, char** argv) {
       "export",
       "write the query encoder's backbone as torchvision (ResNet) or timm (ViT) state_dict keys, without the head\n"
       "(fc, head), to OUT: HDF5, a torch.load\n"
-      "file (torchvision, timm) or detectron2's weights (the official MoCo converter's keys, fc head included)");
+      "file (torchvision, timm) or detectron2's weights (the official MoCo converter's keys, fc head included);\n"
+      "or, --format moco, the whole checkpoint as the official main_moco.py saves it (for its --resume,\n"
+      "main_lincls.py --pretrained, convert-pretrain-to-detectron2.py, convert_to_deit.py)");
   export_cmd->add_option("CHECKPOINT", a)->required();
-  export_cmd->add_option("OUT", out, "output file (.h5, .pth; for detectron2 .pth, not .pkl)")->required();
+  export_cmd->add_option("OUT", out, "output file (.h5, .pth, .pth.tar; for detectron2 .pth, not .pkl)")->required();
   export_cmd
       ->add_option("--format", format,
-                   "h5 (datasets named by key), torch (a dict for torch.load and load_state_dict) or detectron2\n"
-                   "(for MODEL.WEIGHTS: a torch.load file of {model, __author__ MOCO, matching_heuristics})")
+                   "h5 (datasets named by key), torch (a dict for torch.load and load_state_dict), detectron2\n"
+                   "(for MODEL.WEIGHTS: a torch.load file of {model, __author__ MOCO, matching_heuristics}) or moco\n"
+                   "(main_moco.py's {epoch, arch, state_dict, optimizer(, scaler)}, DistributedDataParallel's names)")
       ->capture_default_str();
   export_cmd->add_option("--module", module, "which module to export")->capture_default_str();
   export_cmd->add_flag("--keep-head", keep_head, "keep the head (fc, or a ViT's head) as well");
@@ -350,7 +377,8 @@ int main(int argc, char** argv) {
   return moco::app::run_tool("moco_ckpt", [&] {
     if (*inspect_cmd) return inspect(a);
     if (*verify_cmd) return verify(a);
-    if (*export_cmd) return export_backbone(a, out, module, format, keep_head, force);
+    if (*export_cmd)
+      return export_checkpoint(a, out, module, format, keep_head, force, export_cmd->count("--module") > 0);
     if (*diff_cmd) return diff(a, b, ignore, atol);
     return 2;
   });

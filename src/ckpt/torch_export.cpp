@@ -2,7 +2,10 @@
 
 #include "sys/durable_file.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 namespace moco::ckpt {
 namespace {
@@ -24,15 +27,34 @@ c10::Dict<std::string, torch::Tensor> tensor_dict(const NamedTensors& tensors, b
   return dict;
 }
 
-void write_pickle(const std::string& path, const c10::IValue& value) {
-  // torch::pickle_save (torch/serialize.h, in LibTorch 1.x and 2.x alike) writes torch.save's zip
-  // container (data.pkl and one record per storage), so torch.load reads it; the tensors come back
-  // as tensors, not numpy arrays.
-  const std::vector<char> bytes = torch::pickle_save(value);
-  sys::write_synced(path, std::string(bytes.begin(), bytes.end()));
+}  // namespace
+
+std::string torch_save_bytes(const c10::IValue& value) {
+  // The pickle holds plain dicts, lists and tuples, as Python's torch.save writes them. LibTorch's
+  // torch::pickle_save tags each dict and list with its TorchScript type (a call of
+  // torch.jit._pickle.restore_type_tag), which torch.load refuses under weights_only=True, its
+  // default since torch 2.6. The tensors' storages lie beside the pickle in torch.save's zip
+  // container (PyTorchStreamWriter), as pickle_save puts them.
+  std::string pickled;
+  torch::jit::Pickler pickler([&](const char* bytes, size_t size) { pickled.append(bytes, size); },
+                              /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+                              /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::string container;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) {
+    container.append(static_cast<const char*>(bytes), size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return container;
 }
 
-}  // namespace
+void write_torch_file(const std::string& path, const c10::IValue& value) {
+  sys::write_synced(path, torch_save_bytes(value));
+}
 
 std::string detectron2_key(const std::string& torchvision_key) {
   std::string k = torchvision_key;
@@ -44,7 +66,7 @@ std::string detectron2_key(const std::string& torchvision_key) {
 }
 
 void write_torch_state_dict(const std::string& path, const NamedTensors& tensors) {
-  write_pickle(path, tensor_dict(tensors, /*detectron2_names=*/false));
+  write_torch_file(path, tensor_dict(tensors, /*detectron2_names=*/false));
 }
 
 void write_detectron2_weights(const std::string& path, const NamedTensors& tensors) {
@@ -54,7 +76,7 @@ void write_detectron2_weights(const std::string& path, const NamedTensors& tenso
   // Tells DetectionCheckpointer to match these names to its model's by suffix, as for the
   // official converter's file.
   content.insert("matching_heuristics", true);
-  write_pickle(path, content);
+  write_torch_file(path, content);
 }
 
 }  // namespace moco::ckpt

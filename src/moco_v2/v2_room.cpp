@@ -84,6 +84,17 @@ void check_queue_fits(const run::Config& c, int /*world_size*/, const std::strin
                            s.queue_size, c.model.dim, s.queue_size, bytes, memory));
 }
 
+// Where its tensors lie in facebookresearch/moco's main_moco.py checkpoint: builder.py's MoCo registers
+// encoder_q, encoder_k, then the queue (state_entries; tests/data/official_layout/moco_v2_resnet50.tsv).
+ckpt::OfficialLayout official_layout() {
+  return {{{"encoder_q/", "module.encoder_q.", /*trained=*/true},
+           {"encoder_k/", "module.encoder_k."},
+           {"moco/queue", "module.queue", false, /*buffer=*/true},
+           {"moco/queue_ptr", "module.queue_ptr", false, /*buffer=*/true}},
+          /*optimizer_group=*/"encoder_q/",
+          /*saves_scaler=*/false};
+}
+
 }  // namespace
 
 run::MethodRoom room() {
@@ -94,6 +105,7 @@ run::MethodRoom room() {
   r.check = check;
   r.check_for_world = check_queue_fits;
   r.encoder_group = "encoder_q/";
+  r.official_layout = official_layout;
   r.initial_encoder = [](const run::Config& c, int64_t in_channels) -> model::Backbone {
     torch::manual_seed(c.train.seed);                      // as Moco seeds the generator, then builds encoder_q first
     auto options = run::backbone_options(c, in_channels);  // plain BatchNorm: groups draw nothing

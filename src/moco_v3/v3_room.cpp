@@ -61,6 +61,17 @@ void check(const run::Config& c, const std::string& where) {
                "cannot be used with model.method v3 yet: its momentum schedule follows the steps of train.epochs");
 }
 
+// Where its tensors lie in facebookresearch/moco-v3's main_moco.py checkpoint: builder.py's MoCo
+// registers base_encoder (its projector in the head's place), momentum_encoder, then the predictor
+// (v3_state_entries; tests/data/official_layout/moco_v3_*.tsv); it saves its GradScaler too.
+ckpt::OfficialLayout official_layout() {
+  return {{{"encoder_q/", "module.base_encoder.", /*trained=*/true},
+           {"encoder_k/", "module.momentum_encoder."},
+           {"predictor/", "module.predictor.", /*trained=*/true}},
+          /*optimizer_group=*/"",
+          /*saves_scaler=*/true};
+}
+
 }  // namespace
 
 run::MethodRoom room() {
@@ -70,6 +81,7 @@ run::MethodRoom room() {
   r.keys = keys();
   r.check = check;
   r.encoder_group = "encoder_q/";
+  r.official_layout = official_layout;
   r.initial_encoder = [](const run::Config& c, int64_t in_channels) {
     torch::manual_seed(c.train.seed);  // the run seeds the generator, then MocoV3Model builds encoder_q first
     return v3_backbone(c, in_channels);

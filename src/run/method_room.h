@@ -4,6 +4,7 @@
 // values of a method's own keys inside a Config), find_method
 #pragma once
 
+#include "ckpt/official_layout.h"
 #include "model/backbone.h"
 #include "run/config_row.h"
 
@@ -34,6 +35,9 @@ struct MethodRoom {
   // The checkpoint group of the encoder whose backbone evaluation reads: "<module>/" before torchvision's
   // or timm's keys, as the method's state entries name it.
   std::string encoder_group;
+  // Where each of its checkpoint's tensors lies in the official main_moco.py's checkpoint (moco_ckpt
+  // export --format moco).
+  std::function<ckpt::OfficialLayout()> official_layout;
   // The encoder evaluation reads as the method initialises it from train.seed (what a run's random-init
   // baseline and model.pretrained=random score), on the CPU.
   std::function<model::Backbone(const Config&, int64_t in_channels)> initial_encoder;

@@ -130,7 +130,7 @@ export_existing)
   expect 2 "export: --module 'nosuch': $step holds no such module (it has: " -- \
     "$ckpt" export "$work/run" "$work/none.h5" --module nosuch
   absent "$work/none.h5"
-  expect 2 "export: --format 'pt': not one of h5, torch, detectron2" -- \
+  expect 2 "export: --format 'pt': not one of h5, torch, detectron2, moco" -- \
     "$ckpt" export "$work/run" "$work/none.h5" --format pt
   absent "$work/none.h5"
   expect 2 "detectron2 reads a .pkl file with pickle.load, not torch.load: name it .pth" -- \
