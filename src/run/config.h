@@ -214,7 +214,8 @@ std::vector<ConfigChange> config_changes(const Config& before, const Config& aft
 // One line per key, the methods' among the shared: name, type, default, meaning.
 std::string config_reference(const Methods& methods);
 
-// The keys of the config's method in a section, and their values: " model.mlp=true" (empty when none).
+// The keys of the config's method in a section, and their values: " <section>.<key>=<value>..." (empty
+// when none).
 std::string method_keys_text(const Config& config, const std::string& section);
 
 // The room of config.model.method (config.methods must be set).
