@@ -4,6 +4,7 @@
 // The whole step against PyTorch: tests/parity/moco_v3_step_parity.py.
 #include "constant_table.h"
 #include "moco_v3/v3_settings.h"
+#include "optim/optimizer.h"
 #include "app/methods.h"
 #include "dist/process_group.h"
 #include "optim/lars.h"
@@ -153,7 +154,7 @@ TEST(MocoV3Test, PredictorLastBnIsTheOfficialVitPredictor) {
   const auto buffers = model->predictor->named_buffers();
   EXPECT_FALSE(torch::equal(buffers["4.running_mean"], torch::zeros({8})));
   EXPECT_EQ(buffers["4.num_batches_tracked"].item<int64_t>(), 2);  // both views
-  const moco_v3::Optimizer optimizer(run::Config{}, model->trainable_parameters());
+  const optim::Optimizer optimizer(optim::Algorithm::kSgd, model->trainable_parameters(), 0.9, 0);
   std::set<std::string> entries;
   for (const auto& entry : moco_v3::v3_state_entries(*model, optimizer)) entries.insert(entry.name);
   for (const char* name : {"predictor/4.running_mean", "predictor/4.running_var", "predictor/4.num_batches_tracked"})
