@@ -153,7 +153,9 @@ TEST(MocoV3Test, PredictorLastBnIsTheOfficialVitPredictor) {
   const auto buffers = model->predictor->named_buffers();
   EXPECT_FALSE(torch::equal(buffers["4.running_mean"], torch::zeros({8})));
   EXPECT_EQ(buffers["4.num_batches_tracked"].item<int64_t>(), 2);  // both views
-  const moco_v3::Optimizer optimizer(run::Config{}, model->trainable_parameters());
+  const run::Config defaults;
+  const optim::Optimizer optimizer(defaults.optim.optimizer, model->trainable_parameters(), defaults.optim.momentum,
+                                   defaults.optim.weight_decay);
   std::set<std::string> entries;
   for (const auto& entry : moco_v3::v3_state_entries(*model, optimizer)) entries.insert(entry.name);
   for (const char* name : {"predictor/4.running_mean", "predictor/4.running_var", "predictor/4.num_batches_tracked"})

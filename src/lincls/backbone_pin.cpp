@@ -63,7 +63,7 @@ std::optional<Pin> pin_of_resume(const run::Config& c) {
     return std::nullopt;
   }
   try {
-    if (run::load_config_text(manifest->config_yaml, dir).model.pretrained != c.model.pretrained)
+    if (run::load_config_text(c.methods, manifest->config_yaml, dir).model.pretrained != c.model.pretrained)
       return std::nullopt;  // another model.pretrained: the resume's config check names it
     const auto j = nlohmann::json::parse(note->second);
     return Pin{j.at("source").get<std::string>(), j.at("hash").get<std::string>(), dir};

@@ -126,7 +126,7 @@ ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
   }
   if (options.zero_init_residual) {
     for (auto& m : modules(/*include_self=*/false)) {
-      if (auto* block = m->as<BlockImpl>()) block->zero_last_bn_weight();
+      if (auto* block = m->as<ResidualBlockImpl>()) block->zero_last_bn_weight();
     }
   }
 }
