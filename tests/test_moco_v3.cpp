@@ -178,7 +178,7 @@ TEST(MocoV3Test, Bf16RunsBothBranchesUnderAutocast) {
   torch::manual_seed(4);
   const auto x1 = torch::randn({6, 1, 12, 12}), x2 = torch::randn({6, 1, 12, 12});
   for (const bool bf16 : {false, true}) {
-    options.bf16 = bf16;
+    options.autocast = bf16 ? torch::kBFloat16 : torch::kFloat;
     torch::manual_seed(3);
     moco_v3::MocoV3Model model(tiny_backbone(), options, std::make_shared<dist::LocalProcessGroup>());
     model->train();
@@ -378,6 +378,7 @@ TEST(PaperConfigTest, MocoV3R50IsTheOfficialRecipe) {
       {"train.epochs", "100", "CONFIG.md R50 100-epoch; main_moco.py --epochs 100"},
       {"data.crop_scale_min", "0.2", "CONFIG.md --crop-min=.2"},
       {"data.transforms", "pil", "main_moco.py: torchvision's transforms on ImageFolder's PIL images"},
+      {"train.precision", "fp16", "main_moco.py: torch.cuda.amp.autocast(True), torch.cuda.amp.GradScaler()"},
   };
   official.insert(official.end(), kV3Views.begin(), kV3Views.end());
   const auto c = run::load_config(moco::app::methods(), constant_table::config_path("moco_v3_r50_imagenet.yaml"));
@@ -437,6 +438,7 @@ std::vector<constant_table::Constant> official_vit_recipe(const char* arch) {
       {"optim.lr_update", "step", "main_moco.py adjust_learning_rate at epoch + i / iters_per_epoch"},
       {"train.epochs", "300", "CONFIG.md: all ViT models are pre-trained for 300 epochs"},
       {"data.crop_scale_min", "0.08", "main_moco.py --crop-min 0.08 (default; the ViT commands leave it)"},
+      {"train.precision", "fp16", "main_moco.py: torch.cuda.amp.autocast(True), torch.cuda.amp.GradScaler()"},
   };
   table.insert(table.end(), kV3Views.begin(), kV3Views.end());
   return table;

@@ -300,3 +300,26 @@ TEST(OfficialLayoutTest, ATensorWithNoPlaceInTheOfficialCheckpointIsRefused) {
             }).find("optimizer state 'momentum_buffer' is not one of the official AdamW's"),
             std::string::npos);
 }
+
+// An fp16 run's loss scale goes into the file's `scaler` as torch.cuda.amp.GradScaler.state_dict()
+// holds it (scale a float, _growth_tracker an int), where main_moco.py --resume loads it; a run that
+// scaled no loss gives a fresh scaler's.
+TEST(OfficialLayoutTest, AnFp16RunsLossScaleIsTheOfficialScalers) {
+  const auto layout = moco_v3::room().official_layout();
+  ckpt::OfficialCheckpointInfo info;
+  info.optimizer.kind = ckpt::OfficialOptimizer::Kind::kLars;
+  info.scaler = true;
+  ckpt::NamedTensors tensors{{"encoder_q/fc.0.weight", torch::ones({2, 2})}};
+  const auto fresh = ckpt::official_checkpoint(tensors, layout, info).at("scaler").toGenericDict();
+  EXPECT_EQ(fresh.at("scale").toDouble(), 65536.0);
+  EXPECT_EQ(fresh.at("_growth_tracker").toInt(), 0);
+
+  tensors.emplace_back("scaler/scale", torch::full({1}, 1024.0f));
+  tensors.emplace_back("scaler/growth_tracker", torch::full({1}, 37, torch::kInt));
+  const auto checkpoint = ckpt::official_checkpoint(tensors, layout, info);
+  const auto scaler = checkpoint.at("scaler").toGenericDict();
+  EXPECT_EQ(scaler.at("scale").toDouble(), 1024.0);
+  EXPECT_EQ(scaler.at("_growth_tracker").toInt(), 37);
+  EXPECT_EQ(scaler.at("growth_interval").toInt(), 2000);
+  EXPECT_EQ(checkpoint.at("state_dict").toGenericDict().size(), 1u) << "the scale is no model tensor";
+}

@@ -125,8 +125,8 @@ TEST(ConfigTest, EnumKeysReadAndPrintTheirNames) {
   EXPECT_TRUE(contains(config_error_of(bad, {"model.arch=resnet7"}), "not 'resnet7'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("optim:\n  schedule: linear\n")),
                        "key 'optim.schedule' must be step or cosine, not 'linear'"));
-  EXPECT_TRUE(contains(config_error_of(write_temp("train:\n  precision: fp16\n")),
-                       "key 'train.precision' must be fp32 or bf16, not 'fp16'"));
+  EXPECT_TRUE(contains(config_error_of(write_temp("train:\n  precision: fp8\n")),
+                       "key 'train.precision' must be fp32, bf16 or fp16, not 'fp8'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("data:\n  augmentation: v4\n")),
                        "key 'data.augmentation' must be simple, v1, v2 or v3, not 'v4'"));
   EXPECT_TRUE(contains(config_error_of(write_temp("model:\n  arch: [resnet18]\n")),

@@ -21,14 +21,21 @@ namespace {
 using namespace moco;  // run::, train::
 using moco::run::host_reads;
 
-// host_reads() made by a one-rank CPU run of tiny_synthetic that stops after `steps` steps.
-int64_t host_reads_of_run(const std::string& dir, int64_t steps, int64_t log_every) {
+// host_reads() made by a one-rank CPU run of tiny_synthetic (MoCo v2; with `v3`, tiny_synthetic_v3 with
+// AdamW, whose step count lives on the device) that stops after `steps` steps.
+int64_t host_reads_of_run(const std::string& dir, int64_t steps, int64_t log_every, bool v3 = false) {
   std::filesystem::remove_all(dir);
+  std::vector<std::string> overrides{"train.output_dir=" + dir,
+                                     "train.epochs=1",
+                                     "train.stop_at_step=" + std::to_string(steps),
+                                     "train.log_every=" + std::to_string(log_every),
+                                     "train.threads=1",
+                                     "ckpt.every_minutes=0",
+                                     "ckpt.async=false"};
+  overrides.push_back(v3 ? "optim.optimizer=adamw" : "dist.queue_check_every=0");
   const auto config = moco::run::load_config(
-      moco::app::methods(), MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
-      {"train.output_dir=" + dir, "train.epochs=1", "train.stop_at_step=" + std::to_string(steps),
-       "train.log_every=" + std::to_string(log_every), "train.threads=1", "ckpt.every_minutes=0", "ckpt.async=false",
-       "dist.queue_check_every=0"});
+      moco::app::methods(),
+      v3 ? MOCO_TEST_DATA_DIR "/tiny_synthetic_v3.yaml" : MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml", overrides);
   moco::run::RunContext context;
   context.group = std::make_shared<moco::dist::LocalProcessGroup>();
   const int64_t before = host_reads();
@@ -48,6 +55,14 @@ TEST(HostSyncsTest, AStepReadsNothingAndALogStepReadsOnce) {
   const int64_t logging_every_step = host_reads_of_run(dir, 12, 1);
   // The short run read once, at its step 4; logging every step reads at each of 12.
   EXPECT_EQ(logging_every_step - short_run, 12 - 1) << "with train.log_every=1 each step reads once";
+}
+
+// MoCo v3's step (its skip flag, AdamW's step count on the device) reads nothing either.
+TEST(HostSyncsTest, AV3StepReadsNothingAndALogStepReadsOnce) {
+  const std::string dir = ::testing::TempDir() + "host_syncs_v3_run";
+  const int64_t short_run = host_reads_of_run(dir, 4, 4, /*v3=*/true);
+  const int64_t long_run = host_reads_of_run(dir, 12, 4, /*v3=*/true);
+  EXPECT_EQ(long_run - short_run, 2) << "8 more steps, 2 of them log steps";
 }
 
 // debug.check_step_syncs (StepSyncCheck) on the CPU: a counted read inside the step is an error.

@@ -77,6 +77,15 @@ TEST(PrecisionTest, AutocastGuardRunsConvolutionsInBf16AndRestoresTheState) {
   EXPECT_EQ(conv->forward(x).scalar_type(), torch::kFloat);
 }
 
+// float16 autocast is CUDA's: on a CPU the guard refuses it (train.precision fp16 is refused there
+// before, naming the key); disabled, it does nothing; a dtype autocast has no lists for is refused.
+TEST(PrecisionTest, AutocastGuardRefusesFloat16OnACpu) {
+  EXPECT_THROW(model::AutocastGuard(torch::kCPU, true, torch::kHalf), std::invalid_argument);
+  EXPECT_THROW(model::AutocastGuard(torch::kCPU, true, torch::kFloat), std::invalid_argument);
+  EXPECT_NO_THROW(model::AutocastGuard(torch::kCPU, false, torch::kHalf));
+  EXPECT_NO_THROW(model::AutocastGuard(torch::Device(torch::kCUDA, 0), false, torch::kHalf));
+}
+
 TEST(PrecisionTest, ChannelsLastChangesTheMemoryOrderNotTheTraining) {
   auto plain = moco_in_precision(false), nhwc = moco_in_precision(false);
   run::use_channels_last(*nhwc);

@@ -230,6 +230,7 @@ official_predictor_under_base_encoder|src/moco_v3/v3_room.cpp|{"predictor/", "mo
 official_state_indices_shifted|src/ckpt/official_checkpoint.cpp|indices.trained[item.first] = indices.count;|indices.trained[item.first] = indices.count + 1;|^OfficialLayoutTest\.|^ckpt\.moco_format_v2_resnet18$
 official_momentum_encoder_not_counted|src/ckpt/official_checkpoint.cpp|      ++indices.count;|      if (m.trained) ++indices.count;|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_resnet18_lars$
 official_bn_statistics_counted|src/ckpt/official_checkpoint.cpp|    if (ends_with(name, suffix)) return true;|    (void)suffix;|^OfficialLayoutTest\.|^ckpt\.moco_format_v2_resnet18$
+official_scaler_state_not_exported|src/ckpt/official_checkpoint.cpp|    if (name == "scaler/scale") scale = tensor.to(torch::kDouble).item<double>();|    (void)name;|^OfficialLayoutTest\.AnFp16RunsLossScaleIsTheOfficialScalers$
 official_epoch_off_by_one|src/ckpt/export.cpp|if (name == "progress/epoch") return tensor.item<int64_t>();|if (name == "progress/epoch") return tensor.item<int64_t>() + 1;|^ckpt\.moco_format_v2_resnet18$
 official_lars_state_named_like_sgd|src/ckpt/official_checkpoint.cpp|kind == Kind::kLars) return "mu";|kind == Kind::kLars) return "momentum_buffer";|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_resnet18_lars$
 official_adamw_without_step|src/ckpt/official_checkpoint.cpp|  if (kind == Kind::kAdamw) add_adamw_steps(state, tensors);|  (void)0;|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_vit_tiny_adamw_np2$
@@ -425,9 +426,40 @@ grad_scaler_nan_missed|src/model/grad_scaler.cpp|found.push_back(holds_nonfinite
 syncbn_split_groups_synced|src/model/split_batchnorm.cpp|if (splits_ != 1)|if (false)|^SyncBatchNormTest\.
 lincls_cosine_ignored|src/train/schedule.cpp|  s.kind = config.lincls.schedule;|  s.kind = run::Schedule::kStep;|^LinclsProtocolTest\.
 v3_config_lr_drifts|configs/moco_v3_r50_imagenet.yaml|  base_lr: 0.6 |  base_lr: 0.45 |^PaperConfigTest\.MocoV3
-v3_adamw_decay_off|src/optim/adamw.cpp|p.mul_(1.0 - lr_ * weight_decay_);|(void)weight_decay_;|^moco_v3\.step_parity_torch_adamw$
-v3_adamw_no_bias_correction|src/optim/adamw.cpp|const double step_size = lr_ / (1.0 - std::pow(kBeta1, t));|const double step_size = lr_ + 0 * t;|^moco_v3\.step_parity_torch_adamw$
+v3_adamw_decay_off|src/optim/adamw.cpp|auto moved = p.mul(1.0 - lr_ * weight_decay_);|auto moved = p.mul(1.0);|^moco_v3\.step_parity_torch_adamw$|^AdamWTest\.
+v3_adamw_no_bias_correction|src/optim/adamw.cpp|torch::full({}, lr_, t_wide.options()).div_(torch::pow(kBeta1, t_wide).neg_().add_(1.0))|torch::full({}, lr_, t_wide.options())|^moco_v3\.step_parity_torch_adamw$|^AdamWTest\.
+adamw_step_counted_on_skip|src/optim/adamw.cpp|  keep_where(steps_, t, apply);|  steps_.copy_(t);|^AdamWTest\.AStepNotApplied
+adamw_moment_moves_on_skip|src/optim/adamw.cpp|    keep_where(exp_avg_sq_[i], v, apply);|    exp_avg_sq_[i].copy_(v);|^AdamWTest\.AStepNotApplied
+adamw_bias_correction_in_float|src/optim/adamw.cpp|  const auto t_wide = t.to(torch::kDouble);|  const auto t_wide = t.to(torch::kFloat);|^AdamWTest\.StepsBitwise
+lars_buffer_moves_on_skip|src/optim/lars.cpp|    keep_where(buffers_[i], buffer, apply);|    buffers_[i].copy_(buffer);|^LarsTest\.AStepNotApplied
+optimizer_skip_ignores_apply|src/optim/masked_update.h|    torch::where_out(target, apply, value, target);|    target.copy_(value);|^LarsTest\.|^AdamWTest\.|^OptimizerTest\.
+optimizer_gradients_unchecked|src/optim/optimizer.cpp|  return model::holds_nonfinite(gradients());|  return torch::zeros({}, torch::kBool);|^OptimizerTest\.
+nonfinite_many_ignores_maxima|src/model/nonfinite.cpp|    ends.push_back(hi);|    (void)hi;|^NonfiniteTest\.ManyTensors
 v3_adamw_steps_not_checkpointed|src/optim/optimizer.cpp|    state.emplace_back("steps", adamw_->steps());|    (void)0;|^moco_v3\.step_parity_torch_adamw$
+v3_skip_ignores_gradients|src/moco_v3/moco_v3.cpp|scaler_ ? torch::Tensor() : optimizer_.nonfinite_gradients();|torch::Tensor();|^MocoV3Test\.ANonFiniteStep|^faults\.nan_skip_grads_v3$
+v3_skip_ignores_keys|src/moco_v3/v3_skip.cpp|std::vector<torch::Tensor>{out.k1, out.k2}|std::vector<torch::Tensor>{out.q1, out.q2}|^MocoV3Test\.ANonFiniteStep|^faults\.nan_skip_keys_v3$
+v3_skip_flag_not_agreed|src/moco_v3/moco_v3.cpp|context_.group->all_gather(local_nonfinite_causes(out, gradients_nonfinite).view({1}))|local_nonfinite_causes(out, gradients_nonfinite).view({1}).repeat({context_.group->world_size()})|^faults\.nan_skip_loss_v3$
+v3_skip_predictor_bn_not_restored|src/moco_v3/v3_skip.cpp|model.encoder_k.get(), model.predictor.get()})|model.encoder_k.get()})|^MocoV3Test\.ANonFiniteStep|^faults\.nan_skip_v3$
+v3_skip_bn_not_restored|src/moco_v3/v3_skip.cpp|    torch::where_out(values, keep_new, values, buffers_before_[i]);|    (void)values;|^MocoV3Test\.ANonFiniteStep|^faults\.nan_skip_keys_v3$
+v3_skip_momentum_encoder_not_restored|src/moco_v3/v3_skip.cpp|  torch::where_out(k, keep_new, k, momentum_parameters_before_);|  (void)k;|^MocoV3Test\.ANonFiniteStep|^faults\.nan_skip_v3$
+v3_optimizer_steps_on_skip|src/moco_v3/moco_v3.cpp|  optimizer_.step(apply);|  optimizer_.step();|^MocoV3Test\.ANonFiniteStep|^faults\.nan_skip_loss_v3$
+v3_nan_injection_unwired|src/moco_v3/moco_v3.cpp|      nan_(sys::hooks().nan_injection()) {|      nan_() {|^MocoV3Test\.ANonFiniteStep|^faults\.nan_skip_v3$
+v3_scaler_state_not_checkpointed|src/moco_v3/moco_v3.cpp|    for (auto& [name, tensor] : scaler->state()) entries.push_back({name, tensor});|    (void)0;|^MocoV3Test\.AResumedRun|^MocoV3Test\.APowerOfTwo
+v3_scaler_skip_not_applied|src/moco_v3/moco_v3.cpp|    apply = apply.logical_and(found_inf.eq(0).reshape({}));|    (void)0;|^MocoV3Test\.AnInfGradient
+v3_scaler_gradients_not_unscaled|src/moco_v3/moco_v3.cpp|scaler_->unscale_(optimizer_.gradients());|torch::zeros({1});|^MocoV3Test\.APowerOfTwo
+v3_scaler_not_updated|src/moco_v3/moco_v3.cpp|    scaler_->update(found_inf, result.trained);|    (void)0;|^MocoV3Test\.AnInfGradient
+v3_bad_step_backs_off_the_scale|src/moco_v3/moco_v3.cpp|    scaler_->update(found_inf, result.trained);|    scaler_->update(found_inf);|^MocoV3Test\.WithALossScale
+v3_scaler_overflow_a_bad_step|src/moco_v3/moco_v3.cpp|scaler_ ? torch::Tensor() : optimizer_.nonfinite_gradients();|optimizer_.nonfinite_gradients();|^MocoV3Test\.AnInfGradient
+grad_scaler_apply_ignored|src/model/grad_scaler.cpp|    new_scale = torch::where(keep, new_scale, scale_);|    (void)keep;|^MocoV3Test\.WithALossScale
+grad_scaler_tracker_apply_ignored|src/model/grad_scaler.cpp|    new_tracker = torch::where(keep, new_tracker, growth_tracker_);|    (void)0;|^MocoV3Test\.WithALossScale
+v3_fp16_without_autocast|src/moco_v3/moco_v3.cpp|    p.autocast = torch::kHalf;|    (void)0;|^MocoV3Test\.Fp16IsRefused
+v3_fp16_without_loss_scale|src/moco_v3/moco_v3.cpp|    p.loss_scale = model::GradScalerOptions{};|    (void)0;|^MocoV3Test\.Fp16IsRefused
+fp16_accepted_on_cpu|src/run/device.cpp|device.is_cuda(), where, "train.precision",|true, where, "train.precision",|^MocoV3Test\.Fp16IsRefused|^cli\.bad_input\.fp16_precision$|^cli\.train\.v3_r50_config_np2$
+fp16_accepted_with_v2|src/moco_v2/v2_room.cpp|run::require(c.train.precision != run::Precision::kFp16, where,|run::require(true, where,|^MocoV3Test\.Fp16IsRefused|^cli\.bad_input\.fp16_precision$
+fp16_resume_switch_allowed|src/run/config.cpp|  return key == "train.precision" && (before == "fp16") != (after == "fp16");|  return false;|^MocoV3Test\.Fp16IsRefused
+fp16_cpu_autocast_accepted|src/model/autocast.cpp|  if (dtype == c10::ScalarType::Half && type_ == c10::DeviceType::CPU)|  if (false)|^PrecisionTest\.AutocastGuardRefuses
+paper_configs_not_fp16|configs/moco_v3_vit_small_imagenet.yaml|  precision: fp16 |  precision: bf16 |^PaperConfigTest\.MocoV3Vit
+paper_r50_config_not_fp16|configs/moco_v3_r50_imagenet.yaml|  precision: fp16 |  precision: fp32 |^PaperConfigTest\.MocoV3R50
 vit_pos_embed_trainable|src/model/vit.cpp|/*requires_grad=*/false);|/*requires_grad=*/true);|^VitTest\.|^MocoV3Test\.
 vit_patch_projection_trainable|src/model/vit.cpp|    patch_proj->weight.requires_grad_(false);|    (void)0;|^VitTest\.|^MocoV3Test\.
 vit_small_six_heads|src/model/vit.cpp|    o.num_heads = 12;               // vits.py's ViT-S|    o.num_heads = 6;               // vits.py's ViT-S|^VitTest\.
@@ -464,11 +496,11 @@ v3_config_blur_stand_in|configs/moco_v3_r50_imagenet.yaml|  blur_prob: 1.0 |  bl
 v3_view_keys_accepted_elsewhere|src/run/config.cpp|  if (a.recipe == data::Recipe::kV3) return;|  return;|^cli\.bad_input\.v3_augmentation_keys$
 v3_vit_config_v2_augmentation|configs/moco_v3_vit_small_imagenet.yaml|  augmentation: v3 |  augmentation: v2 |^PaperConfigTest\.MocoV3Vit
 v3_r50_1000ep_momentum_default|configs/moco_v3_r50_1000ep_imagenet.yaml|  momentum: 0.996 |  momentum: 0.99 |^PaperConfigTest\.MocoV3R50Longer
-v3_bf16_query_not_autocast|src/moco_v3/v3_model.cpp|  const model::AutocastGuard autocast(x.device(), options_.bf16);
+v3_bf16_query_not_autocast|src/moco_v3/v3_model.cpp|  const model::AutocastGuard autocast(x.device(), options_.autocast != torch::kFloat, options_.autocast);
   const auto features = encoder_q->features(x);|  const auto features = encoder_q->features(x);|^MocoV3Test\.
-v3_bf16_key_not_autocast|src/moco_v3/v3_model.cpp|  const model::AutocastGuard autocast(x.device(), options_.bf16);
+v3_bf16_key_not_autocast|src/moco_v3/v3_model.cpp|  const model::AutocastGuard autocast(x.device(), options_.autocast != torch::kFloat, options_.autocast);
   return widened(projector_k_|  return widened(projector_k_|^MocoV3Test\.
-v3_bf16_not_wired|src/moco_v3/moco_v3.cpp|c.train.precision == run::Precision::kBf16}|false}|^cli\.train\.v3_r50_config_np2$
+v3_bf16_not_wired|src/moco_v3/moco_v3.cpp|p.autocast = torch::kBFloat16;|(void)0;|^cli\.train\.v3_r50_config_np2$
 v3_config_key_solarize_drifts|configs/moco_v3_r50_imagenet.yaml|  key_solarize_prob: 0.2 |  key_solarize_prob: 0.1 |^PaperConfigTest\.
 uint8_normalize_order|src/run/device_batches.cpp|pixels.to(torch::kFloat).div_(scale_).sub_(mean_).div_(std_)|pixels.to(torch::kFloat).sub_(mean_).div_(scale_).div_(std_)|^PixelNormalizerTest\.|^Uint8ViewsTest\.
 uint8_normalize_by_reciprocal|src/run/device_batches.cpp|.div_(scale_)|.mul_(1.0f / scale_)|^PixelNormalizerTest\.|^Uint8ViewsTest\.

@@ -5,6 +5,7 @@
 #include "app/program.h"
 #include "lincls/knn_eval.h"
 #include "run/config.h"
+#include "run/device.h"
 #include "train/trainer.h"
 
 #include <CLI/CLI.hpp>
@@ -70,6 +71,11 @@ int main(int argc, char** argv) {
   program.source = o.source();
   program.writes_output = !o.dry_run && !o.eval_only;
   program.dry_run = o.dry_run;
+  // Before any folder is made: what the config asks of the device (the evaluation trains nothing).
+  if (!o.eval_only)
+    program.before_output = [&](const moco::run::Config& c, torch::Device device) {
+      moco::run::check_precision_for_device(c, device, program.source);
+    };
   program.body = [&](const moco::run::RunContext& context) {
     if (o.eval_only)
       moco::lincls::knn_eval_only(config, context);

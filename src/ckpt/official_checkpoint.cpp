@@ -21,9 +21,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // The run's own state, for which main_moco.py's checkpoint has no place (the epoch aside, which
-// `info` carries): its progress, each rank's random generator, the online probe.
+// `info` carries): its progress, each rank's random generator, the online probe; and the loss scale,
+// which goes into the file's `scaler` instead of its state_dict.
 bool run_state(const std::string& name) {
-  for (const char* group : {"progress/", "rng/", "probe/"})
+  for (const char* group : {"progress/", "rng/", "probe/", "scaler/"})
     if (starts_with(name, group)) return true;
   return false;
 }
@@ -146,15 +147,22 @@ c10::impl::GenericList param_groups(const OfficialOptimizer& o, int64_t paramete
   return groups;
 }
 
-// A fresh torch.cuda.amp.GradScaler's state_dict(): moco-v3's main_moco.py --resume loads one. The
-// run scaled no loss (fp32 or bf16), so the scaler starts where the official one does.
-c10::impl::GenericDict fresh_grad_scaler() {
+// torch.cuda.amp.GradScaler's state_dict(), which moco-v3's main_moco.py --resume loads: an fp16
+// run's scale and count of good steps (scaler/scale, scaler/growth_tracker); a run that scaled no
+// loss (fp32 or bf16) gives a fresh scaler's, where the official one starts.
+c10::impl::GenericDict grad_scaler(const NamedTensors& tensors) {
+  double scale = 65536.0;
+  int64_t growth_tracker = 0;
+  for (const auto& [name, tensor] : tensors) {
+    if (name == "scaler/scale") scale = tensor.to(torch::kDouble).item<double>();
+    if (name == "scaler/growth_tracker") growth_tracker = tensor.to(torch::kLong).item<int64_t>();
+  }
   auto scaler = new_dict();
-  scaler.insert("scale", 65536.0);
+  scaler.insert("scale", scale);
   scaler.insert("growth_factor", 2.0);
   scaler.insert("backoff_factor", 0.5);
   scaler.insert("growth_interval", static_cast<int64_t>(2000));
-  scaler.insert("_growth_tracker", static_cast<int64_t>(0));
+  scaler.insert("_growth_tracker", growth_tracker);
   return scaler;
 }
 
@@ -177,7 +185,7 @@ c10::impl::GenericDict official_checkpoint(const NamedTensors& tensors, const Of
   checkpoint.insert("arch", info.arch);
   checkpoint.insert("state_dict", state_dict(tensors, layout));
   checkpoint.insert("optimizer", optimizer);
-  if (info.scaler) checkpoint.insert("scaler", fresh_grad_scaler());
+  if (info.scaler) checkpoint.insert("scaler", grad_scaler(tensors));
   return checkpoint;
 }
 

@@ -15,26 +15,6 @@
 
 namespace moco::moco_v2 {
 
-namespace {
-
-// The buffers of both encoders by (dtype, device), in first-seen order, the query encoder's first.
-std::vector<model::FlatTensors> buffer_kinds(const std::vector<torch::Tensor>& q, const std::vector<torch::Tensor>& k) {
-  std::vector<std::vector<torch::Tensor>> groups;
-  for (size_t i = 0; i < q.size() + k.size(); ++i) {
-    const auto& t = i < q.size() ? q[i] : k[i - q.size()];
-    size_t g = 0;
-    while (g < groups.size() && (groups[g][0].scalar_type() != t.scalar_type() || groups[g][0].device() != t.device()))
-      ++g;
-    if (g == groups.size()) groups.emplace_back();
-    groups[g].push_back(t);
-  }
-  std::vector<model::FlatTensors> kinds;
-  for (auto& group : groups) kinds.emplace_back(std::move(group));
-  return kinds;
-}
-
-}  // namespace
-
 MocoImpl::MocoImpl(const model::ResNetOptions& encoder, const MocoOptions& options,
                    std::shared_ptr<dist::ProcessGroup> group, uint64_t seed)
     : options_(options), group_(std::move(group)), seed_(seed) {
@@ -54,7 +34,9 @@ MocoImpl::MocoImpl(const model::ResNetOptions& encoder, const MocoOptions& optio
   queue_ptr_ = register_buffer("queue_ptr", torch::zeros({1}, torch::kLong));
   q_params_ = model::FlatTensors(encoder_q->parameters());
   k_params_ = model::FlatTensors(encoder_k->parameters());
-  bn_ = buffer_kinds(encoder_q->buffers(), encoder_k->buffers());
+  auto buffers = encoder_q->buffers();  // the query encoder's first
+  for (const auto& b : encoder_k->buffers()) buffers.push_back(b);
+  bn_ = model::flat_tensors_by_kind(buffers);
 }
 
 void MocoImpl::copy_query_to_key() {

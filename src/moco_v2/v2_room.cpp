@@ -55,8 +55,8 @@ std::vector<run::ConfigRow> keys() {
   };
 }
 
-// Combinations that would not run as they read: MoCo v1/v2 train ResNets with SGD, a step's keys
-// must fit in the queue, the BatchNorm groups must split the batch.
+// Combinations that would not run as they read: MoCo v1/v2 train ResNets with SGD in fp32 or bf16, a
+// step's keys must fit in the queue, the BatchNorm groups must split the batch.
 void check(const run::Config& c, const std::string& where) {
   const Settings& s = settings(c);
   run::require(!run::is_vit(c.model.arch), where, "model.arch",
@@ -67,6 +67,9 @@ void check(const run::Config& c, const std::string& where) {
                "must be at least optim.batch_size (a step's keys must fit in the queue)");
   run::require(s.bn_splits >= 1 && c.optim.batch_size % s.bn_splits == 0, where, "moco.bn_splits",
                "must be >= 1 and divide optim.batch_size");
+  run::require(c.train.precision != run::Precision::kFp16, where, "train.precision",
+               "fp16 is MoCo v3's (its main_moco.py trains under torch.cuda.amp; MoCo v1/v2's do not): "
+               "model.method v2 trains in fp32 or bf16");
   run::require(!(s.check_invariants && c.debug.check_step_syncs), where, "debug.check_invariants",
                "cannot be on with debug.check_step_syncs: its checks read the step's results on the host inside the "
                "step");

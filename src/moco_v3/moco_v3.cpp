@@ -6,24 +6,35 @@
 #include "run/device.h"
 #include "run/setup.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace moco::moco_v3 {
 namespace {
 
-V3Options v3_options(const run::Config& c) {
+V3Options v3_options(const run::Config& c, const StepPrecision& precision) {
   const Settings& s = settings(c);
-  V3Options options{c.model.dim,        s.mlp_dim,     s.projector_layers,
-                    s.predictor_layers, s.temperature, c.train.precision == run::Precision::kBf16};
+  V3Options options{c.model.dim, s.mlp_dim, s.projector_layers, s.predictor_layers, s.temperature, precision.autocast};
   options.predictor_last_bn = s.predictor_last_bn;
   return options;
 }
 
 }  // namespace
+
+StepPrecision step_precision(const run::Config& c) {
+  StepPrecision p;
+  if (c.train.precision == run::Precision::kBf16) p.autocast = torch::kBFloat16;
+  if (c.train.precision == run::Precision::kFp16) {
+    p.autocast = torch::kHalf;
+    p.loss_scale = model::GradScalerOptions{};
+  }
+  return p;
+}
 
 model::Backbone v3_backbone(const run::Config& c, int64_t in_channels) {
   if (!run::is_vit(c.model.arch)) return run::make_backbone(c, in_channels);
@@ -40,9 +51,16 @@ std::vector<torch::Tensor> parameters_and_buffers(torch::nn::Module& module) {
   return tensors;
 }
 
+std::string describe(const StepPrecision& p) {
+  const char* scaled = p.loss_scale ? " with a dynamic loss scale" : "";
+  if (p.autocast == torch::kFloat) return fmt::format("fp32{}", scaled);
+  return fmt::format("{} autocast{}", p.autocast == torch::kHalf ? "fp16" : "bf16", scaled);
+}
+
 // Built, on the device, rank 0's on every rank, and said in the log.
-MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t in_channels) {
-  MocoV3Model model([&] { return v3_backbone(c, in_channels); }, v3_options(c), ctx.group);
+MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t in_channels,
+                       const StepPrecision& precision) {
+  MocoV3Model model([&] { return v3_backbone(c, in_channels); }, v3_options(c, precision), ctx.group);
   model->to(ctx.device);
   if (c.dist.world_group_at_one) model::use_sync_batchnorm(*model, ctx.group);  // rehearses SyncBN's collectives
   if (c.train.channels_last) run::use_channels_last(*model);
@@ -52,20 +70,22 @@ MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t
   spdlog::info("MoCo v3 {}: {} trained parameters, projector {}x{} to {}, predictor {}x{}, {} rank(s) on {}, {}, {}",
                c.model.arch, model::count_parameters(*model->encoder_q) + model::count_parameters(*model->predictor),
                settings(c).projector_layers, settings(c).mlp_dim, c.model.dim, settings(c).predictor_layers,
-               settings(c).mlp_dim, ctx.group->world_size(), ctx.device.str(), c.optim.optimizer,
-               model->options().bf16 ? "bf16 autocast" : "fp32");
+               settings(c).mlp_dim, ctx.group->world_size(), ctx.device.str(), c.optim.optimizer, describe(precision));
   return model;
 }
 
 }  // namespace
 
-MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_channels)
+MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_channels, const StepPrecision& precision)
     : config_(c),
       context_(ctx),
-      model_(make_model(c, ctx, in_channels)),
+      model_(make_model(c, ctx, in_channels, precision)),
       optimizer_(c.optim.optimizer, model_->trainable_parameters(), c.optim.momentum, c.optim.weight_decay),
       reducer_(model_->trainable_parameters(), ctx.group, static_cast<int64_t>(c.dist.bucket_mb * (1 << 20)),
-               static_cast<int64_t>(c.dist.first_bucket_mb * (1 << 20)), model_->trainable_names()) {
+               static_cast<int64_t>(c.dist.first_bucket_mb * (1 << 20)), model_->trainable_names()),
+      rollback_(*model_),
+      nan_(sys::hooks().nan_injection()) {
+  if (precision.loss_scale) scaler_.emplace(*precision.loss_scale, ctx.device);
   if (c.dist.world_group_at_one) reducer_.set_enabled(true);
   torch::autograd::AnomalyMode::set_enabled(c.debug.anomaly_detection);
   if (c.debug.anomaly_detection) spdlog::info("debug: autograd anomaly detection on");
@@ -76,17 +96,32 @@ double MocoV3::momentum_for_step(int64_t step) const {
   return momentum_at(settings(config_).momentum, std::min(1.0, progress));
 }
 
-// The official main_moco.py's step: both views, the momentum update, the symmetric loss, the
-// backward, the gradients averaged across ranks (DDP), the optimizer's update.
-run::StepOutput MocoV3::step(const data::TwoViewBatch& batch, int64_t step) {
+V3Output MocoV3::forward(const data::TwoViewBatch& batch, int64_t step) {
+  const int rank = context_.group->rank();
   const auto x1 = run::to_device(batch.query, context_.device, config_.train.channels_last);
   const auto x2 = run::to_device(batch.key, context_.device, config_.train.channels_last);
-  auto out = model_->forward(x1, x2, momentum_for_step(step));
+  const auto spoiled = [](const torch::Tensor& x) { return torch::full_like(x, std::nan("")); };
+  const bool queries = nan_.hits(step, rank, sys::NanTarget::kQueries),
+             keys = nan_.hits(step, rank, sys::NanTarget::kKeys);
+  auto out = model_->forward(queries ? spoiled(x1) : x1, queries ? spoiled(x2) : x2, keys ? spoiled(x1) : x1,
+                             keys ? spoiled(x2) : x2, momentum_for_step(step));
+  if (nan_.hits(step, rank, sys::NanTarget::kLoss)) out.loss = out.loss + std::nan("");
+  if (nan_.hits(step, rank, sys::NanTarget::kGradients))
+    out.q1.register_hook([](const torch::Tensor& grad) { return torch::full_like(grad, std::nan("")); });
+  return out;
+}
+
+// The official main_moco.py's step: both views, the momentum update, the symmetric loss (scaled
+// with fp16), the backward, the gradients averaged across ranks (DDP), the optimizer's update. Where
+// any rank's queries, keys, loss or (without a loss scale) gradients hold NaN or Inf, every rank
+// keeps its state instead, decided on the device (StepRollback, v3_skip.h).
+run::StepOutput MocoV3::step(const data::TwoViewBatch& batch, int64_t step) {
+  rollback_.snapshot();
+  const auto out = forward(batch, step);
   optimizer_.zero_grad();
-  out.loss.backward();
-  reducer_.finalize();
-  optimizer_.step();
+  (scaler_ ? scaler_->scale(out.loss) : out.loss).backward();
   run::StepOutput result;
+  finish_step(out, result);
   result.loss = out.loss.detach();
   result.scalars = model::positive_rank_accuracies(out.positive_rank, {1, 5});
   result.gradient_bytes = reducer_.last_stats().bytes_reduced;
@@ -94,12 +129,33 @@ run::StepOutput MocoV3::step(const data::TwoViewBatch& batch, int64_t step) {
   return result;
 }
 
+// A step the loss scale skips (Inf or NaN in the scaled gradients, its normal backoff) is not a bad
+// step: as torch.cuda.amp.GradScaler in main_moco.py, only the optimizer's step is skipped and the
+// scale halved; the momentum update and the BatchNorm statistics stay. A bad step keeps nothing,
+// the scale included.
+void MocoV3::finish_step(const V3Output& out, run::StepOutput& result) {
+  // This rank's own gradients, before they are averaged: the flag then names the rank they came from.
+  const auto gradients_nonfinite = scaler_ ? torch::Tensor() : optimizer_.nonfinite_gradients();
+  reducer_.finalize();
+  result.nonfinite_by_rank = context_.group->all_gather(local_nonfinite_causes(out, gradients_nonfinite).view({1}));
+  result.trained = result.nonfinite_by_rank.eq(0).all();
+  rollback_.restore_unless(result.trained);
+  auto apply = result.trained;
+  if (scaler_) {
+    const auto found_inf = scaler_->unscale_(optimizer_.gradients());
+    apply = apply.logical_and(found_inf.eq(0).reshape({}));
+    scaler_->update(found_inf, result.trained);
+  }
+  optimizer_.step(apply);
+}
+
 void MocoV3::agree_on_buffers() {
   if (context_.group->world_size() > 1 || config_.dist.world_group_at_one)
     dist::broadcast_parameters(model_->buffers(), *context_.group);
 }
 
-std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const optim::Optimizer& optimizer) {
+std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const optim::Optimizer& optimizer,
+                                               const model::GradScaler* scaler) {
   std::vector<ckpt::StateEntry> entries;
   const std::pair<const char*, torch::nn::Module*> modules[] = {{"encoder_q/", model.encoder_q.get()},
                                                                 {"encoder_k/", model.encoder_k.get()},
@@ -110,6 +166,8 @@ std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const opt
   }
   for (auto& [name, tensor] : optimizer.state(model.trainable_names()))
     entries.push_back({"optimizer/" + name, tensor});
+  if (scaler)
+    for (auto& [name, tensor] : scaler->state()) entries.push_back({name, tensor});
   return entries;
 }
 

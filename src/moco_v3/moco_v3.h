@@ -1,15 +1,17 @@
 // defines: MocoV3, MoCo v3 behind the training loop's seam (run/method.h): the model of v3_model.h,
-// LARS, AdamW or SGD, DDP-style gradient averaging, the momentum's schedule over the run; v3_state_entries
+// LARS, AdamW or SGD, DDP-style gradient averaging, the momentum's schedule over the run, the step's
+// non-finite skip and fp16's loss scale; StepPrecision and step_precision; v3_state_entries
 #pragma once
 
 #include "dist/reducer.h"
-#include "optim/adamw.h"
-#include "optim/lars.h"
+#include "model/grad_scaler.h"
 #include "moco_v3/v3_model.h"
+#include "moco_v3/v3_skip.h"
 #include "optim/optimizer.h"
 #include "run/config.h"
 #include "run/method.h"
 #include "run/run_context.h"
+#include "sys/fault_hooks.h"
 
 #include <cstdint>
 #include <optional>
@@ -19,8 +21,21 @@
 namespace moco::moco_v3 {
 
 // The named tensors of a MoCo v3 checkpoint: encoder_q/<key>, encoder_k/<key>, predictor/<key> (the
-// official state_dict's keys below its module names) and the optimizer's (Optimizer::state_entries).
-std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const optim::Optimizer& optimizer);
+// official state_dict's keys below its module names), the optimizer's (Optimizer::state) and, with a
+// loss scale, scaler/scale and scaler/growth_tracker (main_moco.py saves its GradScaler's).
+std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const optim::Optimizer& optimizer,
+                                               const model::GradScaler* scaler = nullptr);
+
+// How a step computes: the autocast dtype of the encoders and heads (kFloat: none) and, for fp16, the
+// dynamic loss scale (torch.cuda.amp.GradScaler's defaults, as main_moco.py runs it). Apart, so that a
+// test on a CPU, whose autocast has no float16, can scale the loss of an fp32 step: fp16's step but
+// for the casts.
+struct StepPrecision {
+  torch::Dtype autocast = torch::kFloat;
+  std::optional<model::GradScalerOptions> loss_scale;
+};
+// train.precision's: fp32 none; bf16 bfloat16 autocast; fp16 float16 autocast and the loss scale.
+StepPrecision step_precision(const run::Config& config);
 
 // model.arch's backbone as v3 builds its encoders (a ViT's patch projection frozen with v3.stop_grad_conv1).
 model::Backbone v3_backbone(const run::Config& config, int64_t in_channels);
@@ -29,13 +44,18 @@ class MocoV3 final : public run::Method {
  public:
   // Builds the model (its initialisation draws from the global generator, seeded from train.seed)
   // and makes every rank start from rank 0's. Collective.
-  MocoV3(const run::Config& config, const run::RunContext& context, int64_t in_channels);
+  MocoV3(const run::Config& config, const run::RunContext& context, int64_t in_channels)
+      : MocoV3(config, context, in_channels, step_precision(config)) {}
+  MocoV3(const run::Config& config, const run::RunContext& context, int64_t in_channels,
+         const StepPrecision& precision);
 
   void set_run_length(int64_t total_steps) override { total_steps_ = total_steps; }
   void set_lr(double lr) override { optimizer_.set_lr(lr); }
   run::StepOutput step(const data::TwoViewBatch& batch, int64_t step) override;
   void check_after_step(int64_t) override {}
-  std::vector<ckpt::StateEntry> state_entries() override { return v3_state_entries(*model_, optimizer_); }
+  std::vector<ckpt::StateEntry> state_entries() override {
+    return v3_state_entries(*model_, optimizer_, scaler_ ? &*scaler_ : nullptr);
+  }
   int64_t draw_counter() const override { return 0; }  // v3 draws nothing while it trains
   void set_draw_counter(int64_t) override {}
   void before_save() override { agree_on_buffers(); }
@@ -47,17 +67,28 @@ class MocoV3 final : public run::Method {
   // The momentum m of step `step` (counted from 1): progress (step - 1) / total steps.
   double momentum_for_step(int64_t step) const;
   MocoV3Model& model() { return model_; }
+  // The loss scale's state (fp16), or null.
+  const model::GradScaler* scaler() const { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
   // BN running statistics move by global statistics (SyncBN) and so agree already; rank 0's are
   // given to every rank anyway, so that a checkpoint and an evaluation see one model bit for bit.
   void agree_on_buffers();
+  // The views each encoder sees, the loss and the queries' gradient, spoiled where MOCO_INJECT_NAN
+  // hits this step and rank.
+  V3Output forward(const data::TwoViewBatch& batch, int64_t step);
+  // After the backward: every rank's NonfiniteCause bits into `result` (nonfinite_by_rank, trained),
+  // the rollback where not trained, then the update (the loss scale's unscale, skip and update first).
+  void finish_step(const V3Output& out, run::StepOutput& result);
 
   const run::Config& config_;
   const run::RunContext& context_;
   MocoV3Model model_;
   optim::Optimizer optimizer_;
   dist::GradientReducer reducer_;
+  StepRollback rollback_;
+  std::optional<model::GradScaler> scaler_;
+  sys::NanInjection nan_;
   int64_t total_steps_ = 1;
 };
 

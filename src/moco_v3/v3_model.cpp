@@ -98,13 +98,13 @@ std::vector<std::string> MocoV3ModelImpl::trainable_names() const {
 
 namespace {
 
-// bf16 outputs widened for the loss (and the pooled features for evaluation); fp32 and fp64 stay.
+// bf16 and fp16 outputs widened for the loss (and the pooled features for evaluation); fp32 and fp64 stay.
 torch::Tensor widened(const torch::Tensor& t) { return t.element_size() < 4 ? t.to(torch::kFloat) : t; }
 
 }  // namespace
 
 torch::Tensor MocoV3ModelImpl::query(const torch::Tensor& x, torch::Tensor* pooled) {
-  const model::AutocastGuard autocast(x.device(), options_.bf16);
+  const model::AutocastGuard autocast(x.device(), options_.autocast != torch::kFloat, options_.autocast);
   const auto features = encoder_q->features(x);
   if (pooled) *pooled = widened(features.detach());
   return widened(predictor->forward(projector_q_->forward(features)));
@@ -112,19 +112,20 @@ torch::Tensor MocoV3ModelImpl::query(const torch::Tensor& x, torch::Tensor* pool
 
 // No NoGradGuard: the keys carry no graph because no parameter of the momentum encoder requires grad.
 torch::Tensor MocoV3ModelImpl::key(const torch::Tensor& x) {
-  const model::AutocastGuard autocast(x.device(), options_.bf16);
+  const model::AutocastGuard autocast(x.device(), options_.autocast != torch::kFloat, options_.autocast);
   return widened(projector_k_->forward(encoder_k->features(x)));
 }
 
-V3Output MocoV3ModelImpl::forward(const torch::Tensor& x1, const torch::Tensor& x2, double m) {
+V3Output MocoV3ModelImpl::forward(const torch::Tensor& x1, const torch::Tensor& x2, const torch::Tensor& k_x1,
+                                  const torch::Tensor& k_x2, double m) {
   V3Output out;
   out.q1 = query(x1, &out.features);
-  const auto q2 = query(x2);
+  out.q2 = query(x2);
   momentum_update(m);
-  const auto k1 = key(x1);
-  out.k2 = key(x2);
+  out.k1 = key(k_x1);
+  out.k2 = key(k_x2);
   const auto first = contrastive_loss(out.q1, out.k2, options_.temperature, *group_);
-  const auto second = contrastive_loss(q2, k1, options_.temperature, *group_);
+  const auto second = contrastive_loss(out.q2, out.k1, options_.temperature, *group_);
   out.loss = first.loss + second.loss;
   out.positive_rank = first.positive_rank;
   return out;

@@ -23,7 +23,9 @@ struct V3Options {
   int64_t projector_layers = 2;
   int64_t predictor_layers = 2;
   double temperature = 1.0;  // T
-  bool bf16 = false;         // encoders and heads under bfloat16 autocast; the loss in fp32 (train.precision)
+  // The encoders and heads under autocast in this dtype (kBFloat16, or kHalf on CUDA), the loss in
+  // fp32; kFloat: no autocast (train.precision).
+  torch::Dtype autocast = torch::kFloat;
   // The predictor's last Linear followed by BatchNorm without affine: the official MoCo_ViT's
   // (builder.py's _build_mlp, whose last_bn defaults to true); MoCo_ResNet's predictor has none.
   bool predictor_last_bn = false;
@@ -53,6 +55,7 @@ struct V3Output {
   torch::Tensor loss;           // ctr(q1, k2) + ctr(q2, k1)
   torch::Tensor positive_rank;  // of ctr(q1, k2)
   torch::Tensor q1, k2;         // the first term's queries (graph) and keys (no graph), not normalised
+  torch::Tensor q2, k1;         // the second term's
   torch::Tensor features;       // the first view's pooled backbone features, no graph
 };
 
@@ -73,7 +76,11 @@ class MocoV3ModelImpl : public torch::nn::Module {
 
   // Both views through both encoders (the momentum update with m first, as the official forward),
   // and the symmetric loss. Collective (the keys' all-gather).
-  V3Output forward(const torch::Tensor& x1, const torch::Tensor& x2, double m);
+  V3Output forward(const torch::Tensor& x1, const torch::Tensor& x2, double m) { return forward(x1, x2, x1, x2, m); }
+  // The same with the momentum encoder given views of its own (k_x1, k_x2): apart from the query
+  // encoder's only where a test spoils one encoder's images (MOCO_INJECT_NAN).
+  V3Output forward(const torch::Tensor& x1, const torch::Tensor& x2, const torch::Tensor& k_x1,
+                   const torch::Tensor& k_x2, double m);
   // k = m k + (1 - m) q over the backbone and projector parameters.
   void momentum_update(double m);
   // Makes the momentum encoder an exact copy of the query encoder (at start).

@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include <stdexcept>
+#include <string>
 
 // LibTorch 2.4 keys autocast's state by device type; 1.13 has one function pair per device.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -56,14 +57,19 @@ void set_dtype(c10::DeviceType type, c10::ScalarType dtype) {
 
 }  // namespace
 
-AutocastGuard::AutocastGuard(torch::Device device, bool enabled) : enabled_(enabled), type_(device.type()) {
+AutocastGuard::AutocastGuard(torch::Device device, bool enabled, c10::ScalarType dtype)
+    : enabled_(enabled), type_(device.type()) {
   if (!enabled_) return;
   if (type_ != c10::DeviceType::CPU && type_ != c10::DeviceType::CUDA)
-    throw std::invalid_argument("bf16 autocast is supported on CPU and CUDA, not on " + device.str());
+    throw std::invalid_argument("autocast is supported on CPU and CUDA, not on " + device.str());
+  if (dtype != c10::ScalarType::BFloat16 && dtype != c10::ScalarType::Half)
+    throw std::invalid_argument(std::string("autocast runs in bfloat16 or float16, not ") + c10::toString(dtype));
+  if (dtype == c10::ScalarType::Half && type_ == c10::DeviceType::CPU)
+    throw std::invalid_argument("float16 autocast needs CUDA: LibTorch's CPU autocast has no float16");
   was_enabled_ = is_enabled(type_);
   previous_dtype_ = get_dtype(type_);
   set_enabled(type_, true);
-  set_dtype(type_, c10::ScalarType::BFloat16);
+  set_dtype(type_, dtype);
   at::autocast::increment_nesting();
 }
 

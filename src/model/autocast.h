@@ -1,17 +1,19 @@
-// defines: AutocastGuard (bfloat16 autocast on one device for the guard's scope)
+// defines: AutocastGuard (bfloat16 or float16 autocast on one device for the guard's scope)
 #pragma once
 
 #include <torch/types.h>
 
 namespace moco::model {
 
-// While alive, eligible ops on `device`'s type (convolutions, matrix products) run in bfloat16 and
-// the rest as autocast's lists say, like `with torch.autocast(device_type, torch.bfloat16)`. The
-// previous state comes back on destruction, and leaving the outermost guard frees autocast's cache
-// of cast weights (they change every step). A disabled guard does nothing.
+// While alive, eligible ops on `device`'s type (convolutions, matrix products) run in `dtype`
+// (bfloat16, or float16 on CUDA only) and the rest as autocast's lists say, like `with
+// torch.autocast(device_type, dtype)`. The previous state comes back on destruction, and leaving the
+// outermost guard frees autocast's cache of cast weights (they change every step). A disabled guard
+// does nothing. Throws std::invalid_argument for a device other than CPU and CUDA, a dtype other
+// than those two, and float16 on a CPU (LibTorch's CPU autocast has no float16).
 class AutocastGuard {
  public:
-  AutocastGuard(torch::Device device, bool enabled);
+  AutocastGuard(torch::Device device, bool enabled, c10::ScalarType dtype = c10::ScalarType::BFloat16);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;

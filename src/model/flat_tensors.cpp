@@ -93,4 +93,18 @@ void FlatTensors::bump_versions() const {
   for (const auto& t : tensors_) t.unsafeGetTensorImpl()->bump_version();
 }
 
+std::vector<FlatTensors> flat_tensors_by_kind(const std::vector<torch::Tensor>& tensors) {
+  std::vector<std::vector<torch::Tensor>> groups;
+  for (const auto& t : tensors) {
+    size_t g = 0;
+    while (g < groups.size() && (groups[g][0].scalar_type() != t.scalar_type() || groups[g][0].device() != t.device()))
+      ++g;
+    if (g == groups.size()) groups.emplace_back();
+    groups[g].push_back(t);
+  }
+  std::vector<FlatTensors> kinds;
+  for (auto& group : groups) kinds.emplace_back(std::move(group));
+  return kinds;
+}
+
 }  // namespace moco::model

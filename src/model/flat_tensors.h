@@ -1,5 +1,5 @@
 // defines: FlatTensors (tensors of one dtype and device bound to one buffer, each its own slice, so
-// that one op on the buffer updates them all: Note [Flat buffers])
+// that one op on the buffer updates them all: Note [Flat buffers]), flat_tensors_by_kind
 #pragma once
 
 #include <torch/types.h>
@@ -65,5 +65,9 @@ class FlatTensors {
   int64_t layout_version_ = 0;
   torch::Tensor flat_;
 };
+
+// `tensors` bound into one FlatTensors per (dtype, device), in first-seen order, each keeping the
+// tensors' order (a model's BatchNorm buffers: float statistics and int64 counts).
+std::vector<FlatTensors> flat_tensors_by_kind(const std::vector<torch::Tensor>& tensors);
 
 }  // namespace moco::model

@@ -35,7 +35,7 @@ torch::Tensor GradScaler::unscale_(const std::vector<torch::Tensor>& grads) cons
   return torch::cat(found).any().to(torch::kFloat).reshape({1});
 }
 
-void GradScaler::update(const torch::Tensor& found_inf) {
+void GradScaler::update(const torch::Tensor& found_inf, const torch::Tensor& apply) {
   torch::NoGradGuard no_grad;
   const auto skipped = found_inf.to(scale_.device()).reshape({1}).ne(0);
   const auto wide = scale_.to(torch::kDouble);
@@ -44,8 +44,15 @@ void GradScaler::update(const torch::Tensor& found_inf) {
   const auto successful = growth_tracker_ + 1;
   const auto grow = successful.eq(options_.growth_interval);
   const auto after_good_step = torch::where(grow & torch::isfinite(grown), grown, scale_);
-  scale_.copy_(torch::where(skipped, backed_off, after_good_step));
-  growth_tracker_.copy_(torch::where(skipped.logical_or(grow), torch::zeros_like(successful), successful));
+  auto new_scale = torch::where(skipped, backed_off, after_good_step);
+  auto new_tracker = torch::where(skipped.logical_or(grow), torch::zeros_like(successful), successful);
+  if (apply.defined()) {
+    const auto keep = apply.to(scale_.device()).reshape({1});
+    new_scale = torch::where(keep, new_scale, scale_);
+    new_tracker = torch::where(keep, new_tracker, growth_tracker_);
+  }
+  scale_.copy_(new_scale);
+  growth_tracker_.copy_(new_tracker);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> GradScaler::state() const {

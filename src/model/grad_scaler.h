@@ -45,8 +45,10 @@ class GradScaler {
   // After a step, from its found_inf: an Inf or NaN multiplies the scale by backoff_factor and resets
   // the count of good steps; a good step counts, and the growth_interval-th in a row multiplies the
   // scale by growth_factor (kept where that is not a finite float) and resets the count. The products
-  // are taken in fp64 and rounded to float32, as torch's _amp_update_scale_.
-  void update(const torch::Tensor& found_inf);
+  // are taken in fp64 and rounded to float32, as torch's _amp_update_scale_. Where `apply` (a bool
+  // scalar on the device) is false, the scale and the count keep their values (a step skipped for
+  // another reason, of which nothing is kept); undefined, always updated.
+  void update(const torch::Tensor& found_inf, const torch::Tensor& apply = {});
 
   // The state a checkpoint holds, as the live tensors (a restore copies into them):
   // scaler/scale (float32 [1]) and scaler/growth_tracker (int32 [1]), main_moco.py's `scaler`

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace moco::model {
 
@@ -14,6 +15,10 @@ namespace moco::model {
 // One aminmax over t and a few ops on its two results: isfinite(t).all() would write several
 // full-size temporaries (isfinite is a composite of abs, eq, ne and mul) and launch more kernels.
 torch::Tensor holds_nonfinite(const torch::Tensor& t);
+// The same over every defined tensor of `tensors` (false where none is defined or all are empty), on
+// the first one's device: one aminmax per tensor and a few ops on their results together, not a
+// holds_nonfinite each (a tensor-by-tensor optimizer's gradients: hundreds of tensors).
+torch::Tensor holds_nonfinite(const std::vector<torch::Tensor>& tensors);
 
 // What held NaN or Inf on a rank: the bits a method's skip check sets (run::StepOutput::nonfinite_by_rank).
 enum NonfiniteCause : int32_t {

@@ -1,5 +1,7 @@
 #include "optim/lars.h"
 
+#include "optim/masked_update.h"
+
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
@@ -27,14 +29,17 @@ torch::Tensor Lars::direction(const torch::Tensor& p) const {
   return d.mul(trust);
 }
 
-void Lars::step() {
+// The in-place update's kernels out of place, each result kept where `apply`.
+void Lars::step(const torch::Tensor& apply) {
   RECORD_USER_SCOPE("update/lars");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& p = params_[i];
     if (!p.grad().defined()) continue;
-    buffers_[i].mul_(momentum_).add_(direction(p));
-    p.add_(buffers_[i], -lr_);
+    const auto buffer = buffers_[i].mul(momentum_).add_(direction(p));
+    const auto moved = p.add(buffer, -lr_);
+    keep_where(buffers_[i], buffer, apply);
+    keep_where(p, moved, apply);
   }
 }
 

@@ -22,9 +22,13 @@ class Lars {
   void set_lr(double lr) { lr_ = lr; }
   double lr() const { return lr_; }
   void zero_grad();
-  void step();
+  // With `apply` (a bool scalar on the parameters' device) false, parameters and buffers keep their
+  // values (a step skipped on the device, decided without a host read); true or undefined, the
+  // update above, bit for bit.
+  void step(const torch::Tensor& apply = {});
   // One per parameter, same order and shape.
   const std::vector<torch::Tensor>& momentum_buffers() const { return buffers_; }
+  const std::vector<torch::Tensor>& parameters() const { return params_; }
 
  private:
   torch::Tensor direction(const torch::Tensor& p) const;

@@ -1,5 +1,9 @@
 #include "optim/optimizer.h"
 
+#include "model/nonfinite.h"
+
+#include <ATen/record_function.h>
+
 namespace moco::optim {
 
 Optimizer::Optimizer(Algorithm algorithm, std::vector<torch::Tensor> parameters, double momentum, double weight_decay) {
@@ -23,10 +27,23 @@ void Optimizer::zero_grad() {
   if (sgd_) sgd_->zero_grad();
 }
 
-void Optimizer::step() {
-  if (lars_) lars_->step();
-  if (adamw_) adamw_->step();
-  if (sgd_) sgd_->step();
+void Optimizer::step(const torch::Tensor& apply) {
+  if (lars_) lars_->step(apply);
+  if (adamw_) adamw_->step(apply);
+  if (sgd_) sgd_->step(apply);
+}
+
+std::vector<torch::Tensor> Optimizer::gradients() const {
+  const auto& params = lars_ ? lars_->parameters() : adamw_ ? adamw_->parameters() : sgd_->parameters();
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params) grads.push_back(p.grad());
+  return grads;
+}
+
+torch::Tensor Optimizer::nonfinite_gradients() const {
+  RECORD_USER_SCOPE("update/skip_flag");
+  if (sgd_) return sgd_->nonfinite_gradients();  // one reduction over its flat gradient buffer
+  return model::holds_nonfinite(gradients());
 }
 
 namespace {

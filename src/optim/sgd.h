@@ -37,6 +37,7 @@ class MomentumSgd {
   torch::Tensor nonfinite_gradients() const;
   // One per parameter, same order, shape and memory order.
   const std::vector<torch::Tensor>& momentum_buffers() const { return buffers_.tensors(); }
+  const std::vector<torch::Tensor>& parameters() const { return params_.tensors(); }
 
  private:
   bool gradients_bound() const;

@@ -387,6 +387,12 @@ bool changes_math(const Field& f, Job job) {
   return (section == "model" && key != "model.pretrained") || section == "optim";
 }
 
+// A checkpoint holds the loss scale's state (scaler/*) only with fp16: a resume may switch between
+// fp32 and bf16, not into or out of fp16.
+bool changes_loss_scale(const std::string& key, const std::string& before, const std::string& after) {
+  return key == "train.precision" && (before == "fp16") != (after == "fp16");
+}
+
 std::string flow(const YAML::Node& node) {
   YAML::Emitter out;
   out << YAML::Flow << node;
@@ -403,7 +409,7 @@ std::vector<ConfigChange> config_changes(const Config& before, const Config& aft
   for (const auto& f : keys.all()) {
     if (!f.method.empty() && (!same_method || f.method != after.model.method)) continue;
     const std::string a = flow(f.get(before)), b = flow(f.get(after));
-    if (a != b) changes.push_back({f.key, a, b, changes_math(f, job)});
+    if (a != b) changes.push_back({f.key, a, b, changes_math(f, job) || changes_loss_scale(f.key, a, b)});
   }
   return changes;
 }

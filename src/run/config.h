@@ -31,7 +31,7 @@ bool is_vit(Arch arch);
 enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
 enum class Schedule { kStep, kCosine };
 enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
-enum class Precision { kFp32, kBf16 };
+enum class Precision { kFp32, kBf16, kFp16 };
 using Optimizer = optim::Algorithm;  // optim.optimizer
 
 // The value's name as the config writes it ("resnet_tiny", "imagefolder", "cosine", "bf16").
@@ -93,7 +93,7 @@ struct Config {
     bool tensorboard = true;      // also write metrics as TensorBoard events in output_dir/tb
     int64_t max_bad_steps =
         5;  // consecutive steps with NaN/Inf queries skipped before the run stops; 0: stop at the first
-    Precision precision = Precision::kFp32;  // bf16: autocast around the encoders
+    Precision precision = Precision::kFp32;  // bf16, fp16 (a loss scale, CUDA only): autocast around the encoders
     bool channels_last = false;              // NHWC images and convolution weights
     bool cudnn_benchmark = true;  // on CUDA: cuDNN picks the fastest convolution algorithms for the shapes seen
     // Resume although the train split differs from the checkpoint's (the change is logged).

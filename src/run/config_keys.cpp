@@ -64,7 +64,8 @@ const Choices<LrUpdate>& choices(LrUpdate) {
   return c;
 }
 const Choices<Precision>& choices(Precision) {
-  static const Choices<Precision> c{{{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}}, "fp32 or bf16"};
+  static const Choices<Precision> c{
+      {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}}, "fp32, bf16 or fp16"};
   return c;
 }
 
@@ -337,13 +338,17 @@ std::vector<Field> optim_train_fields() {
           "also write the metrics (loss, lr, img/s, acc@1/5, data wait, kNN) as TensorBoard events in output_dir/tb"),
       MOCO_FIELD(train.max_bad_steps,
                  "a step whose queries, keys, loss or gradients hold NaN or Inf on any rank is skipped by every rank "
-                 "(parameters, optimizer, key encoder, BatchNorm statistics, queue unchanged); this many in a row stop "
-                 "the run with an error; 0: stop at the first")
+                 "(parameters, optimizer state, key/momentum encoder, every BatchNorm statistic, queue unchanged; "
+                 "MoCo v1, v2 and v3); this many in a row stop the run with an error; 0: stop at the first. With "
+                 "train.precision fp16 an Inf or NaN gradient alone is the loss scale's to skip, not a bad step")
           .must(non_negative),
       MOCO_FIELD(
           train.precision,
-          "fp32, or bf16: the encoders' forward and backward run under autocast in bfloat16 (on CUDA, and on CPUs "
-          "LibTorch supports); the loss, the logits, the queue, the momentum update and the optimizer stay in fp32"),
+          "fp32; bf16: the encoders' forward and backward run under autocast in bfloat16 (on CUDA, and on CPUs "
+          "LibTorch supports); fp16 (MoCo v3, CUDA only: main_moco.py's torch.cuda.amp): autocast in float16 with "
+          "a dynamic loss scale as torch's GradScaler (2^16 at first, halved and the optimizer's step skipped on an "
+          "Inf or NaN gradient, doubled after 2000 good steps; checkpointed as scaler/*). The loss, the logits, "
+          "the queue, the momentum update and the optimizer stay in fp32"),
       MOCO_FIELD(train.channels_last,
                  "keep images and convolution weights in channels-last (NHWC) memory order, faster for convolutions on "
                  "tensor cores"),

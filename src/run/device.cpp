@@ -141,6 +141,13 @@ void check_early_device(const EarlyDevice& early, const dist::WorldInfo& world, 
                   world.local_size, index_from_mpi));
 }
 
+void check_precision_for_device(const Config& c, torch::Device device, const std::string& where) {
+  require(c.train.precision != Precision::kFp16 || device.is_cuda(), where, "train.precision",
+          fmt::format("fp16 needs a CUDA device, and this rank's is {} (LibTorch's CPU autocast has no float16): "
+                      "train.precision=bf16 or fp32 there",
+                      device.str()));
+}
+
 torch::Device select_device(const dist::WorldInfo& world, const std::optional<EarlyDevice>& early) {
   if (!torch::cuda::is_available()) return torch::kCPU;
   const auto index = choose_cuda_device(static_cast<int>(torch::cuda::device_count()), world.local_rank,

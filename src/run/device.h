@@ -1,6 +1,6 @@
 // defines: choose_cuda_device / choose_device_before_mpi / check_early_device / select_device (this
-// rank's device), describe_placement (its log line), available_cores / node_core_count / affinity_list,
-// rank_cores (a rank's share of the node) and the train.threads / data.workers it resolves,
+// rank's device), check_precision_for_device, describe_placement (its log line), available_cores / node_core_count /
+// affinity_list, rank_cores (a rank's share of the node) and the train.threads / data.workers it resolves,
 // describe_cores / log_rank_cores (its cores line),
 // use_channels_last, to_device (a batch onto the device, in the memory order asked for)
 #pragma once
@@ -52,6 +52,10 @@ void check_early_device(const EarlyDevice& early, const dist::WorldInfo& world, 
 // context is created on a GPU another rank owns): choose_cuda_device's for MPI's node-local rank when
 // LibTorch sees CUDA devices, else the CPU. With `early`, first checks it (check_early_device).
 torch::Device select_device(const dist::WorldInfo& world, const std::optional<EarlyDevice>& early = std::nullopt);
+
+// train.precision fp16 on a `device` that is not CUDA: ConfigError naming the key, `where` (the config
+// file) and the device (LibTorch's CPU autocast has no float16), before anything is written.
+void check_precision_for_device(const Config& config, torch::Device device, const std::string& where);
 
 // "rank R/W on host H, local rank L/S, device D[ (name, PCI id)][, chosen before MPI started from
 // VAR=L]": which machine and GPU a rank runs on, for its log.

@@ -116,6 +116,16 @@ v3_incompatible_keys)
   expect 2 "$tiny_v3 (with overrides): key 'data.image_size' (30) must be a multiple of vit_tiny_cpu's patch size 4" -- \
     "$dist" --config "$tiny_v3" model.arch=vit_tiny_cpu data.image_size=30 train.output_dir="$out"
   no_work_done ;;
+fp16_precision)
+  # train.precision fp16: MoCo v3's, and CUDA's (LibTorch's CPU autocast has no float16), also in a dry run.
+  expect 2 "$tiny (with overrides): key 'train.precision' fp16 is MoCo v3's" -- \
+    "$dist" --config "$tiny" train.precision=fp16 train.output_dir="$out"
+  no_work_done
+  for dry in "" --dry-run; do
+    expect 2 "$tiny_v3 (with overrides): key 'train.precision' fp16 needs a CUDA device, and this rank's is cpu" -- \
+      "$dist" --config "$tiny_v3" $dry train.precision=fp16 train.output_dir="$out"
+    no_work_done
+  done ;;
 duplicate_key)
   printf 'optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n' >"$work/dup.yaml"
   expect 2 "$work/dup.yaml: key 'optim.base_lr' is given twice (lines 2 and 4)" -- "$dist" --config "$work/dup.yaml" train.output_dir="$out"

@@ -218,9 +218,15 @@ v3_r50_config_np2)
   # among the 16 gathered from both ranks, 2 x 2T ln 16 (8 per rank would give 2 x 2T ln 8 = 8.3);
   # the lr rises from 0 over the warm-up epoch and falls after it.
   "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 24 --val 8
+  # The recipe's fp16 is CUDA's: on this CPU it is refused before anything is written, naming the key.
+  rc=0
+  "$dist" --config "$src/configs/moco_v3_r50_imagenet.yaml" data.root="$work/data" train.output_dir="$work/fp16" \
+    >"$work/fp16.console" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "key 'train.precision' fp16 needs a CUDA device, and this rank's is cpu" "$work/fp16.console" &&
+    [ ! -e "$work/fp16" ] || { cat "$work/fp16.console"; echo "fp16 on a CPU: exit $rc"; exit 1; }
   mpirun -np 2 --oversubscribe "$dist" --config "$src/configs/moco_v3_r50_imagenet.yaml" data.root="$work/data" \
     model.arch=resnet_tiny model.small_stem=true data.image_size=32 optim.batch_size=16 model.dim=32 v3.mlp_dim=64 \
-    train.epochs=3 optim.warmup_epochs=1 knn.memory_size=0 knn.query_size=0 knn.k=5 data.workers=1 train.threads=1 \
+    train.precision=fp32 train.epochs=3 optim.warmup_epochs=1 knn.memory_size=0 knn.query_size=0 knn.k=5 data.workers=1 train.threads=1 \
     eval.online_probe=true eval.probe_val_size=0 ckpt.every_minutes=0 train.log_every=1 train.output_dir="$work/run" >"$work/run.console" 2>&1 ||
     { cat "$work/run.console"; exit 1; }
   "$py" - "$work/run/metrics.jsonl" <<'PY'
@@ -256,7 +262,7 @@ v3_vit_small_config_np2)
   # kNN and the online probe read its cls-token features, and its export loads into a timm-layout ViT.
   "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 24 --val 8
   mpirun -np 2 --oversubscribe "$dist" --config "$src/configs/moco_v3_vit_small_imagenet.yaml" data.root="$work/data" \
-    data.image_size=32 optim.batch_size=16 model.dim=32 v3.mlp_dim=64 train.epochs=1 optim.warmup_epochs=0.5 \
+    train.precision=fp32 data.image_size=32 optim.batch_size=16 model.dim=32 v3.mlp_dim=64 train.epochs=1 optim.warmup_epochs=0.5 \
     knn.memory_size=0 knn.query_size=0 knn.k=5 data.workers=1 train.threads=1 eval.online_probe=true \
     eval.probe_val_size=0 ckpt.every_minutes=0 train.log_every=1 train.output_dir="$work/run" >"$work/run.console" 2>&1 ||
     { cat "$work/run.console"; exit 1; }

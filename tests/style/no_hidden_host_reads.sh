@@ -4,7 +4,7 @@
 # step fails here, unless its line says why with "// host read:" (not in the step: setup, errors).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)/src
-step_sources=("$src"/model/*.cpp "$src"/train/*.cpp "$src"/run/sgd.cpp "$src"/moco_v2/moco_v2.cpp
+step_sources=("$src"/model/*.cpp "$src"/train/*.cpp "$src"/optim/*.cpp "$src"/moco_v2/moco_v2.cpp
   "$src"/moco_v2/replicas.cpp "$src"/moco_v3/*.cpp "$src"/dist/reducer.cpp "$src"/run/device_batches.cpp)
 hits=$(grep -nE '\.item\b|\.item<|\.cpu\(\)|\.to\(torch::kCPU|\.tolist\(' "${step_sources[@]}" |
   grep -vE 'read_on_host\(|// host read:' || true)
