@@ -521,7 +521,7 @@ other_method_key_accepted|src/run/config.cpp|    if (f->method.empty()|    if (t
 saved_other_method_keys_refused|src/run/config.cpp|settle_method(keys, reading, *methods, /*drop_others=*/true, where);|settle_method(keys, reading, *methods, /*drop_others=*/false, where);|^golden\.resume_v2_pre_rooms$|^golden\.resume_v3_pre_rooms$
 method_keys_listed_out_of_place|src/run/config_keys.cpp|      while (place != fields.end() && !place->method.empty()) ++place;|      (void)0;|^docs\.config_reference_current$
 method_keys_free_on_resume|src/run/config.cpp|if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;|if (!f.method.empty()) return false;|^ConfigTest\.
-step_scalar_not_in_epoch_line_only|src/train/train_log.cpp|scalars[i].in_epoch_line)|true)|^golden\.v2_np1$
+step_scalar_not_in_epoch_line_only|src/train/train_log.cpp|scalars[i].in_epoch_line)|true)|^cli\.train\.imagefolder_np1_np2$
 lincls_loss_not_weighted_by_images|src/train/step_meter.h|      loss_x_images += report.loss * static_cast<double>(report.images);|      loss_x_images += report.loss;|^golden\.lincls_np2$
 lincls_epoch_loss_not_resumed|src/lincls/lincls.cpp|    epoch.loss_x_images = state.value("epoch_loss_sum");|    (void)0;|^lincls\.resume_bitwise$
 lincls_partial_epoch_reported|src/lincls/lincls.cpp|  if (!end.complete) return false;|  (void)0;|^lincls\.resume_bitwise$
