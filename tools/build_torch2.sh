@@ -12,6 +12,7 @@
 #   MOCO_TORCH2_VERSION  torch version (default 2.15.0)
 #   MOCO_TORCH2_BUILD    build folder (default build-torch2)
 #   MOCO_TORCH2_TESTS    ctest -R regex of the tests to run; "all" for all, "none" to only build
+#   MOCO_WERROR          ON: compiler warnings in our code are errors (.ci/run sets it)
 #                        (default: the tests whose outcome can depend on the LibTorch version, below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -120,7 +121,7 @@ fi
 say "configuring $build against $root/torch"
 mkdir -p "$build"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$root/torch" \
-  -DMOCO_WITH_CUDA=ON -DMOCO_WITH_NCCL=ON >"$build/configure.log" 2>&1 \
+  -DMOCO_WITH_CUDA=ON -DMOCO_WITH_NCCL=ON -DMOCO_WERROR="${MOCO_WERROR:-OFF}" >"$build/configure.log" 2>&1 \
   || { cat "$build/configure.log" >&2; exit 1; }
 grep 'moco_dist:' "$build/configure.log" >&2
 say "building every target"

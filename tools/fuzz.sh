@@ -26,7 +26,7 @@ cmake --build "$build" --target "${targets[@]/#/fuzz_}"
 seeds=$build/seeds
 rm -rf "$seeds" && mkdir -p "$seeds"/{config,idx,ckpt_manifest,ckpt_shard}
 # config: every config in the repository, and each again with overrides (NUL-separated).
-for f in "$repo"/configs/*.yaml "$repo"/tests/data/*.yaml; do
+for f in "$repo"/configs/*.yaml "$repo"/tests/fixtures/*.yaml; do
   cp "$f" "$seeds/config/$(basename "$f")"
   { cat "$f"; printf '\0optim.base_lr=0.06\0model.arch=resnet18\0data.mean=[0.5]'; } > "$seeds/config/$(basename "$f").overrides"
 done
@@ -49,7 +49,7 @@ moco_dist=${MOCO_DIST:-$repo/build/moco_dist}
 if [ -x "$moco_dist" ]; then
   run=$build/seed_run
   rm -rf "$run"
-  OMP_NUM_THREADS=1 "$moco_dist" --config "$repo/tests/data/tiny_synthetic.yaml" train.output_dir="$run" \
+  OMP_NUM_THREADS=1 "$moco_dist" --config "$repo/tests/fixtures/tiny_synthetic.yaml" train.output_dir="$run" \
     train.threads=1 train.stop_at_step=1 ckpt.every_steps=1 knn.memory_size=64 knn.query_size=32 > "$run.log" 2>&1
   cp "$run/checkpoints/$(cat "$run/checkpoints/latest")/manifest.json" "$seeds/ckpt_manifest/run.json"
 else

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Writes tests/data/grad_scaler_sequence.tsv: what torch.cuda.amp.GradScaler does over scripted steps
+"""Writes tests/fixtures/grad_scaler_sequence.tsv: what torch.cuda.amp.GradScaler does over scripted steps
 whose gradients are finite, Inf or NaN (GradScalerTest replays the script through model::GradScaler).
 
-    /usr/bin/python3 tools/gen_grad_scaler_sequence.py tests/data          writes the file
-    PYTHON tools/gen_grad_scaler_sequence.py --torch tests/data            checks it against torch's own
+    /usr/bin/python3 tools/gen_grad_scaler_sequence.py tests/fixtures          writes the file
+    PYTHON tools/gen_grad_scaler_sequence.py --torch tests/fixtures            checks it against torch's own
 
 torch 1.13's GradScaler runs only on CUDA (its _amp_update_scale_ and
 _amp_foreach_non_finite_check_and_unscale_ have no CPU kernel; on a CPU it disables itself), so the
@@ -104,7 +104,7 @@ def format_rows(options, rows):
 
 def main(args):
     check_torch = "--torch" in args
-    out_dir = ([a for a in args if a != "--torch"] or ["tests/data"])[0]
+    out_dir = ([a for a in args if a != "--torch"] or ["tests/fixtures"])[0]
     path = os.path.join(out_dir, "grad_scaler_sequence.tsv")
     lines = []
     for options, script in SCENARIOS:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the official MoCo models' state_dict layouts as test data for tests/test_official_layout.cpp.
+"""Writes the official MoCo models' state_dict layouts as test data for tests/app/official_export_test.cpp.
 
     /usr/bin/python3 tools/gen_official_layout.py MOCO MOCO_V3 TIMM [OUT_DIR]
 
@@ -7,7 +7,7 @@ MOCO: a checkout of facebookresearch/moco (commit 7397dfe1), MOCO_V3: of faceboo
 (commit c349e6e2), TIMM: of huggingface/pytorch-image-models at tag v0.4.9 (moco-v3's README pins
 timm 0.4.9). Nothing of them is copied: their own builders are run (on the CPU, Debian's torch and
 torchvision) and only the resulting names and shapes are written, one file per model, to OUT_DIR
-(default tests/data/official_layout). Each line: key<TAB>shape<TAB>dtype<TAB>kind, where kind is `param N`
+(default tests/fixtures/official_layout). Each line: key<TAB>shape<TAB>dtype<TAB>kind, where kind is `param N`
 (N: the parameter's index in model.parameters(), the index optimizer.state_dict()'s `state` uses)
 or `buffer`. Keys carry DistributedDataParallel's `module.` prefix, as main_moco.py saves them.
 """
@@ -97,4 +97,4 @@ def main(moco_dir, moco_v3_dir, timm_dir, out_dir):
 if __name__ == "__main__":
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
-    main(*sys.argv[1:4], sys.argv[4] if len(sys.argv) == 5 else "tests/data/official_layout")
+    main(*sys.argv[1:4], sys.argv[4] if len(sys.argv) == 5 else "tests/fixtures/official_layout")

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Writes torchvision's ResNet state_dict keys and shapes as test data for tests/test_model_resnet.cpp.
+"""Writes torchvision's ResNet state_dict keys and shapes as test data for tests/model/resnet_test.cpp.
 
-Run with Debian's python3-torchvision: /usr/bin/python3 tools/gen_torchvision_keys.py tests/data
+Run with Debian's python3-torchvision: /usr/bin/python3 tools/gen_torchvision_keys.py tests/fixtures
 Each line: key<TAB>comma-separated shape. The *_mlp files replace fc by MoCo v2's
 Linear(h,h) -> ReLU -> Linear(h,128) exactly as the reference implementation does.
 torchvision_zero_init_residual.tsv: arch<TAB>key for each tensor that zero_init_residual=True zeroes
@@ -45,4 +45,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data")
+    main(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures")

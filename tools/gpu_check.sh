@@ -458,7 +458,7 @@ export -f unpack_kit torch_facts fact nvcc_release nvcc_cuda_major cxx11_abi tf3
 
 # ------------------------------------------------------------------------------------ the checks
 export run_dir=$work/runs
-export tiny_config=tests/data/tiny_synthetic.yaml
+export tiny_config=tests/fixtures/tiny_synthetic.yaml
 
 # tiny_train NAME OVERRIDES...: a short run of the tests' tiny synthetic config on cuda:0.
 tiny_train() {

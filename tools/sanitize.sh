@@ -38,7 +38,7 @@ ctest --test-dir "$build" --output-on-failure --timeout 900 || status=1
 run=$build/sanitize_train_np2
 rm -rf "$run"
 train() {
-  mpirun -np 2 --oversubscribe "$build/moco_dist" --config "$repo/tests/data/tiny_synthetic.yaml" \
+  mpirun -np 2 --oversubscribe "$build/moco_dist" --config "$repo/tests/fixtures/tiny_synthetic.yaml" \
     train.output_dir="$run" train.threads=1 ckpt.every_steps=2 "$@"
 }
 if train train.stop_at_step=2 && train && grep -q '"encoder":"trained"' "$run/metrics.jsonl" &&

@@ -25,7 +25,7 @@ struct LinclsResult {
 
 // main_lincls.py's adjust_learning_rate at `epoch` (counted from 0, as its loop counts): lincls.base_lr
 // x lincls.batch_size/256, times lincls.gamma for each milestone reached (epoch >= milestone). With the
-// official values: 30 for epochs 0-59, 3 for 60-79, 0.3 for 80-99 (tests/test_protocol_lincls.cpp).
+// official values: 30 for epochs 0-59, 3 for 60-79, 0.3 for 80-99 (tests/lincls/protocol_test.cpp).
 // With lincls.schedule cosine (MoCo v3's main_lincls.py): that lr x (1 + cos(pi epoch / epochs)) / 2.
 double learning_rate(const run::Config& config, int64_t epoch);
 

@@ -63,7 +63,7 @@ void check(const run::Config& c, const std::string& where) {
 
 // Where its tensors lie in facebookresearch/moco-v3's main_moco.py checkpoint: builder.py's MoCo
 // registers base_encoder (its projector in the head's place), momentum_encoder, then the predictor
-// (v3_state_entries; tests/data/official_layout/moco_v3_*.tsv); it saves its GradScaler too.
+// (v3_state_entries; tests/fixtures/official_layout/moco_v3_*.tsv); it saves its GradScaler too.
 ckpt::OfficialLayout official_layout() {
   return {{{"encoder_q/", "module.base_encoder.", /*trained=*/true},
            {"encoder_k/", "module.momentum_encoder."},

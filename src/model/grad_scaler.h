@@ -20,7 +20,7 @@ struct GradScalerOptions {
 };
 
 // The dynamic loss scale of fp16 training, step for step torch.cuda.amp.GradScaler's (grad_scaler.py,
-// torch 1.13; tests/data/grad_scaler_sequence.tsv): the loss is multiplied by the scale before the
+// torch 1.13; tests/fixtures/grad_scaler_sequence.tsv): the loss is multiplied by the scale before the
 // backward; unscale_ divides the gradients by it and finds whether one held an Inf or NaN, in which
 // case the optimizer step is skipped; update then multiplies the scale by backoff_factor (and restarts
 // the count of good steps), or by growth_factor after growth_interval good steps in a row (unless

@@ -153,7 +153,10 @@ struct FieldOf {
   }
 
   operator Field() const {  // NOLINT(google-explicit-constructor): rows are written as a list of fields
-    Field f{key, type_name<T>(), help, nullptr, nullptr, nullptr};
+    Field f;
+    f.key = key;
+    f.type = type_name<T>();
+    f.help = help;
     auto access = member;
     f.set = [access](Config& c, const YAML::Node& node) { access(c) = read_value<T>(node); };
     f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
@@ -197,7 +200,6 @@ Rule<double> lies_in(double lo, double hi, bool lo_open, bool hi_open) {
     return above && below ? "" : what;
   };
 }
-Rule<double> in_closed(double lo, double hi) { return lies_in(lo, hi, false, false); }
 Rule<double> in_open_closed(double lo, double hi) { return lies_in(lo, hi, true, false); }
 Rule<double> in_closed_open(double lo, double hi) { return lies_in(lo, hi, false, true); }
 
@@ -242,7 +244,10 @@ Field augment_field(const data::AugmentParam& param) {
   return std::visit(
       [&param](auto member) {
         using T = std::decay_t<decltype(std::declval<data::AugmentOptions>().*member)>;
-        Field f{param.key, type_name<T>(), param.help, nullptr, nullptr, nullptr};
+        Field f;
+        f.key = param.key;
+        f.type = type_name<T>();
+        f.help = param.help;
         f.set = [member](Config& c, const YAML::Node& node) { c.data.augment.*member = read_value<T>(node); };
         f.get = [member](const Config& c) { return to_node(c.data.augment.*member); };
         f.check = [param](const Config& c) { return data::range_error(param, c.data.augment); };

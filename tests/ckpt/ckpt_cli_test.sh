@@ -13,7 +13,7 @@ fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
 
 # 256 synthetic images in batches of 32: 8 steps an epoch; 1.5 epochs = 12 steps, so a run crosses an
 # epoch boundary. bn_splits 4: the same math on 1, 2 and 4 ranks.
-base=(--config "$src/tests/data/tiny_synthetic.yaml" data.synthetic_train_size=256 train.epochs=1.5
+base=(--config "$src/tests/fixtures/tiny_synthetic.yaml" data.synthetic_train_size=256 train.epochs=1.5
       moco.bn_splits=4 train.threads=1 knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0)
 
 # launch NP OUTPUT_DIR [key=value...]: moco_dist on NP ranks; run: the same, its console in OUTPUT_DIR.console
@@ -117,7 +117,7 @@ resume_bitwise_v3)
   # buffers at a save): the straight run and the one stopped at 5 and 10 end in the same checkpoint
   # and losses.
   # The same run but for v1/v2's keys, which a v3 config refuses.
-  v3_base=(--config "$src/tests/data/tiny_synthetic_v3.yaml")
+  v3_base=(--config "$src/tests/fixtures/tiny_synthetic_v3.yaml")
   for a in "${base[@]:2}"; do [ "$a" = moco.bn_splits=4 ] || v3_base+=("$a"); done
   base=("${v3_base[@]}")
   for optimizer in lars adamw; do
@@ -271,7 +271,7 @@ tool_refusals)
   # showed nothing does not say ok.
   run 1 "$work/run" train.stop_at_step=2 ckpt.async=false
   ck=$work/run/checkpoints
-  lincls=(--config "$src/tests/data/tiny_lincls.yaml" lincls.epochs=1)
+  lincls=(--config "$src/tests/fixtures/tiny_lincls.yaml" lincls.epochs=1)
   cp -r "$ck/step_00000002" "$ck/step_00000003.tmp"   # a save that never committed
   cp -r "$ck/step_00000002" "$work/step_00000005"     # a folder renamed by hand
   for dir in "$ck/step_00000003.tmp" "$work/step_00000005"; do
@@ -358,7 +358,7 @@ EOF
   grep -qF "has no tensor 'encoder_q/conv1.weight'" "$work/last.out" || fail "the refusal does not say why"
   [ "$(committed "$work/renamed")" = "step_00000002 " ] || fail "committed: $(committed "$work/renamed")"
   # moco_lincls shares the policy: its checkpoints all cut, refused alike.
-  lin=("$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1
+  lin=("$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1
        train.threads=1 train.output_dir="$work/lin")
   "${lin[@]}" >"$work/lin.console" 2>&1 || { cat "$work/lin.console"; fail "moco_lincls"; }
   for shard in "$work"/lin/checkpoints/step_*/shard-*.h5; do truncate -s 1000 "$shard"; done
@@ -368,9 +368,9 @@ diff_itself)
   # A checkpoint compared with itself is equal, whatever made it: progress/knn_random_init is NaN
   # until the first kNN (a run stopped before it), and NaN != NaN made `diff A A` exit 1 (issue 50).
   one=("$dist" train.threads=1 knn.memory_size=128 knn.query_size=64 train.stop_at_step=1)
-  v2=(--config "$src/tests/data/tiny_synthetic.yaml")
-  v3=(--config "$src/tests/data/tiny_synthetic_v3.yaml" v3.mlp_dim=32 model.dim=16 optim.optimizer=lars)
-  lin=("$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1 train.threads=1)
+  v2=(--config "$src/tests/fixtures/tiny_synthetic.yaml")
+  v3=(--config "$src/tests/fixtures/tiny_synthetic_v3.yaml" v3.mlp_dim=32 model.dim=16 optim.optimizer=lars)
+  lin=("$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1 train.threads=1)
   for made in "v2 ${v2[*]}" "v2_probe eval.online_probe=true ${v2[*]}" "v3 ${v3[*]}" \
     "v3_probe eval.online_probe=true ${v3[*]}" \
     "vit ${v3[*]} model.arch=vit_tiny_cpu"; do

@@ -50,7 +50,7 @@ trap cleanup EXIT
 cleanup
 rm -rf "$work" && mkdir -p "$disk"
 mount -t tmpfs -o size=6m tmpfs "$disk" 2>/dev/null || { echo "SKIP ($case_name): cannot mount a tmpfs here"; exit 77; }
-args=(--config "$src/tests/data/tiny_synthetic.yaml" train.output_dir="$run" train.threads=1 train.epochs=2
+args=(--config "$src/tests/fixtures/tiny_synthetic.yaml" train.output_dir="$run" train.threads=1 train.epochs=2
       ckpt.every_steps=8 ckpt.every_minutes=0 knn.memory_size=128 knn.query_size=64)
 
 # CMD...: runs it into $work/console, echoes its exit code.
@@ -146,7 +146,7 @@ full_log)
   ;;
 lincls_full_log)
   # moco_lincls (model.pretrained=random: no pre-training needed) as moco_dist in full_log.
-  largs=(--config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random train.output_dir="$run" ckpt.async=false)
+  largs=(--config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random train.output_dir="$run" ckpt.async=false)
   [ "$(run_rc "$build/moco_lincls" "${largs[@]}" train.stop_at_step=8)" -eq 0 ] || fail "the first run failed"
   mkdir -p "$small" && mount -t tmpfs -o size=64k tmpfs "$small"
   : >"$small/rank0.log"

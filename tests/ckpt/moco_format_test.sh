@@ -22,7 +22,7 @@ run() {  # run LOG COMMAND...: the command's output to LOG, shown if it fails
 # checkpoint is one whole epoch and a half in; the lr moves every step.
 common=(data.synthetic_train_size=64 data.synthetic_channels=3 train.epochs=1.5 optim.lr_update=step train.threads=1
         knn.memory_size=64 knn.query_size=32 knn.raw_baseline=false ckpt.every_minutes=0)
-config=$src/tests/data/tiny_synthetic.yaml  # v1/v2; v3 runs take tiny_synthetic_v3.yaml (no v1/v2 keys)
+config=$src/tests/fixtures/tiny_synthetic.yaml  # v1/v2; v3 runs take tiny_synthetic_v3.yaml (no v1/v2 keys)
 # torchvision's resnet18, which the official scripts build for --arch resnet18.
 resnet18=(model.arch=resnet18 model.small_stem=false model.width=0)
 v3=(model.dim=32 v3.mlp_dim=64)
@@ -32,9 +32,9 @@ v1_resnet18) args=("${resnet18[@]}" model.mlp=false) ;;
 v2_resnet18) args=("${resnet18[@]}") ;;
 # Each rank keeps its own BatchNorm statistics: the file holds rank 0's, as DDP's broadcast_buffers would.
 v2_resnet18_bn_rank_local_np2) np=2 args=("${resnet18[@]}" dist.broadcast_buffers=false) ;;
-v3_resnet18_lars) config=$src/tests/data/tiny_synthetic_v3.yaml args=("${v3[@]}" "${resnet18[@]}" optim.optimizer=lars optim.base_lr=0.3 optim.weight_decay=1e-6
+v3_resnet18_lars) config=$src/tests/fixtures/tiny_synthetic_v3.yaml args=("${v3[@]}" "${resnet18[@]}" optim.optimizer=lars optim.base_lr=0.3 optim.weight_decay=1e-6
                         optim.warmup_epochs=1) ;;
-v3_vit_tiny_adamw_np2) np=2 config=$src/tests/data/tiny_synthetic_v3.yaml
+v3_vit_tiny_adamw_np2) np=2 config=$src/tests/fixtures/tiny_synthetic_v3.yaml
   args=("${v3[@]}" model.arch=vit_tiny_cpu v3.projector_layers=3 v3.predictor_last_bn=true v3.stop_grad_conv1=true optim.optimizer=adamw
         optim.base_lr=1.5e-4 optim.weight_decay=0.1 optim.warmup_epochs=1) ;;
 *) fail "unknown case" ;;

@@ -7,7 +7,7 @@ set -euo pipefail
 case_name=$1 build=$2 work=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 dist=$build/moco_dist py=/usr/bin/python3
-tiny=$src/tests/data/tiny_synthetic.yaml tiny_v3=$src/tests/data/tiny_synthetic_v3.yaml
+tiny=$src/tests/fixtures/tiny_synthetic.yaml tiny_v3=$src/tests/fixtures/tiny_synthetic_v3.yaml
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$work" && mkdir -p "$work"
 out=$work/out  # train.output_dir of every run: must not exist after a config error
@@ -276,7 +276,7 @@ override_twice)
     "$dist" --config "$tiny" optim.base_lr=0.1 train.output_dir="$out" optim.base_lr=0.2
   no_work_done
   expect 2 "key 'lincls.epochs' is given twice on the command line" -- \
-    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" lincls.epochs=1 lincls.epochs=2 train.output_dir="$out"
+    "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" lincls.epochs=1 lincls.epochs=2 train.output_dir="$out"
   no_work_done
   # The launcher's own train.resume=auto and train.threads give way to the user's.
   expect 0 "train.resume=never" -- env MOCO_DIST="$dist" "$src/launch/mpirun/moco.sh" -n 1 "$tiny" train.resume=never \
@@ -296,7 +296,7 @@ pretrained_without_checkpoint)
   expect 2 "model.pretrained: $work/empty: no checkpoint here" -- "$dist" --config "$tiny" --eval-only train.output_dir="$work/empty"
   [ -z "$(ls -A "$work/empty")" ] || fail "--eval-only wrote into $work/empty: $(ls -A "$work/empty")"
   expect 2 "model.pretrained: $work/empty: no checkpoint here" -- \
-    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$work/empty" train.output_dir="$out"
+    "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained="$work/empty" train.output_dir="$out"
   no_work_done ;;
 split_below_one_batch)
   # 20 images cannot make one batch of 32: refused before any step, by --dry-run as by the run.
@@ -311,7 +311,7 @@ batch_buffers_too_big)
     "$dist" --config "$tiny" data.image_size=100000 train.output_dir="$out"
   no_work_done
   expect 2 "key 'data.image_size' (100000) with lincls.batch_size 32 on 1 rank(s) makes a batch of 32 views" -- \
-    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.image_size=100000 \
+    "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random data.image_size=100000 \
     train.output_dir="$out"
   no_work_done ;;
 epochs_beyond_any_run)
@@ -333,7 +333,7 @@ thread_count_beyond_any_machine)
     expect 2 "key '$key' must be 0 (from the cores) or a thread count up to 1024, not 100000" -- \
       "$dist" --config "$tiny" --print-config "$key=100000" train.output_dir="$out"
     expect 2 "key '$key' must be 0 (from the cores) or a thread count up to 1024, not 100000" -- \
-      "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" --print-config "$key=100000" train.output_dir="$out"
+      "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" --print-config "$key=100000" train.output_dir="$out"
   done
   no_work_done ;;
 override_read_as_another_text)
@@ -348,7 +348,7 @@ override_read_as_another_text)
     diff -r "$work/exp" "$work/exp.before" >/dev/null || fail "the other run's folder was written: $value"
   done
   expect 2 "key 'model.pretrained' would read as '$work/exp'" -- \
-    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" "model.pretrained=$work/exp #2" train.output_dir="$out"
+    "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" "model.pretrained=$work/exp #2" train.output_dir="$out"
   no_work_done
   expect 0 "output_dir: \"$work/exp #2\"" -- "$dist" --config "$tiny" --print-config "train.output_dir='$work/exp #2'" ;;
 moco_sh_options)
@@ -396,7 +396,7 @@ mnist_on_the_fashion_root)
     no_work_done
   done
   expect 2 "key 'data.root' is /usr/share/datasets/fashion-mnist, Fashion-MNIST's folder (the default), but data.dataset is mnist" -- \
-    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.dataset=mnist data.mean=0.5 \
+    "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random data.dataset=mnist data.mean=0.5 \
     data.std=0.5 train.output_dir="$out"
   no_work_done ;;
 output_dir_inside_a_split)
@@ -410,7 +410,7 @@ output_dir_inside_a_split)
     [ ! -e "$work/if/$dir/run" ] || fail "the run made its folder inside $work/if/$dir"
   done
   expect 2 "keys 'train.output_dir' and 'data.train_dir': $work/if/train/lin lies inside the split folder" -- \
-    "$build/moco_lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random data.dataset=imagefolder \
+    "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random data.dataset=imagefolder \
     data.augmentation=v2 data.mean=0.5 data.std=0.5 data.root="$work/if" train.output_dir="$work/if/train/lin"
   [ ! -e "$work/if/train/lin" ] || fail "moco_lincls made its folder inside $work/if/train" ;;
 ckpt_unknown_subcommand)

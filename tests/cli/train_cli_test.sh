@@ -8,7 +8,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 dist=$build/moco_dist py=/usr/bin/python3
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$work" && mkdir -p "$work"
-base=(--config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0)
+base=(--config "$src/tests/fixtures/tiny_synthetic.yaml" train.threads=1 knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0)
 
 case $case_name in
 knn_every_epochs)

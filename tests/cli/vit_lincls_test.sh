@@ -34,7 +34,7 @@ PY
 case $case_name in
 v3_vit_tiny_np2)
   # Pre-training: 4 v3 steps on 2 ranks (AdamW, the 3-layer projector in the head's place).
-  pre=(--config "$src/tests/data/tiny_synthetic_v3.yaml" "${vit[@]}" model.dim=32 v3.mlp_dim=64 v3.projector_layers=3
+  pre=(--config "$src/tests/fixtures/tiny_synthetic_v3.yaml" "${vit[@]}" model.dim=32 v3.mlp_dim=64 v3.projector_layers=3
     optim.optimizer=adamw optim.base_lr=1.5e-4 optim.weight_decay=0.1 train.threads=1 ckpt.every_minutes=0)
   run "$work/pre.console" mpirun -np 2 --oversubscribe "$dist" "${pre[@]}" train.output_dir="$work/pre"
   # moco_dist --eval-only reads the ViT through the same backbone: the run's own final kNN top-1.
@@ -44,7 +44,7 @@ v3_vit_tiny_np2)
     { cat "$work/eval_only.console"; fail "--eval-only does not give the run's kNN top-1 $knn%"; }
   checkpoint=$(ls -d "$work"/pre/checkpoints/step_* | tail -1)
   run "$work/export.console" "$ckpt" export "$work/pre" "$work/pre.h5"
-  base=(--config "$src/tests/data/tiny_lincls_v3.yaml" "${vit[@]}")
+  base=(--config "$src/tests/fixtures/tiny_lincls_v3.yaml" "${vit[@]}")
   # The run's folder on 2 ranks, a new augmented view every step (the official protocol's mode); the
   # export and the folder on 1 rank with cached features: the same backbone, so the same classifier.
   run "$work/np2.console" mpirun -np 2 --oversubscribe "$lincls" "${base[@]}" model.pretrained="$work/pre" \
@@ -85,7 +85,7 @@ v3_vit_tiny_np2)
   # whose default the ViT's saved config holds too, used to come first).
   for pretrained in "$work/pre" "$work/pre.h5"; do
     set +e
-    out=$("$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.stem_stride=2 model.pretrained="$pretrained" \
+    out=$("$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.stem_stride=2 model.pretrained="$pretrained" \
       train.output_dir="$work/refused" 2>&1); rc=$?
     set -e
     echo "$out" | tail -1

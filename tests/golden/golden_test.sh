@@ -15,19 +15,19 @@ export OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2
 rm -rf "$work" && mkdir -p "$work"
 loop=(train.threads=1 data.workers=1 train.epochs=1 knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0
       ckpt.async=false)
-tiny=(--config "$src/tests/data/tiny_synthetic.yaml" "${loop[@]}")
-v3=(--config "$src/tests/data/tiny_synthetic_v3.yaml" "${loop[@]}" model.dim=32 v3.mlp_dim=64 optim.optimizer=lars
+tiny=(--config "$src/tests/fixtures/tiny_synthetic.yaml" "${loop[@]}")
+v3=(--config "$src/tests/fixtures/tiny_synthetic_v3.yaml" "${loop[@]}" model.dim=32 v3.mlp_dim=64 optim.optimizer=lars
     optim.base_lr=0.3 optim.weight_decay=1e-6 optim.warmup_epochs=0.25 optim.lr_update=step)
-vit=(--config "$src/tests/data/tiny_synthetic_v3.yaml" "${loop[@]}" model.arch=vit_tiny_cpu model.dim=32 v3.mlp_dim=64
+vit=(--config "$src/tests/fixtures/tiny_synthetic_v3.yaml" "${loop[@]}" model.arch=vit_tiny_cpu model.dim=32 v3.mlp_dim=64
      v3.projector_layers=3 optim.optimizer=adamw optim.base_lr=1.5e-4 optim.weight_decay=0.1 data.augmentation=v3
      optim.warmup_epochs=0.25 optim.lr_update=step data.synthetic_train_size=256)
 np2=(mpirun -np 2 --oversubscribe)
-# tests/data/pre_rooms/{v2,v3}: step 2 of 4 of these runs, written by moco_dist before issue 49
+# tests/fixtures/pre_rooms/{v2,v3}: step 2 of 4 of these runs, written by moco_dist before issue 49
 # (commit f5e96ca); resumed here, they must train steps 3 and 4 as that moco_dist did.
 small=(train.threads=1 data.workers=1 knn.memory_size=64 knn.query_size=32 ckpt.every_minutes=0 ckpt.async=false
        model.width=0.0625 model.dim=8 data.synthetic_train_size=128 train.epochs=1 knn.raw_baseline=false)
-small_v2=(--config "$src/tests/data/tiny_synthetic.yaml" "${small[@]}" moco.queue_size=64)
-small_v3=(--config "$src/tests/data/tiny_synthetic_v3.yaml" "${small[@]}" v3.mlp_dim=16 optim.optimizer=lars
+small_v2=(--config "$src/tests/fixtures/tiny_synthetic.yaml" "${small[@]}" moco.queue_size=64)
+small_v3=(--config "$src/tests/fixtures/tiny_synthetic_v3.yaml" "${small[@]}" v3.mlp_dim=16 optim.optimizer=lars
           optim.lr_update=step)
 
 run() {  # run NAME COMMAND...: its console and metrics.jsonl kept under $work
@@ -44,18 +44,18 @@ v3_np2) run run "${np2[@]}" "$dist" "${v3[@]}" ;;
 v3_vit_np2) run run "${np2[@]}" "$dist" "${vit[@]}" ;;
 lincls_np2)
   run pre "$dist" "${tiny[@]}"
-  run run "${np2[@]}" "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$work/pre"
+  run run "${np2[@]}" "$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained="$work/pre"
   ;;
 lincls_views_np1)  # a new augmented view each step, the step schedule
   run pre "$dist" "${tiny[@]}"
-  run run "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$work/pre" lincls.cached_features=false
+  run run "$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained="$work/pre" lincls.cached_features=false
   ;;
 resume_v2_pre_rooms)
-  mkdir -p "$work/run" && cp -r "$src/tests/data/pre_rooms/v2/checkpoints" "$work/run/"
+  mkdir -p "$work/run" && cp -r "$src/tests/fixtures/pre_rooms/v2/checkpoints" "$work/run/"
   run run "$dist" "${small_v2[@]}"
   ;;
 resume_v3_pre_rooms)
-  mkdir -p "$work/run" && cp -r "$src/tests/data/pre_rooms/v3/checkpoints" "$work/run/"
+  mkdir -p "$work/run" && cp -r "$src/tests/fixtures/pre_rooms/v3/checkpoints" "$work/run/"
   run run "$dist" "${small_v3[@]}"
   ;;
 *) echo "unknown case $case_name" >&2; exit 2 ;;

@@ -12,7 +12,7 @@ backbone, no head); DETECTRON2_PTH (v1/v2): its --format detectron2 export. Exit
   module.encoder_k.*, module.queue [dim, K] and module.queue_ptr (int64 [1]) for v1/v2;
   module.base_encoder.*, module.momentum_encoder.*, module.predictor.* for v3;
 - a model of the official builders' layout (torchvision's ResNet; for a ViT the parameter order of
-  tests/data/official_layout/moco_v3_vit_small.tsv) takes state_dict with strict=True, and the official
+  tests/fixtures/official_layout/moco_v3_vit_small.tsv) takes state_dict with strict=True, and the official
   optimizer (torch.optim.SGD, moco-v3's LARS, torch.optim.AdamW) over its model.parameters() takes
   `optimizer` (main_moco.py --resume), every state then on the parameter whose state it is in
   CHECKPOINT, the parameters without gradient without state, the group's lr the run's last logged lr;

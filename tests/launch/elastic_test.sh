@@ -37,7 +37,7 @@ fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 
 run=$work/run
 [ "$case_name" != full_disk ] || run=$work/disk/run
 # 4 epochs of 16 steps, a checkpoint every 8.
-args=("$src/tests/data/tiny_synthetic.yaml" train.output_dir="$run" train.epochs=4 ckpt.every_steps=8
+args=("$src/tests/fixtures/tiny_synthetic.yaml" train.output_dir="$run" train.epochs=4 ckpt.every_steps=8
       ckpt.every_minutes=0 ckpt.async=false knn.memory_size=128 knn.query_size=64)
 step_logged() { grep -o '"step":[0-9]*' "$run/metrics.jsonl" 2>/dev/null | tr -dc '0-9\n' | sort -n | tail -n 1; }
 wait_for_step() {  # PID N: until step N is logged

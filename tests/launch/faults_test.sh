@@ -8,7 +8,7 @@
 #               the warning names the rank and what was not finite
 #   nan_stop    the same with train.max_bad_steps=0: exit 1 naming the step and the rank
 #   nan_skip_v3, nan_skip_keys_v3, nan_skip_loss_v3, nan_skip_grads_v3, nan_stop_v3
-#               the same with MoCo v3 (tests/data/tiny_synthetic_v3.yaml): queries (the query encoder's
+#               the same with MoCo v3 (tests/fixtures/tiny_synthetic_v3.yaml): queries (the query encoder's
 #               images) and gradients on vit_tiny_cpu with AdamW and the official ViT predictor (its last
 #               BN), keys and the loss on resnet_tiny with LARS; the state after the skipped step (the
 #               momentum encoder, every BN buffer of both encoders and the predictor, AdamW's moments and
@@ -22,11 +22,11 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$work" && mkdir -p "$work"
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
-base=(--config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 ckpt.every_minutes=0 ckpt.async=false)
+base=(--config "$src/tests/fixtures/tiny_synthetic.yaml" train.threads=1 ckpt.every_minutes=0 ckpt.async=false)
 method=v2
 if [[ $case_name == *_v3 ]]; then
   method=v3 case_name=${case_name%_v3}
-  base=(--config "$src/tests/data/tiny_synthetic_v3.yaml" train.threads=1 ckpt.every_minutes=0 ckpt.async=false
+  base=(--config "$src/tests/fixtures/tiny_synthetic_v3.yaml" train.threads=1 ckpt.every_minutes=0 ckpt.async=false
         model.dim=32 v3.mlp_dim=64)
   case $case_name in
   nan_skip | nan_skip_grads)

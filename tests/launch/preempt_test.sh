@@ -22,7 +22,7 @@ export MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMP
 rm -rf "$work" && mkdir -p "$work"
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
 run=$work/run
-args=("$src/tests/data/tiny_synthetic.yaml" train.output_dir="$run" data.synthetic_train_size=256 train.epochs=40
+args=("$src/tests/fixtures/tiny_synthetic.yaml" train.output_dir="$run" data.synthetic_train_size=256 train.epochs=40
       knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0)
 
 step_logged() { grep -o '"step":[0-9]*' "$run/metrics.jsonl" 2>/dev/null | tr -dc '0-9\n' | sort -n | tail -n 1; }
@@ -116,7 +116,7 @@ second_signal)
 signal_after_last_step)
   # SIGTERM while the final checkpoint is written (held 5 s by MOCO_CKPT_FAULT; no save before it):
   # the run had finished, so it evaluates and exits 0, and says what became of the signal.
-  MOCO_CKPT_FAULT=pause_in_shard "$build/moco_dist" --config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 \
+  MOCO_CKPT_FAULT=pause_in_shard "$build/moco_dist" --config "$src/tests/fixtures/tiny_synthetic.yaml" train.threads=1 \
     train.output_dir="$run" ckpt.every_minutes=0 knn.k=5 >"$work/console" 2>&1 &
   pid=$!
   for _ in $(seq 300); do grep -q "MOCO_CKPT_FAULT: pausing" "$work/console" && break; sleep 0.1; done

@@ -17,7 +17,7 @@ slurm_cpus=2
 run=$work/run
 export MOCO_DIST=$build/moco_dist
 job=$(cd "$work" && sbatch --parsable -N1 -n2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 \
-      --output="$work/job.out" "$src/launch/slurm/moco.sbatch" "$src/tests/data/tiny_synthetic.yaml" \
+      --output="$work/job.out" "$src/launch/slurm/moco.sbatch" "$src/tests/fixtures/tiny_synthetic.yaml" \
       train.output_dir="$run" train.threads=0 data.workers=0 train.epochs=1) || fail "sbatch"
 echo "job $job"
 

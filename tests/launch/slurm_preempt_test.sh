@@ -22,7 +22,7 @@ run="$work/run #1"
 export MOCO_DIST=$build/moco_dist OMP_NUM_THREADS=1
 # 256 images in batches of 32: 8 steps an epoch, 400 steps in all; one step is logged per line.
 job=$(cd "$work" && sbatch --parsable -N1 -n2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 --output="$work/job.out" \
-      "$src/launch/slurm/moco.sbatch" "$src/tests/data/tiny_synthetic.yaml" train.output_dir="'$run'" train.threads=1 \
+      "$src/launch/slurm/moco.sbatch" "$src/tests/fixtures/tiny_synthetic.yaml" train.output_dir="'$run'" train.threads=1 \
       data.synthetic_train_size=256 train.epochs=50 knn.memory_size=128 knn.query_size=64 ckpt.every_minutes=0) || fail "sbatch"
 echo "job $job"
 

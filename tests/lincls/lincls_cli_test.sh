@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# moco_lincls and moco_dist --eval-only end to end, on a MoCo run of tests/data/tiny_synthetic.yaml
+# moco_lincls and moco_dist --eval-only end to end, on a MoCo run of tests/fixtures/tiny_synthetic.yaml
 # made first. One case per ctest entry:
 #   lincls_cli_test.sh CASE BUILD_DIR WORK_DIR
 set -euo pipefail
@@ -16,8 +16,8 @@ run() {  # run LOG COMMAND...: the command's output to LOG, shown if it fails
   [ $rc = 0 ] || { cat "$log"; fail "exit $rc from: $*"; }
 }
 # The pre-training run whose checkpoint the cases evaluate (4 steps).
-run "$work/pre.console" "$dist" --config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 train.output_dir="$work/pre" ckpt.every_minutes=0
-config=(--config "$src/tests/data/tiny_lincls.yaml")  # a key given twice is refused: model.pretrained once
+run "$work/pre.console" "$dist" --config "$src/tests/fixtures/tiny_synthetic.yaml" train.threads=1 train.output_dir="$work/pre" ckpt.every_minutes=0
+config=(--config "$src/tests/fixtures/tiny_lincls.yaml")  # a key given twice is refused: model.pretrained once
 base=("${config[@]}" model.pretrained="$work/pre")
 
 # field FILE EVENT KEY [ENCODER]: the value of KEY in the last row of EVENT (with that encoder).
@@ -134,7 +134,7 @@ pinned_backbone)
   # first start read (its path and tensors' hash are in the probe's checkpoints) and ends bitwise as
   # a probe of that checkpoint alone. A pinned checkpoint that is gone, or an export written over,
   # is refused: exit 2 naming both paths, the probe's folder untouched.
-  pre=(--config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 ckpt.every_minutes=0 train.output_dir="$work/pre3")
+  pre=(--config "$src/tests/fixtures/tiny_synthetic.yaml" train.threads=1 ckpt.every_minutes=0 train.output_dir="$work/pre3")
   run "$work/pre3a.console" "$dist" "${pre[@]}" train.stop_at_step=3
   args=("${config[@]}" model.pretrained="$work/pre3" ckpt.async=false)
   run "$work/a1.console" "$lincls" "${args[@]}" train.output_dir="$work/a" train.stop_at_step=20
@@ -192,7 +192,7 @@ eval_only)
   ls "$work/pre" >"$work/before"
   for what in trained random_init raw_pixels; do
     case $what in trained) p="$work/pre" ;; random_init) p=random ;; raw_pixels) p=raw_pixels ;; esac
-    run "$work/$what.console" "$dist" --config "$src/tests/data/tiny_synthetic.yaml" --eval-only train.threads=1 \
+    run "$work/$what.console" "$dist" --config "$src/tests/fixtures/tiny_synthetic.yaml" --eval-only train.threads=1 \
       train.output_dir="$work/pre" model.pretrained="$p"
     cat "$work/$what.console"
     want=$("$py" -c "import sys; print('%.2f' % float(sys.argv[1]))" "$(field "$work/pre/metrics.jsonl" knn top1 $what)")

@@ -80,7 +80,7 @@ export MOCO_MPIRUN_ARGS="--mca plm_rsh_agent $MOCO_HOSTS_DIR/agent --mca oob_tcp
 on() { local i=$1; shift; "$hosts" exec "$i" "$@"; }
 launcher=1  # the host moco.sh runs on
 launch() { on "$launcher" "$src/launch/mpirun/moco.sh" "$@"; }
-args=("$src/tests/data/tiny_synthetic.yaml" train.threads=1 moco.bn_splits=4 ckpt.every_minutes=0
+args=("$src/tests/fixtures/tiny_synthetic.yaml" train.threads=1 moco.bn_splits=4 ckpt.every_minutes=0
       ckpt.async=false knn.memory_size=128 knn.query_size=64)
 short=("${args[@]}" train.epochs=1)  # a key given twice is refused: the longer runs give their own
 # Nothing but the holder may be left inside a host once a run has ended.

@@ -6,7 +6,8 @@
 //   OUT_DIR/index.json  {"meta": {...}, "tensors": {name: {"file", "dtype", "shape"}}}
 //   OUT_DIR/<file>      the tensor's values, contiguous, little-endian (float32 or int64)
 // Tensors: before/<entry> and after/<entry> for every checkpoint entry of the method (weights, BN
-// buffers, LARS buffers), input/x1_<step>, input/x2_<step>; meta: the config's constants, the model's
+// buffers, LARS buffers), after_<step>/<entry> after each step but the last, input/x1_<step>,
+// input/x2_<step>; meta: the config's constants, the model's
 // predictor_last_bn, the steps, the run's length, each step's loss.
 //
 // vit_adamw: the backbone is vit_tiny_cpu on 32 px views (a ViT of timm's layout), the projector of
@@ -133,6 +134,9 @@ int main(int argc, char** argv) {
     write_tensor(dir, "input/x1_" + std::to_string(step), batch.query, tensors);
     write_tensor(dir, "input/x2_" + std::to_string(step), batch.key, tensors);
     losses.push_back(method.step(batch, step).loss.item<double>());
+    // The state between steps, so that the reference redoes each step from the state C++ began it with:
+    // an fp32 ReLU input within rounding of 0 may take either side, and a second step would inherit that.
+    if (step != steps.back()) write_state(dir, "after_" + std::to_string(step) + "/", method, tensors);
   }
   write_state(dir, "after/", method, tensors);
   nlohmann::json meta = {{"steps", steps},

@@ -13,7 +13,7 @@ export OMP_NUM_THREADS=1
 rm -rf "$work" && mkdir -p "$work"
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
 run() {
-  "$build/moco_dist" --config "$src/tests/data/tiny_synthetic.yaml" train.threads=1 train.stop_at_step=1 knn.memory_size=64 \
+  "$build/moco_dist" --config "$src/tests/fixtures/tiny_synthetic.yaml" train.threads=1 train.stop_at_step=1 knn.memory_size=64 \
     knn.query_size=32 ckpt.async=false "$@" >"$work/console" 2>&1
 }
 has() { grep -qF -- "$2" "$1" || fail "no '$2' in $1"; }

@@ -7,7 +7,7 @@ set -euo pipefail
 case_name=$1 build=$2 work=$3 np=${4:-1}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 dist=$build/moco_dist ckpt=$build/moco_ckpt pack=$build/moco_pack lincls=$build/moco_lincls py=/usr/bin/python3
-tiny=$src/tests/data/tiny_synthetic.yaml
+tiny=$src/tests/fixtures/tiny_synthetic.yaml
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$work" && mkdir -p "$work"
 
@@ -199,7 +199,7 @@ export_vit_detectron2)
   # detectron2's converter renames a ResNet's keys; a ViT's came out as "stem.cls_token",
   # "stem.blocks.0..." (64 keys no detectron2 model has). Refused naming the architecture, nothing
   # written; --format torch (timm's names) still exports it.
-  "$dist" --config "$src/tests/data/tiny_synthetic_v3.yaml" train.threads=1 train.output_dir="$work/vit" \
+  "$dist" --config "$src/tests/fixtures/tiny_synthetic_v3.yaml" train.threads=1 train.output_dir="$work/vit" \
     train.stop_at_step=1 knn.k=5 model.arch=vit_tiny_cpu >"$work/vit.console" 2>&1 || { cat "$work/vit.console"; fail "pre-training"; }
   expect 2 "export: --format detectron2: $work/vit/checkpoints/step_00000001 is a ViT (model.arch=vit_tiny_cpu); detectron2's converter and backbones are for ResNets" -- \
     "$ckpt" export "$work/vit" "$work/vit_d2.pth" --format detectron2
@@ -322,7 +322,7 @@ fresh_start_keeps_earlier_metrics)
   absent "$work/run/metrics.jsonl.2"
   grep -q '"event":"resume"' "$work/run/metrics.jsonl" || fail "the resume did not append"
   # moco_lincls, twice: the next free suffix
-  lin=(--config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1 train.output_dir="$work/lin")
+  lin=(--config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random lincls.epochs=1 train.output_dir="$work/lin")
   "$lincls" "${lin[@]}" >/dev/null 2>&1 || fail "moco_lincls"
   rm -r "$work/lin/checkpoints"
   for n in 1 2; do
@@ -380,7 +380,7 @@ lincls_locked)
   pretrain
   hold_lock "$work/lin"
   expect 2 "train.output_dir '$work/lin' is in use by another run: host $(hostname) pid $holder holds its lock $work/lin/moco.lock" -- \
-    ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" train.output_dir="$work/lin"
+    ranks "$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained="$step" train.output_dir="$work/lin"
   kill "$holder"
   wait "$holder" || true
   [ "$(ls "$work/lin")" = moco.lock ] || fail "the refused run wrote into $work/lin: $(ls "$work/lin")"
@@ -435,7 +435,7 @@ rank_log_deleted)
 lincls_output_dir_deleted)
   pretrain
   # Long enough never to end by itself before the deletion is noticed (400 epochs took 0.5 s in CI).
-  background_ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" lincls.epochs=1000000 \
+  background_ranks "$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained="$step" lincls.epochs=1000000 \
     lincls.save_every_epochs=0 train.output_dir="$work/lin" >"$work/console" 2>&1 &
   pid=$!
   for _ in $(seq 600); do grep -q '"event":"lincls"' "$work/lin/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
@@ -463,7 +463,7 @@ output_dir_misplaced)
   expect 2 "train.output_dir '$work/run/checkpoints/new' lies inside $work/run/checkpoints" -- \
     ranks "$dist" --config "$tiny" train.threads=1 train.output_dir="$work/run/checkpoints/new" --dry-run
   expect 2 "train.output_dir '$work/run/checkpoints/lin' lies inside $work/run/checkpoints" -- \
-    ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained=random train.output_dir="$work/run/checkpoints/lin"
+    ranks "$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random train.output_dir="$work/run/checkpoints/lin"
   snapshot "$work/run" | diff "$work/before" - || fail "the run's folder changed"
   # Inside the folder of a running run (a process holding its lock): refused, naming it.
   hold_lock "$work/live"
@@ -560,7 +560,7 @@ config_override_two_documents)
     "$dist" --config "$tiny" train.output_dir="$work/out" optim.milestones="$two"
   absent "$work/out"
   expect 2 "key 'lincls.milestones': holds 2 YAML documents" -- \
-    "$lincls" --config "$src/tests/data/tiny_lincls.yaml" train.output_dir="$work/out" lincls.milestones="$two"
+    "$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" train.output_dir="$work/out" lincls.milestones="$two"
   absent "$work/out"
   ;;
 resume_refused_writes_nothing)
@@ -580,7 +580,7 @@ resume_refused_writes_nothing)
 lincls_pretrained_not_hdf5)
   printf 'model: {arch: resnet_tiny}\n' >"$work/a.yaml"
   expect 2 "model.pretrained: $work/a.yaml is a file but not a \`moco_ckpt export\`" -- \
-    ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$work/a.yaml" train.output_dir="$work/out"
+    ranks "$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained="$work/a.yaml" train.output_dir="$work/out"
   absent "$work/out"
   ;;
 lincls_inside_run)
@@ -588,7 +588,7 @@ lincls_inside_run)
   snapshot "$work/run" >"$work/before"
   for out in "$work/run/lincls" "$work/run/checkpoints/lincls"; do
     expect 2 "train.output_dir '$out' and model.pretrained" "may not write inside the pre-training run" -- \
-      ranks "$lincls" --config "$src/tests/data/tiny_lincls.yaml" model.pretrained="$step" train.output_dir="$out"
+      ranks "$lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained="$step" train.output_dir="$out"
   done
   snapshot "$work/run" | diff "$work/before" - || fail "the run's folder changed"
   ;;

@@ -1,6 +1,6 @@
 // Our models, as the paper configs build them, exported in the official layout (`moco_ckpt export
 // --format moco`'s dict, ckpt/official_checkpoint.h) hold exactly the state_dict keys, shapes and dtypes
-// of the official models (tests/data/official_layout/*.tsv, from facebookresearch/moco and moco-v3's
+// of the official models (tests/fixtures/official_layout/*.tsv, from facebookresearch/moco and moco-v3's
 // own builders), both ways, no key excused; every optimizer state sits at the index of its parameter in
 // the official model.parameters(), and the parameters the official optimizer updates are those that
 // have state.
@@ -42,7 +42,7 @@ struct OfficialRow {
   int64_t parameter = -1;  // index in model.parameters(); -1: a buffer
 };
 
-// tests/data/official_layout/NAME.tsv: key -> shape, dtype, parameter index.
+// tests/fixtures/official_layout/NAME.tsv: key -> shape, dtype, parameter index.
 std::map<std::string, OfficialRow> official_rows(const std::string& name) {
   const std::string path = std::string(MOCO_TEST_DATA_DIR) + "/official_layout/" + name + ".tsv";
   std::ifstream in(path);
@@ -123,7 +123,7 @@ std::map<int64_t, std::string> parameters_by_index(const std::map<std::string, O
 }
 
 struct Expected {
-  std::string rows;                     // tests/data/official_layout/<rows>.tsv
+  std::string rows;                     // tests/fixtures/official_layout/<rows>.tsv
   std::string arch;                     // the checkpoint's "arch"
   std::vector<std::string> trained;     // official prefixes of what the optimizer updates
   std::set<std::string> untrained;      // official keys among those it does not (no gradient)

@@ -1,5 +1,5 @@
 // model::GradScaler against torch.cuda.amp.GradScaler: its defaults, the scales and skip decisions over
-// scripted steps of finite, Inf and NaN gradients (tests/data/grad_scaler_sequence.tsv, written by
+// scripted steps of finite, Inf and NaN gradients (tests/fixtures/grad_scaler_sequence.tsv, written by
 // tools/gen_grad_scaler_sequence.py from GradScaler's documented algorithm and checked there against
 // torch 2.x's own GradScaler on a CPU), the unscaled gradients, and a restored state that continues
 // bit for bit.

@@ -455,9 +455,10 @@ TEST(DistError, MpiCheckNamesTheCallFileLineAndLibraryError) {
     MPI_CHECK(MPI_Send(&value, 1, MPI_INT, /*dest=*/7, /*tag=*/0, comm));
   });
   MPI_Comm_free(&comm);
-  EXPECT_TRUE(contains(error, "rank " + std::to_string(world.rank) +
-                                  ": MPI_Send(&value, 1, MPI_INT, 7, 0, comm) failed at tests/test_dist_mpi.cpp:" +
-                                  std::to_string(line) + ": MPI_ERR_RANK"))
+  EXPECT_TRUE(contains(
+      error, "rank " + std::to_string(world.rank) +
+                 ": MPI_Send(&value, 1, MPI_INT, 7, 0, comm) failed at tests/dist/mpi_process_group_test.cpp:" +
+                 std::to_string(line) + ": MPI_ERR_RANK"))
       << error;
 }
 

@@ -1,7 +1,7 @@
 // defines: Constant (one row of a table of published constants: a config key, the value the paper or
 // the official script gives it, where that number comes from) and expect_constants (every row of a
-// table against a loaded config). Used by tests/test_protocol_*.cpp; docs/evaluation.md summarises
-// the tables.
+// table against a loaded config). Used by tests/lincls/protocol_test.cpp and tests/run/paper_configs_test.cpp;
+// docs/evaluation.md summarises the tables.
 #pragma once
 
 #include "run/config.h"

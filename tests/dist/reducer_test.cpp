@@ -634,8 +634,9 @@ TEST(ReducerWorld, WaitAtLaunchGivesTheOverlappedAveragesBitForBit) {
 TEST(ReducerWorld, ARankWithAnotherLayoutIsNamedWhenTheReducerIsMade) {
   auto group = test_world_group();
   if (group->world_size() == 1) GTEST_SKIP() << "needs several ranks (ctest's mpi.np2 and mpi.np4 run it)";
-  std::vector<torch::Tensor> params{torch::zeros({10}, torch::requires_grad())};
-  if (group->rank() == 1) params.push_back(torch::zeros({3}, torch::requires_grad()));
+  const auto ten = torch::zeros({10}, torch::requires_grad()), three = torch::zeros({3}, torch::requires_grad());
+  std::vector<torch::Tensor> params =
+      group->rank() == 1 ? std::vector<torch::Tensor>{ten, three} : std::vector<torch::Tensor>{ten};
   try {
     GradientReducer reducer(params, group);
     ADD_FAILURE() << "no error although rank 1 has another parameter";

@@ -3,7 +3,7 @@
 // source; then what those numbers do: the lr at the step schedule's milestones and along the cosine,
 // the MLP head's 2048 hidden units, the augmentation's gates drawn at their probabilities. The
 // project's own small configs are pinned too, their deliberate differences cited as "project choice".
-// (Issue 25; the lincls configs are in tests/test_protocol_lincls.cpp; docs/evaluation.md summarises.)
+// (Issue 25; the lincls configs are in tests/lincls/protocol_test.cpp; docs/evaluation.md summarises.)
 #include "constant_table.h"
 #include "app/methods.h"
 #include "moco_v2/moco_v2.h"

@@ -129,7 +129,7 @@ TEST(ResNetTest, SmallStemIsA3x3ConvWithoutDownsampling) {
 }
 
 // torchvision's resnetN(zero_init_residual=True) zeroes the weight of each residual branch's last BN
-// (bn2 of a BasicBlock, bn3 of a Bottleneck): tests/data/torchvision_zero_init_residual.tsv lists the
+// (bn2 of a BasicBlock, bn3 of a Bottleneck): tests/fixtures/torchvision_zero_init_residual.tsv lists the
 // tensors it changes (tools/gen_torchvision_keys.py, from Debian's torchvision). The option zeroes
 // exactly those, and leaves everything else bit for bit as the default build from the same seed (it
 // draws nothing); off by default.
