@@ -37,7 +37,7 @@ import yaml
 
 export_path, checkpoint_dir, metrics_path, backbone_h5 = sys.argv[1:5]
 detectron2_path = sys.argv[5] if len(sys.argv) > 5 else None
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "official_layout")
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "official_layout")
 
 
 def fail(message):
