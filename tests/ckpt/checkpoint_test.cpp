@@ -342,7 +342,7 @@ TEST(CkptWriters, ReplicatedBytesAreBalancedAndTheSameOnEveryRank) {
   torch::manual_seed(5);
   std::vector<ckpt::StateEntry> state;
   for (int i = 0; i < 200; ++i)
-    state.push_back({"t" + std::to_string(i), torch::empty({torch::randint(1, 5000, {1}).item<int64_t>()})});
+    state.push_back({c10::str("t", i), torch::empty({torch::randint(1, 5000, {1}).item<int64_t>()})});
   state.push_back({"local", torch::empty({100000}), true});
   for (int world : {1, 2, 3, 4, 8}) {
     const auto writers = ckpt::assign_writers(state, world);
@@ -548,7 +548,7 @@ TEST(CkptCollective, ANonFiniteTensorIsRefusedNamingItAndTheCheckpointBeforeStay
 
 TEST(CkptNonFinite, ManyTensorsAreCountedBeyondTheFourNamed) {
   std::vector<ckpt::StateEntry> state;
-  for (int i = 0; i < 6; ++i) state.push_back({"t" + std::to_string(i), torch::full({3}, std::nan(""))});
+  for (int i = 0; i < 6; ++i) state.push_back({c10::str("t", i), torch::full({3}, std::nan(""))});
   state.push_back({"counter", torch::tensor(int64_t{3})});  // integers are always finite
   EXPECT_EQ(ckpt::detail::nonfinite_state_error(state, 9),
             "checkpoint of step 9 refused: tensors 't0', 't1', 't2', 't3' and 2 more hold NaN or Inf (a checkpoint "

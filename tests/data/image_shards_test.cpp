@@ -27,6 +27,7 @@ using namespace moco::test_images;
 
 // 3 classes, JPEG (colour and greyscale) and PNG of varied sizes, a subfolder, one truncated JPEG
 // and one empty file.
+// Names by c10::str: GCC 12 in C++20 (LibTorch 2.x's build) warns falsely on "literal" + std::string&&.
 fs::path make_folder(const std::string& name, const std::vector<std::string>& classes = {"cat", "dog", "emu"}) {
   const fs::path root = temp_dir(name);
   int k = 0;
@@ -34,12 +35,12 @@ fs::path make_folder(const std::string& name, const std::vector<std::string>& cl
     for (int i = 0; i < 5; ++i, ++k) {
       const int h = 20 + 7 * k % 40, w = 60 - 3 * k % 30;
       if (k % 3 == 0)
-        write(root / cls / ("p" + std::to_string(i) + ".png"), png_bytes(pattern(h, w, k), h, w, false));
+        write(root / cls / c10::str("p", i, ".png"), png_bytes(pattern(h, w, k), h, w, false));
       else if (k % 5 == 1)
-        write(root / cls / "sub" / ("g" + std::to_string(i) + ".jpeg"),
+        write(root / cls / "sub" / c10::str("g", i, ".jpeg"),
               jpeg_bytes(std::vector<uint8_t>(static_cast<size_t>(h * w), static_cast<uint8_t>(k * 9)), h, w, 1));
       else
-        write(root / cls / ("j" + std::to_string(i) + ".jpg"), jpeg_bytes(pattern(h, w, k), h, w));
+        write(root / cls / c10::str("j", i, ".jpg"), jpeg_bytes(pattern(h, w, k), h, w));
     }
   auto cut = jpeg_bytes(pattern(30, 30, 7), 30, 30);
   cut.resize(cut.size() / 3);
