@@ -2,8 +2,8 @@
 """MoCo v3's step in C++ against PyTorch (run with Debian's /usr/bin/python3).
 
 Runs moco_v3_step_tool, which builds the v3 method (torchvision's resnet18 layout, small heads, LARS
-or AdamW, batch 32), takes a step, then two more that it records (one with AdamW), writing its state
-before and after each; redoes each recorded step here from the state C++ began it with, written from
+or AdamW, batch 32), takes a step, then one more that it records, writing its state
+before and after it; redoes each recorded step here from the state C++ began it with, written from
 the MoCo v3 paper (Chen, Xie and He, ICCV 2021) and the official recipe as described there:
 - the query encoder is a backbone whose fc is the projector (Linear without bias, BN, ReLU, Linear,
   BN without affine), then the predictor (Linear, BN, ReLU, Linear, and BN without affine where the
@@ -49,7 +49,7 @@ With `vit_adamw`: the backbone is a small ViT (vits.py's VisionTransformerMoCo o
 4 on 32 px, dim 64, 4 blocks of 4 heads: vit_tiny_cpu), the projector of 3 layers and the predictor's
 last BN (the official MoCo_ViT), stop-grad-conv1, AdamW, one step; the fixed position embedding is also
 checked against vits.py's formula, and the frozen patch projection and position embedding must come
-out of the step as they went in. With `vit_lars`: the same ViT with LARS, two steps.
+out of the step as they went in. With `vit_lars`: the same ViT with LARS.
 
 usage: moco_v3_step_parity.py TOOL [lars|adamw|vit_adamw|vit_lars]
 """
