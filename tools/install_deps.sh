@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   clang-format                               # tools/format.sh and its ctest entry (clang-format 14)
+  shfmt                                      # the launchers' shell parsed (ctest -R style.launch_substitutions_unquoted)
   unzip                                      # tools/build_torch2.sh unpacks PyPI's torch wheel
   libtorch-dev libopenblas0-pthread          # LibTorch 1.13 (CPU); OpenBLAS makes its matmuls ~30x faster
   libopenmpi-dev openmpi-bin                 # bootstrap, CPU collectives, launcher

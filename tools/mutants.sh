@@ -101,6 +101,7 @@ stop_signals_all_read_as_sigterm|src/preempt/preemption.cpp|    if (sum >= code)
 second_signal_only_recorded|src/preempt/preemption.cpp|if (!recorded.compare_exchange_strong(none, sig) && sig != SIGUSR1) {|if (!recorded.compare_exchange_strong(none, sig) && false) {|^launch\.second_signal$
 moco_sh_sigterm_to_mpirun|launch/mpirun/moco.sh|; stop_ranks TERM' TERM|; kill -TERM "$mpirun_pid"' TERM|^launch\.mpirun_sigterm$
 moco_sh_second_signal_as_first|launch/mpirun/moco.sh|  if [ -n "$stop_signal" ]; then|  if false; then|^launch\.mpirun_second_signal$
+moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/support/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
 lincls_stem_stride_unchecked|src/lincls/frozen_backbone.cpp|if (source.stem_stride != 0 && source.stem_stride != c.model.stem_stride)|if (false)|^lincls\.other_arch$
@@ -393,7 +394,7 @@ elastic_restart_row_glued|launch/mpirun/elastic.sh|echo >>"$metrics"|true|^launc
 elastic_world_ignores_batch|launch/mpirun/elastic.sh|[ $((batch % w)) -eq 0 ]|true|^launch\.elastic_world_divides_batch$
 elastic_world_ignores_bn_splits|launch/mpirun/elastic.sh|[ $((bn_splits % w)) -eq 0 ]|true|^launch\.elastic_world_divides_bn_splits$
 elastic_min_ranks_ignored|launch/mpirun/elastic.sh|  if [ "$world" -lt "$min_ranks" ]; then|  if false; then|^multinode\.elastic_min_ranks$
-sbatch_restarts_unbounded|launch/slurm/moco.sbatch|    say "requeued after a failure, and no restart is left ($(restarts_used) of $max_restarts used): stopping"
+sbatch_restarts_unbounded|launch/slurm/moco.sbatch|    say "requeued after a failure, and no restart is left ($used of $max_restarts used): stopping"
     exit 1|    :|^launch\.elastic_sbatch_bound$
 sbatch_restart_row_glued|launch/slurm/moco.sbatch|echo >>"$metrics"|true|^launch\.elastic_sbatch_bound$
 sbatch_no_requeue_after_failure|launch/slurm/moco.sbatch|  requeue_after_failure "$rc"|  :|^multinode\.slurm_node_killed$

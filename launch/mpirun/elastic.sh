@@ -7,7 +7,7 @@
 
 # A string, and a list of strings, as JSON.
 json_str() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; }
-json_list() { local out='' item; for item in "$@"; do out+="${out:+,}$(json_str "$item")"; done; printf '[%s]' "$out"; }
+json_list() { local out='' item one; for item in "$@"; do one=$(json_str "$item"); out+="${out:+,}$one"; done; printf '[%s]' "$out"; }
 
 # SECTION KEY: its value in the effective config moco_dist printed (cfg), unquoted.
 config_value() {
@@ -31,7 +31,7 @@ find_probe_agent() {
   for alt in "${alts[@]}"; do
     read -r -a probe_agent <<<"$alt"
     [ ${#probe_agent[@]} -gt 0 ] && command -v "${probe_agent[0]}" >/dev/null || continue
-    [ "$(basename "${probe_agent[0]}")" != ssh ] || probe_agent+=(-o BatchMode=yes -o ConnectTimeout="$probe_s")
+    [ "${probe_agent[0]##*/}" != ssh ] || probe_agent+=(-o BatchMode=yes -o ConnectTimeout="$probe_s")
     return 0
   done
   echo "moco.sh: --max-restarts: no launch agent to probe the hosts with (${agent:-ssh : rsh} not found)" >&2
@@ -51,7 +51,8 @@ elastic_setup() {  # ARGS...: the command line's key=value overrides
       { echo "moco.sh: --hostfile '$hostfile': '$line' gives no slots=N, which --max-restarts needs to size the world after a host is lost" >&2; exit 2; }
     find_probe_agent
   fi
-  ckpt_tool=${MOCO_CKPT:-$(dirname "$binary")/moco_ckpt}
+  ckpt_tool=${MOCO_CKPT:-}
+  [ -n "$ckpt_tool" ] || { ckpt_tool=$(dirname "$binary"); ckpt_tool+=/moco_ckpt; }
   [ -x "$ckpt_tool" ] || ckpt_tool=$(command -v moco_ckpt || true)
   [ -n "$ckpt_tool" ] ||
     { echo "moco.sh: --max-restarts: no moco_ckpt (beside $binary, on PATH, or MOCO_CKPT) to verify checkpoints with" >&2; exit 2; }
@@ -99,17 +100,22 @@ restart_allowed() {
 
 # HOST answers the launch agent within probe_s seconds (this machine always does).
 answers() {
-  case " localhost 127.0.0.1 $(hostname) $(hostname -s) $(hostname -I 2>/dev/null) " in *" $1 "*) return 0 ;; esac
+  local names
+  names=$(hostname; hostname -s; hostname -I 2>/dev/null || true)
+  names=" localhost 127.0.0.1 ${names//$'\n'/ } "
+  case $names in *" $1 "*) return 0 ;; esac
   timeout -k 2 "$probe_s" "${probe_agent[@]}" "$1" true </dev/null >/dev/null 2>&1
 }
 
 # Every host of hosts_now probed at once: sets kept_lines (their hostfile lines), kept, dropped and
 # capacity (the slots of the hosts kept). Without a hostfile, this machine with the world it had.
 probe_hosts() {
-  local line host pids=() lines=() hosts=() i
+  local line host pids=() lines=() hosts=() i slots
   kept_lines=() kept=() dropped=() capacity=0
-  if [ -z "$hosts_now" ]; then kept=("$(hostname)") capacity=$world; return 0; fi
-  echo "[moco.sh] probing $(grep -cvE '^[[:space:]]*(#|$)' "$hosts_now") host(s) with ${probe_agent[*]} (${probe_s} s at most)" >&2
+  if [ -z "$hosts_now" ]; then kept=("$HOSTNAME") capacity=$world; return 0; fi
+  local count
+  count=$(grep -cvE '^[[:space:]]*(#|$)' "$hosts_now")
+  echo "[moco.sh] probing $count host(s) with ${probe_agent[*]} (${probe_s} s at most)" >&2
   while IFS= read -r line; do
     [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
     read -r host _ <<<"$line"
@@ -120,7 +126,8 @@ probe_hosts() {
   for i in "${!hosts[@]}"; do
     if wait "${pids[i]}"; then
       kept_lines+=("${lines[i]}") kept+=("${hosts[i]}")
-      capacity=$((capacity + $(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^slots=/) {sub("slots=", "", $i); print $i + 0}}' <<<"${lines[i]}")))
+      slots=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^slots=/) {sub("slots=", "", $i); print $i + 0}}' <<<"${lines[i]}")
+      capacity=$((capacity + slots))
     else
       dropped+=("${hosts[i]}")
     fi
@@ -142,13 +149,14 @@ largest_world() {
 
 # The newest committed checkpoint of the run that `moco_ckpt verify` passes; nothing if none does.
 verified_checkpoint() {
-  local dir
+  local dir why
   while IFS= read -r dir; do
     if "$ckpt_tool" verify "$dir" >/dev/null 2>"$elastic_tmp/verify.err"; then
       echo "$dir"
       return 0
     fi
-    echo "[moco.sh] $dir does not verify, skipped: $(tail -n 1 "$elastic_tmp/verify.err")" >&2
+    why=$(tail -n 1 "$elastic_tmp/verify.err")
+    echo "[moco.sh] $dir does not verify, skipped: $why" >&2
   done < <(find "$out_dir/checkpoints" -mindepth 1 -maxdepth 1 -type d -name 'step_*' 2>/dev/null |
     grep -E '/step_[0-9]+$' | sort -V -r)
 }
@@ -160,17 +168,19 @@ log_restart() {
   [ -n "$4" ] || from="the start (no checkpoint verifies)"
   echo "[moco.sh] restart $restarts of $max_restarts after exit $1: ${dropped[*]:-no host} dropped; $world rank(s) on ${kept[*]} (were $2), from $from" >&2
   mkdir -p "$out_dir"
-  [ ! -s "$metrics" ] || [ -z "$(tail -c 1 "$metrics")" ] || echo >>"$metrics"
+  local last='' dropped_json kept_json checkpoint_json
+  [ ! -s "$metrics" ] || last=$(tail -c 1 "$metrics")
+  [ -z "$last" ] || echo >>"$metrics"
+  dropped_json=$(json_list "${dropped[@]}") kept_json=$(json_list "${kept[@]}") checkpoint_json=$(json_str "$4")
   printf '{"event":"restart","restart":%d,"max_restarts":%d,"exit_code":%d,"hosts_dropped":%s,"hosts":%s,"old_world":%d,"new_world":%d,"step":%d,"checkpoint":%s,"seconds":%d}\n' \
-    "$restarts" "$max_restarts" "$1" "$(json_list "${dropped[@]}")" "$(json_list "${kept[@]}")" "$2" "$world" "$3" \
-    "$(json_str "$4")" "$5" >>"$metrics"
+    "$restarts" "$max_restarts" "$1" "$dropped_json" "$kept_json" "$2" "$world" "$3" "$checkpoint_json" "$5" >>"$metrics"
   metrics_mark=$(stat -c %s "$metrics")
 }
 
 # RC: after a job that failed with exit RC, sets world, hosts_now and job_args for the next start;
 # returns 1 where there is none (exits 1 where too few ranks are left), having said why.
 restart_plan() {
-  local rc=$1 old=$world probe_start cap resume_from step=0 arg
+  local rc=$1 old=$world probe_start cap resume_from step=0 arg now
   restart_allowed "$rc" || return 1
   restarts=$((restarts + 1))
   probe_start=$(date +%s)
@@ -179,7 +189,9 @@ restart_plan() {
   cap=$((capacity < world ? capacity : world))
   world=$(largest_world "$cap")
   if [ "$world" -lt "$min_ranks" ]; then
-    echo "[moco.sh] the job failed (exit $rc); ${dropped[*]:-no host} did not answer, ${kept[*]:-no host} did: $cap rank(s) left, and the largest world of at most $cap that divides optim.batch_size $batch$([ "$bn_exact" -eq 0 ] || echo " and moco.bn_splits $bn_splits") is $world, fewer than --min-ranks $min_ranks: stopping (resume by hand once the hosts are back)" >&2
+    local divides="optim.batch_size $batch"
+    [ "$bn_exact" -eq 0 ] || divides+=" and moco.bn_splits $bn_splits"
+    echo "[moco.sh] the job failed (exit $rc); ${dropped[*]:-no host} did not answer, ${kept[*]:-no host} did: $cap rank(s) left, and the largest world of at most $cap that divides $divides is $world, fewer than --min-ranks $min_ranks: stopping (resume by hand once the hosts are back)" >&2
     exit 1
   fi
   resume_from=$(verified_checkpoint)
@@ -192,5 +204,6 @@ restart_plan() {
   job_args=(--config "$config")
   for arg in "${extra[@]}" "${user_args[@]}"; do [[ $arg == train.resume=* ]] || job_args+=("$arg"); done
   job_args+=("train.resume=${resume_from:-auto}")
-  log_restart "$rc" "$old" "$step" "$resume_from" $(($(date +%s) - probe_start))
+  now=$(date +%s)
+  log_restart "$rc" "$old" "$step" "$resume_from" $((now - probe_start))
 }

@@ -41,7 +41,8 @@
 # here and a {"event":"restart"} row in metrics.jsonl (hosts dropped, old and new world, the step
 # resumed from). With --hostfile every host line needs slots=N.
 set -euo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
+here=$(dirname "$0")
+here=$(cd "$here/../.." && pwd)
 ranks= hostfile= config= max_restarts=0 min_ranks=1
 max_ranks=16777216  # 2^24: more ranks than any machine runs, far below mpirun's int
 while [ $# -gt 0 ]; do
@@ -91,12 +92,14 @@ fi
 # script's own defaults step aside).
 given() { local key=$1 arg; shift; for arg in "$@"; do [[ $arg == "$key="* ]] && return 0; done; return 1; }
 
-binary=${MOCO_DIST:-$(command -v moco_dist || echo "$here/build/moco_dist")}
+binary=${MOCO_DIST:-}
+[ -n "$binary" ] || binary=$(command -v moco_dist || echo "$here/build/moco_dist")
 [ -x "$binary" ] || { echo "moco.sh: no moco_dist binary ($binary): set MOCO_DIST or build it" >&2; exit 2; }
 
 grace=${MOCO_MPIRUN_GRACE_S:-20}
 mpi_head=(mpirun --bind-to none)
-[ "$(id -u)" -eq 0 ] && mpi_head+=(--allow-run-as-root)
+uid=$(id -u)
+[ "$uid" -ne 0 ] || mpi_head+=(--allow-run-as-root)
 extra=()
 given train.resume "$@" || extra+=(train.resume=auto)
 if [ -n "$hostfile" ]; then
@@ -179,8 +182,9 @@ command -v setsid >/dev/null && own_session=(setsid)
 agents=" " agent_ended=0
 note_agents() {  # records mpirun's children that are not ranks; agent_ended=1 once one of them is gone
   local children ranks p
-  children=" $(pgrep -P "$mpirun_pid" 2>/dev/null | xargs || true) "
-  ranks=" $(local_rank_pids | xargs || true) "
+  children=$(pgrep -P "$mpirun_pid" 2>/dev/null | xargs || true)
+  ranks=$(local_rank_pids | xargs || true)
+  children=" $children " ranks=" $ranks "
   for p in $agents; do
     if [[ $ranks == *" $p "* ]]; then agents=${agents/ $p / }  # a rank seen before it ran the binary
     elif [[ $children != *" $p "* ]]; then agent_ended=1; fi
@@ -193,10 +197,11 @@ run_job() {
   "${own_session[@]}" "${mpi[@]}" "$binary" "$@" &
   mpirun_pid=$!
   agents=" " agent_ended=0
-  local seen=0 gone=0 what rc=0
+  local seen=0 gone=0 what rc=0 here_now
   while kill -0 "$mpirun_pid" 2>/dev/null; do
     note_agents
-    if [ "$(local_ranks)" -gt 0 ]; then
+    here_now=$(local_ranks)
+    if [ "$here_now" -gt 0 ]; then
       seen=1 gone=0
     elif [ "$seen" -eq 1 ] || [ "$agent_ended" -eq 1 ]; then
       gone=$((gone + 1))

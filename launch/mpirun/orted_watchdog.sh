@@ -17,14 +17,15 @@ for a in "$@"; do [ "$a" = --daemonize ] || args+=("$a"); done
 "${args[@]}" &
 orted_pid=$!
 trap 'kill -TERM $orted_pid 2>/dev/null || true' TERM INT HUP
-seen=0 gone=0
+seen=0 gone=0 host=$(hostname)
 while kill -0 "$orted_pid" 2>/dev/null; do
-  if [ -n "$(pgrep -P "$orted_pid")" ]; then
+  children=$(pgrep -P "$orted_pid" || true)
+  if [ -n "$children" ]; then
     seen=1 gone=0
   elif [ "$seen" -eq 1 ]; then
     gone=$((gone + 1))
     if [ "$gone" -gt "$grace" ]; then
-      echo "[orted_watchdog.sh] $(hostname): the ranks ended ${grace} s ago and orted still runs (mpirun unreachable?): ending it" >&2
+      echo "[orted_watchdog.sh] $host: the ranks ended ${grace} s ago and orted still runs (mpirun unreachable?): ending it" >&2
       kill -TERM "$orted_pid" 2>/dev/null || true
       sleep 2
       kill -KILL "$orted_pid" 2>/dev/null || true
