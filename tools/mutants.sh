@@ -9,7 +9,7 @@
 # /tmp/moco_mutants), builds it once in SCRATCH_DIR/build, then for each mutant below: replaces one
 # exact piece of one source file (it must occur exactly once), rebuilds incrementally, runs the
 # ctest entries that should catch it, and puts the file back. The work tree is never touched. Prints
-# one line per mutant, KILLED or SURVIVED, and exits 1 if any survived or did not apply. NAME_REGEX
+# one line per mutant, KILLED or SURVIVED, and exits 1 if any survived, did not apply or matched no test. NAME_REGEX
 # picks mutants by name. Needs what the build needs; takes a while (one file recompiled and seven
 # binaries relinked per mutant, and the checkpoint mutants run end-to-end checkpoint tests).
 set -uo pipefail
@@ -635,8 +635,8 @@ if [ ! -f "$build/build.ninja" ]; then
     { cat "$log/cmake.log"; exit 2; }
 fi
 # Every executable a ctest entry runs (tests/CMakeLists.txt and the scripts it calls), so that none
-# of them keeps the unmutated code.
-targets=(--target moco_tests moco_dist moco_ckpt moco_lincls moco_pack moco_augment_parity_tool moco_v3_step_tool openblas_probe bench_data)
+# of them keeps the unmutated code; moco_tests_suites lists the GoogleTest suites as ctest entries.
+targets=(--target moco_tests moco_tests_suites moco_dist moco_ckpt moco_lincls moco_pack moco_augment_parity_tool moco_v3_step_tool openblas_probe bench_data)
 echo "building the unmutated tree in $build"
 cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 2; }
 
@@ -672,9 +672,13 @@ PY
   if ! cmake --build "$build" "${targets[@]}" >"$log/$name.build.log" 2>&1; then
     verdict="NO BUILD    "
     broken=$((broken + 1))
-  elif ctest --test-dir "$build" -R "$regex" --output-on-failure >"$log/$name.test.log" 2>&1; then
+  elif ctest --test-dir "$build" -R "$regex" --output-on-failure --no-tests=error >"$log/$name.test.log" 2>&1; then
     verdict="SURVIVED    "
     survived=$((survived + 1))
+  elif grep -q 'No tests were found' "$log/$name.test.log"; then
+    # A regex that names no entry would otherwise read as a kill.
+    verdict="NO TESTS    "
+    broken=$((broken + 1))
   else
     verdict="KILLED      "
   fi
@@ -687,5 +691,5 @@ done
 echo "rebuilding the unmutated tree"
 cmake --build "$build" "${targets[@]}" >"$log/build.log" 2>&1 || tail -30 "$log/build.log"
 echo
-echo "mutants: $total, killed: $((total - survived - broken)), survived: $survived, not applied or not built: $broken (logs in $log)"
+echo "mutants: $total, killed: $((total - survived - broken)), survived: $survived, not applied, not built or matching no test: $broken (logs in $log)"
 [ "$survived" -eq 0 ] && [ "$broken" -eq 0 ]
