@@ -101,6 +101,8 @@ stop_signals_all_read_as_sigterm|src/preempt/preemption.cpp|    if (sum >= code)
 second_signal_only_recorded|src/preempt/preemption.cpp|if (!recorded.compare_exchange_strong(none, sig) && sig != SIGUSR1) {|if (!recorded.compare_exchange_strong(none, sig) && false) {|^launch\.second_signal$
 moco_sh_sigterm_to_mpirun|launch/mpirun/moco.sh|; stop_ranks TERM' TERM|; kill -TERM "$mpirun_pid"' TERM|^launch\.mpirun_sigterm$
 moco_sh_second_signal_as_first|launch/mpirun/moco.sh|  if [ -n "$stop_signal" ]; then|  if false; then|^launch\.mpirun_second_signal$
+ckpt_export_default_module_unstripped|src/app/ckpt_export.cpp|  return group.substr(0, group.find('/'));|  return group;|^ckpt\.tools$
+elastic_bn_splits_assumed|launch/mpirun/elastic.sh|  [ -z "$bn_splits" ]|  false|^launch\.elastic_world_divides_batch_no_bn_splits$
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/support/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
@@ -185,9 +187,9 @@ buckets_not_driven|src/dist/reducer.cpp|    progress_->add(work_[bucket]);  // s
 driven_after_finalize|src/dist/reducer.cpp|    if (progress_) progress_->pause();  // wait() below is this thread's alone|    (void)0;|^ReducerProgress\.
 progress_driven_everywhere|src/dist/reducer.cpp|  if (group_->progresses_only_inside_calls()) progress_ =|  if (true) progress_ =|^ReducerProgress\.
 failing_work_kept|src/dist/progress_thread.cpp|        failed.push_back(work.get());  // its wait() rethrows|        (void)0;|^ReducerProgress\.
-export_inside_source_allowed|src/app/moco_ckpt_main.cpp|  if (moco::sys::lies_within(out, dir))|  if (false)|^tools\.export_inside_source$
-export_existing_replaced|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !force)|  if (false)|^tools\.export_existing$
-export_folder_accepted|src/app/moco_ckpt_main.cpp|  if (std::filesystem::is_directory(out, ec))|  if (false)|^tools\.export_existing$
+export_inside_source_allowed|src/app/ckpt_export.cpp|  if (sys::lies_within(out, dir))|  if (false)|^tools\.export_inside_source$
+export_existing_replaced|src/app/ckpt_export.cpp|  if (std::filesystem::exists(out, ec) && !force)|  if (false)|^tools\.export_existing$
+export_folder_accepted|src/app/ckpt_export.cpp|  if (std::filesystem::is_directory(out, ec))|  if (false)|^tools\.export_existing$
 export_tmp_left|src/ckpt/export.cpp|    std::filesystem::remove(tmp, ec);|    (void)ec;|^tools\.export_existing$|^ckpt\.fs_export_full$
 diff_bad_ignore_exits_1|src/app/moco_ckpt_main.cpp|      throw Refusal(fmt::format("diff: --ignore|      throw std::runtime_error(fmt::format("diff: --ignore|^tools\.diff_bad_flags$
 diff_negative_atol_accepted|src/app/moco_ckpt_main.cpp|>= 0 ? std::string() : "must be >= 0, not " + v;|>= -1e300 ? std::string() : "must be >= 0, not " + v;|^tools\.diff_bad_flags$
@@ -203,7 +205,7 @@ lincls_pretrained_file_unnamed|src/lincls/frozen_backbone.cpp|    throw ConfigEr
         fmt::format("model.pretrained: {} is a file but not|^tools\.lincls_pretrained_not_hdf5_np1$
 lincls_run_above_checkpoint_ignored|src/lincls/lincls.cpp|  if (path.parent_path().filename() == "checkpoints") folders.push_back|  if (false) folders.push_back|^tools\.lincls_inside_run_np1$
 refusal_log_kept|src/app/program.cpp|    if (s.log_undo) s.log_undo->undo();|    (void)s.log_undo;|^tools\.resume_refused_writes_nothing_np1$
-export_module_unchecked|src/app/moco_ckpt_main.cpp|  if (format != moco::ckpt::ExportFormat::moco) check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
+export_module_unchecked|src/app/ckpt_export.cpp|  if (format != ckpt::ExportFormat::moco) check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
 refusal_log_appended|src/run/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
 log_write_failure_unchecked|src/train/loop.cpp|  run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|  (void)0;|^ckpt\.fs_full_log$
 export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}{}", out_path, out_path, e.what(),|throw CheckpointError(fmt::format("{}{}", e.what(),|^ckpt\.fs_export_full$
@@ -215,9 +217,9 @@ ckpt_latest_failure_kept|src/ckpt/checkpoint.cpp|    fs::rename(final_dir, tmp_d
 ckpt_latest_tmp_kept|src/sys/durable_file.cpp|    std::filesystem::remove(tmp, ignored);|    (void)ignored;|^ckpt\.fs_full_latest$
 lincls_log_failure_unchecked|src/train/loop.cpp|  run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|  (void)0;|^ckpt\.fs_lincls_full_log$
 export_format_torch_writes_h5|src/ckpt/export.cpp|  if (format == ExportFormat::torch) {|  if (false) {|^CkptExport\.|^tools\.export_existing$
-export_unknown_format_exits_1|src/app/moco_ckpt_main.cpp|  if (!format) throw Refusal(|  if (!format) throw std::runtime_error(|^tools\.export_existing$
-export_detectron2_pkl_accepted|src/app/moco_ckpt_main.cpp|*format == moco::ckpt::ExportFormat::detectron2 && ends_with(out, ".pkl")|false && ends_with(out, ".pkl")|^tools\.export_existing$
-export_detectron2_head_dropped|src/app/moco_ckpt_main.cpp|format == moco::ckpt::ExportFormat::detectron2;|false;|^tools\.export_existing$
+export_unknown_format_exits_1|src/app/ckpt_export.cpp|  if (!format) throw Refusal(|  if (!format) throw std::runtime_error(|^tools\.export_existing$
+export_detectron2_pkl_accepted|src/app/ckpt_export.cpp|*format == ckpt::ExportFormat::detectron2 && ends_with(out, ".pkl")|false && ends_with(out, ".pkl")|^tools\.export_existing$
+export_detectron2_head_dropped|src/app/ckpt_export.cpp|format == ckpt::ExportFormat::detectron2;|false;|^tools\.export_existing$
 detectron2_stem_prefix_everywhere|src/ckpt/torch_export.cpp|  if (k.find("layer") == std::string::npos) k = "stem." + k;|  k = "stem." + k;|^CkptExport\.
 detectron2_bn3_kept|src/ckpt/torch_export.cpp|for (int t = 1; t <= 3; ++t) k = replace_all|for (int t = 1; t <= 2; ++t) k = replace_all|^CkptExport\.
 detectron2_shortcut_norm_unnamed|src/ckpt/torch_export.cpp|  return replace_all(k, "downsample.1", "shortcut.norm");|  return k;|^CkptExport\.
@@ -245,7 +247,7 @@ official_lr_of_next_step|src/app/official_export.h|static_cast<double>(m.step - 
 official_v3_without_scaler|src/moco_v3/v3_room.cpp|          /*saves_scaler=*/true};|          /*saves_scaler=*/false};|^OfficialLayoutTest\.|^ckpt\.moco_format_v3_resnet18_lars$
 official_arch_note_silent|src/app/official_export.h|  if (differs.empty()) return {};|  return {};|^ckpt\.moco_format_v3_vit_tiny_adamw_np2$
 official_vit_predictor_claimed|src/moco_v3/v3_model.cpp|                                                    options.predictor_last_bn));|                                                    /*last_bn=*/false));|^OfficialLayoutTest\.
-export_moco_module_accepted|src/app/moco_ckpt_main.cpp|format == moco::ckpt::ExportFormat::moco && (module_given|false && (module_given|^ckpt\.moco_format_v2_resnet18$
+export_moco_module_accepted|src/app/ckpt_export.cpp|format == ckpt::ExportFormat::moco && (!r.module.empty()|false && (!r.module.empty()|^ckpt\.moco_format_v2_resnet18$
 export_rank_local_bn_dropped|src/ckpt/export.cpp|(record.shard == 0 && is_batchnorm_statistic(record.name))|(false && is_batchnorm_statistic(record.name))|^ckpt\.moco_format_v2_resnet18_bn_rank_local_np2$
 export_rank_local_bn_of_rank_1|src/ckpt/export.cpp|(record.shard == 0 && is_batchnorm_statistic(record.name))|(record.shard == 1 && is_batchnorm_statistic(record.name))|^ckpt\.moco_format_v2_resnet18_bn_rank_local_np2$
 config_override_second_document_ignored|src/run/config.cpp|      value = single_document(YAML::LoadAll(item.substr(eq + 1)), where + ": key '" + key + "'", "a value");|      value = YAML::Load(item.substr(eq + 1));|^tools\.config_override_two_documents$|^ConfigTest\.
@@ -307,16 +309,16 @@ step_syncs_unchecked_on_cpu|src/train/step_sync_check.cpp|  if (on) no_reads_.em
 host_reads_never_forbidden|src/run/host_reads.cpp|  if (forbidden_by)|  if (false)|^HostSyncsTest\.
 config_invariants_beside_step_syncs|src/moco_v2/v2_room.cpp|  run::require(!(s.check_invariants && c.debug.check_step_syncs), where, "debug.check_invariants",|  run::require(true, where, "debug.check_invariants",|^ConfigTest\.|^cli\.bad_input\.invariants_with_step_syncs$
 moco_sh_mpirun_in_the_scripts_group|launch/mpirun/moco.sh|command -v setsid >/dev/null && own_session=(setsid)|true|^launch\.mpirun_group_sigint$
-export_into_its_run|src/app/moco_ckpt_main.cpp|  for (const auto& source : {path, run_of(dir)})|  for (const auto& source : {std::string()})|^tools\.export_into_run$
-export_force_replaces_any_file|src/app/moco_ckpt_main.cpp|  if (std::filesystem::exists(out, ec) && !std::filesystem::is_regular_file(out, ec))|  if (false)|^tools\.export_force_special$
+export_into_its_run|src/app/ckpt_export.cpp|  for (const auto& source : {path, run_of(dir)})|  for (const auto& source : {std::string()})|^tools\.export_into_run$
+export_force_replaces_any_file|src/app/ckpt_export.cpp|  if (std::filesystem::exists(out, ec) && !std::filesystem::is_regular_file(out, ec))|  if (false)|^tools\.export_force_special$
 pack_split_any_name|src/app/moco_pack_main.cpp|    if (!plain)|    if (false)|^tools\.pack_split_names$
 output_dir_deletion_unnoticed|src/run/run_logging.cpp|  check_output_still_there();|  (void)0;|^tools\.output_dir_deleted_np1$|^tools\.lincls_output_dir_deleted_np1$
 export_tmp_left_on_signal|src/ckpt/export.cpp|  const sys::RemovedOnSignal interrupted(tmp);|  (void)0;|^tools\.export_interrupted$
-export_stale_tmp_kept|src/app/moco_ckpt_main.cpp|  for (const auto& stale : moco::sys::remove_stale_temporaries(out))|  for (const auto& stale : std::vector<std::string>())|^tools\.export_interrupted$
+export_stale_tmp_kept|src/app/ckpt_export.cpp|  for (const auto& stale : sys::remove_stale_temporaries(r.out))|  for (const auto& stale : std::vector<std::string>())|^tools\.export_interrupted$
 moco_sh_zero_ranks|launch/mpirun/moco.sh|[[ $2 =~ [1-9] ]]|true|^cli\.bad_input\.moco_sh_ranks$
 pack_threads_zero_allowed|src/app/moco_pack_main.cpp|n >= 1 ? std::string()|n >= 0 ? std::string()|^cli\.bad_input\.pack_threads_0$
 pack_split_twice_allowed|src/app/moco_pack_main.cpp|if (!seen.insert(split).second)|if (false)|^cli\.bad_input\.pack_split_twice$
-export_empty_out_allowed|src/app/moco_ckpt_main.cpp|  if (out.empty()) throw Refusal("export: OUT is empty: name a file to write");|  (void)0;|^cli\.bad_input\.export_out_empty$
+export_empty_out_allowed|src/app/ckpt_export.cpp|  if (out.empty()) throw Refusal("export: OUT is empty: name a file to write");|  (void)0;|^cli\.bad_input\.export_out_empty$
 knn_k_clamp_unsaid|src/run/knn_monitor.cpp|  if (config_.knn.k <= bank_size) return config_.knn.k;|  return config_.knn.k;|^cli\.bad_input\.knn_k_above_bank$
 folder_lock_verdict_ignored|src/run/run_output.cpp|  if (holder.empty()) {|  if (true) {|^tools\.two_runs_one_folder_np1$
 folder_lock_holder_unnamed|src/sys/folder_lock.cpp|  return "host " + holder.substr(0, space) + " pid " + holder.substr(space + 1);|  return holder;|^tools\.pack_locked$
@@ -358,7 +360,7 @@ manifest_step_unchecked|src/ckpt/checkpoint_dir.cpp|folder_step != manifest_step
 inspect_shards_unopened|src/app/moco_ckpt_main.cpp|  check_shards_open(reader);|  (void)0;|^ckpt\.tool_refusals$
 diff_of_nothing_ok|src/app/moco_ckpt_main.cpp|differing == 0 && compared > 0 ? 0 : 1|differing == 0 ? 0 : 1|^ckpt\.tool_refusals$
 diff_architectures_unsaid|src/app/moco_ckpt_main.cpp|  if (!arch_a.empty() && !arch_b.empty() && arch_a != arch_b)|  if (false)|^ckpt\.tool_refusals$
-export_suffix_ignored|src/app/moco_ckpt_main.cpp|    throw Refusal(fmt::format("export: OUT {} names another format|    if (false) throw Refusal(fmt::format("export: OUT {} names another format|^ckpt\.tool_refusals$
+export_suffix_ignored|src/app/ckpt_export.cpp|    throw Refusal(fmt::format("export: OUT {} names another format|    if (false) throw Refusal(fmt::format("export: OUT {} names another format|^ckpt\.tool_refusals$
 dry_run_resume_unverified|src/run/checkpointing.cpp|  ckpt::verify_checkpoint(dir, group_);|  (void)0;|^launch\.dry_run$|^ckpt\.damaged_refused$
 export_deletion_unsaid|src/ckpt/export.cpp|  if (std::filesystem::exists(checkpoint_dir, ec)) return {};|  return {};|^tools\.export_races_retention$
 pack_signal_in_commit_delivered|src/data/image_pack.cpp|    if (std::uncaught_exceptions() == 0) take_the_ones_that_came();|    (void)0;|^tools\.pack_signal_in_commit$
@@ -480,7 +482,7 @@ vit_lincls_mismatch_names_no_image_size|src/lincls/frozen_backbone.cpp|return fm
 vit_lincls_small_lr_drifts|configs/moco_v3_lincls_vit_small_imagenet.yaml|  base_lr: 3 |  base_lr: 0.1 |^LinclsProtocolTest\.
 vit_lincls_base_batch_drifts|configs/moco_v3_lincls_vit_base_imagenet.yaml|  batch_size: 1024|  batch_size: 4096|^LinclsProtocolTest\.
 v3_vit_with_v2_allowed|src/moco_v2/v2_room.cpp|  run::require(!run::is_vit(c.model.arch), where, "model.arch",|  run::require(true, where, "model.arch",|^cli\.bad_input\.v3_incompatible_keys$
-v3_vit_export_keeps_head|src/app/moco_ckpt_main.cpp|std::vector<std::string>{"fc.", "head."}|std::vector<std::string>{"fc."}|^cli\.train\.v3_vit_small_config_np2$
+v3_vit_export_keeps_head|src/app/ckpt_export.cpp|std::vector<std::string>{"fc.", "head."}|std::vector<std::string>{"fc."}|^cli\.train\.v3_vit_small_config_np2$
 v3_solarize_threshold_129|src/data/pil_color.cpp|constexpr int kThreshold = 128;|constexpr int kThreshold = 129;|^PilColorTest\.|^data\.augment_parity_torchvision$
 v3_solarize_before_blur|src/data/view_augment.cpp|    if (p.blur) ops.blur(view, p.sigma);
     if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);|    if (p.solarize && recipe == Recipe::kV3) ops.solarize(view);
@@ -559,7 +561,7 @@ file_list_failed_rename_kept|src/data/file_list_cache.cpp|  fs::remove(tmp, ec);
   return !ec;|^FileListCacheTest\.
 loop_epoch_meter_reset_when_stopped|src/train/loop.cpp|  if (end.complete) book_->epoch.reset();|  book_->epoch.reset();|^lincls\.resume_bitwise$
 moco_sh_rank_count_wraps|launch/mpirun/moco.sh|[0-9]{0,7})$ ]] && [ "${BASH_REMATCH[1]}" -le "$max_ranks" ]|[0-9]*)$ ]]|^cli\.bad_input\.moco_sh_ranks$
-export_detectron2_vit_accepted|src/app/moco_ckpt_main.cpp|  check_detectron2_arch(dir, format);|  (void)format;|^tools\.export_vit_detectron2$
+export_detectron2_vit_accepted|src/app/ckpt_export.cpp|  check_detectron2_arch(dir, format);|  (void)format;|^tools\.export_vit_detectron2$
 diff_nan_unequal|src/app/moco_ckpt_main.cpp|  if (a.is_floating_point()) differs &= ~(a.isnan() & b.isnan());|  (void)0;|^ckpt\.diff_itself$
 diff_nan_equals_number|src/app/moco_ckpt_main.cpp|differs &= ~(a.isnan() & b.isnan());|differs &= ~(a.isnan() + b.isnan());|^ckpt\.diff_itself$
 fresh_start_tb_shared|src/run/earlier_run.cpp|const char* const kEarlierRunFiles[] = {"checkpoints", "metrics.jsonl", "config.yaml", "tb"};|const char* const kEarlierRunFiles[] = {"checkpoints", "metrics.jsonl", "config.yaml"};|^tools\.fresh_start_keeps_earlier_metrics$

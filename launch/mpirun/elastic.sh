@@ -62,11 +62,12 @@ elastic_setup() {  # ARGS...: the command line's key=value overrides
     exit 2
   fi
   out_dir=$(config_value train output_dir) batch=$(config_value optim batch_size)
-  bn_splits=$(config_value moco bn_splits) method=$(config_value model method)
-  # Shuffle-BN computes the same for every world that divides moco.bn_splits (v1, v2): a restart
-  # keeps to such a world where the run had one.
+  bn_splits=$(config_value moco bn_splits)
+  # Shuffle-BN computes the same for every world that divides moco.bn_splits (a key of the methods
+  # that shuffle; the config holds no other method's keys): a restart keeps to such a world where
+  # the run had one.
   bn_exact=0
-  [ "$method" = v3 ] || [ $((bn_splits % ranks)) -ne 0 ] || bn_exact=1
+  [ -z "$bn_splits" ] || [ $((bn_splits % ranks)) -ne 0 ] || bn_exact=1
   elastic_tmp=$(mktemp -d "${TMPDIR:-/tmp}/moco_sh.XXXXXX")
   trap 'rm -rf "$elastic_tmp"' EXIT
   metrics=$out_dir/metrics.jsonl

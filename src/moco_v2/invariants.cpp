@@ -30,14 +30,15 @@ void InvariantChecker::before_forward() {
 
 void InvariantChecker::after_forward(int64_t step, const torch::Tensor& trained) const {
   torch::NoGradGuard no_grad;
-  if (trained.defined() && !trained.item<bool>()) return;
+  // host read: debug.check_invariants reads every step (slow by design, never in a timed run).
+  if (trained.defined() && !trained.item<bool>()) return;  // host read: as above
   const double m = moco_.options().momentum;
   const auto names = moco_.encoder_k->named_parameters();
   for (size_t i = 0; i < k_before_.size(); ++i) {
     // The same operations as the update itself, so equality is exact.
     const auto expected = k_before_[i].mul(m).add(q_before_[i], 1.0 - m);
     if (!torch::equal(names[i].value(), expected)) {
-      const double off = (names[i].value() - expected).abs().max().item<double>();
+      const double off = (names[i].value() - expected).abs().max().item<double>();  // host read: an error
       throw std::logic_error(
           fmt::format("step {}: key encoder parameter {} is not m*k + (1-m)*q of the step before (off by {:.3g})", step,
                       names[i].key(), off));
@@ -48,7 +49,7 @@ void InvariantChecker::after_forward(int64_t step, const torch::Tensor& trained)
   if (queue.requires_grad() || queue.grad_fn())
     throw std::logic_error(fmt::format("step {}: the queue holds an autograd graph", step));
   const auto norms = queue.norm(2, 0);
-  const double worst = (norms - 1).abs().max().item<double>();
+  const double worst = (norms - 1).abs().max().item<double>();  // host read: debug.check_invariants
   if (worst > 1e-4)
     throw std::logic_error(fmt::format("step {}: a queue column has norm off 1 by {:.3g}", step, worst));
 }

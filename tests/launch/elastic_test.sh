@@ -22,6 +22,8 @@
 #                      the 3 slots left make a world of 2, the largest dividing optim.batch_size 32
 #                      (moco.bn_splits 1), or, with optim.batch_size 48, the largest dividing
 #                      moco.bn_splits 4 (which the 4 ranks divided): below 3, exit 1 saying so
+#   world_divides_batch_no_bn_splits  the same for a method without moco.bn_splits (the v3 fixture):
+#                      the batch alone bounds the world
 #   host_dropped       the same with --min-ranks 1: the job starts again on this machine's 2 ranks,
 #                      from the start (no checkpoint yet), and finishes; the failed attempt's
 #                      metrics.jsonl, its restart row last, is kept as metrics.jsonl.1
@@ -147,7 +149,7 @@ no_restart_after_ranks_stopped)
   grep '^\[moco.sh\] the ranks stopped on a signal with a checkpoint: not restarted' "$work/console" || fail "not said"
   ! grep -q '^\[moco.sh\] restart' "$work/console" && [ -z "$(restart_rows)" ] || fail "restarted after the ranks stopped"
   ;;
-world_divides_batch | world_divides_bn_splits | host_dropped)
+world_divides_batch | world_divides_batch_no_bn_splits | world_divides_bn_splits | host_dropped)
   printf '#!/bin/sh\necho "agent (a stand-in): $1 does not answer" >&2\nexit 255\n' >"$work/agent"
   chmod +x "$work/agent"
   printf 'localhost slots=3\ndeadhost slots=1\n' >"$work/hosts"
@@ -157,6 +159,10 @@ world_divides_batch | world_divides_bn_splits | host_dropped)
   world_divides_batch)
     "$src/launch/mpirun/moco.sh" --hostfile "$work/hosts" --max-restarts 1 --min-ranks 3 "${args[@]}" train.threads=1 \
       moco.bn_splits=1 >"$work/console" 2>&1 || rc=$?
+    why="deadhost did not answer, localhost did: 3 rank(s) left, and the largest world of at most 3 that divides optim.batch_size 32 is 2, fewer than --min-ranks 3" ;;
+  world_divides_batch_no_bn_splits)
+    "$src/launch/mpirun/moco.sh" --hostfile "$work/hosts" --max-restarts 1 --min-ranks 3 \
+      "$src/tests/fixtures/tiny_synthetic_v3.yaml" "${args[@]:1}" train.threads=1 >"$work/console" 2>&1 || rc=$?
     why="deadhost did not answer, localhost did: 3 rank(s) left, and the largest world of at most 3 that divides optim.batch_size 32 is 2, fewer than --min-ranks 3" ;;
   world_divides_bn_splits)
     "$src/launch/mpirun/moco.sh" --hostfile "$work/hosts" --max-restarts 1 --min-ranks 3 "${args[@]}" train.threads=1 \

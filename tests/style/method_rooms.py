@@ -8,14 +8,16 @@ namespace (moco_v2), the classes, structs and enums its headers declare, and the
 room file declares (key("moco.queue_size", ...) in its *room.cpp). Prints, per method, the files outside its room
 that name it; exits 1 if any is not the list.
 
-  method_rooms.py SRC_DIR
+  method_rooms.py SRC_DIR METHOD_ROOM...   (CMakeLists.txt's MOCO_METHOD_ROOMS)
 """
 import pathlib
 import re
 import sys
 
 src = pathlib.Path(sys.argv[1])
-METHOD_ROOMS = ["moco_v2", "moco_v3"]
+METHOD_ROOMS = sys.argv[2:]
+if not METHOD_ROOMS or not all((src / room).is_dir() for room in METHOD_ROOMS):
+    sys.exit(f"usage: method_rooms.py SRC_DIR METHOD_ROOM... (each a folder of SRC_DIR), not {sys.argv[1:]}")
 THE_LIST = {"app/methods.cpp"}
 # Names so plain that another room may declare its own (each room has its Settings).
 COMMON = {"Settings"}
