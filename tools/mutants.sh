@@ -458,7 +458,7 @@ grad_scaler_tracker_apply_ignored|src/model/grad_scaler.cpp|    new_tracker = to
 v3_fp16_without_autocast|src/moco_v3/moco_v3.cpp|    p.autocast = torch::kHalf;|    (void)0;|^MocoV3Test\.
 v3_fp16_without_loss_scale|src/moco_v3/moco_v3.cpp|    p.loss_scale = model::GradScalerOptions{};|    (void)0;|^MocoV3Test\.
 fp16_accepted_on_cpu|src/run/device.cpp|device.is_cuda(), where, "train.precision",|true, where, "train.precision",|^MocoV3Test\.|^cli\.bad_input\.fp16_precision$|^cli\.train\.v3_r50_config_np2$
-fp16_accepted_with_v2|src/moco_v2/v2_room.cpp|run::require(c.train.precision != run::Precision::kFp16, where,|run::require(true, where,|^MocoV3Test\.|^cli\.bad_input\.fp16_precision$
+fp16_accepted_with_v2|src/moco_v2/v2_room.cpp|               {run::Precision::kFp32, run::Precision::kBf16}};|               {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16}};|^MocoV3Test\.|^cli\.bad_input\.fp16_precision$
 fp16_resume_switch_allowed|src/run/config.cpp|  return key == "train.precision" && (before == "fp16") != (after == "fp16");|  return false;|^MocoV3Test\.
 fp16_cpu_autocast_accepted|src/model/autocast.cpp|  if (dtype == c10::ScalarType::Half && type_ == c10::DeviceType::CPU)|  if (false)|^PrecisionTest\.
 paper_configs_not_fp16|configs/moco_v3_vit_small_imagenet.yaml|  precision: fp16 |  precision: bf16 |^PaperConfigTest\.
@@ -481,7 +481,10 @@ vit_lincls_sanity_skips_vit|src/lincls/frozen_backbone.cpp|  if (!net_) return 0
 vit_lincls_mismatch_names_no_image_size|src/lincls/frozen_backbone.cpp|return fmt::format("model.arch={} data.image_size={}", c.model.arch, c.data.augment.out_size);|return fmt::format("model.arch={}", c.model.arch);|^LinclsTest\.|^lincls\.v3_vit_tiny_np2$
 vit_lincls_small_lr_drifts|configs/moco_v3_lincls_vit_small_imagenet.yaml|  base_lr: 3 |  base_lr: 0.1 |^LinclsProtocolTest\.
 vit_lincls_base_batch_drifts|configs/moco_v3_lincls_vit_base_imagenet.yaml|  batch_size: 1024|  batch_size: 4096|^LinclsProtocolTest\.
-v3_vit_with_v2_allowed|src/moco_v2/v2_room.cpp|  run::require(!run::is_vit(c.model.arch), where, "model.arch",|  run::require(true, where, "model.arch",|^cli\.bad_input\.v3_incompatible_keys$
+v3_vit_with_v2_allowed|src/moco_v2/v2_room.cpp|  r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50},|  r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50, run::Arch::kVitTinyCpu},|^ConfigTest\.|^cli\.bad_input\.v3_incompatible_keys$
+accepted_choices_unchecked|src/run/config.cpp|    if (std::find(accepted.begin(), accepted.end(), value) != accepted.end()) return;|    return;|^ConfigTest\.
+accepted_precision_unchecked|src/run/config.cpp|  refuse("train.precision", c.train.precision, room.accepts.precisions, "trains in");|  (void)refuse;|^ConfigTest\.
+accepted_choices_not_in_help|src/run/config_keys.cpp|    if (f.key == "optim.optimizer") f.help += accepted_help(|    if (false) f.help += accepted_help(|^ConfigTest\.|^docs\.config_reference_current$
 v3_vit_export_keeps_head|src/app/ckpt_export.cpp|std::vector<std::string>{"fc.", "head."}|std::vector<std::string>{"fc."}|^cli\.train\.v3_vit_small_config_np2$
 v3_solarize_threshold_129|src/data/pil_color.cpp|constexpr int kThreshold = 128;|constexpr int kThreshold = 129;|^PilColorTest\.|^data\.augment_parity_torchvision$
 v3_solarize_before_blur|src/data/view_augment.cpp|    if (p.blur) ops.blur(view, p.sigma);

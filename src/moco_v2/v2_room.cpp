@@ -55,21 +55,14 @@ std::vector<run::ConfigRow> keys() {
   };
 }
 
-// Combinations that would not run as they read: MoCo v1/v2 train ResNets with SGD in fp32 or bf16, a
-// step's keys must fit in the queue, the BatchNorm groups must split the batch.
+// Combinations that would not run as they read: a step's keys must fit in the queue, the BatchNorm
+// groups must split the batch.
 void check(const run::Config& c, const std::string& where) {
   const Settings& s = settings(c);
-  run::require(!run::is_vit(c.model.arch), where, "model.arch",
-               fmt::format("{} is a ViT: model.method v2 (MoCo v1/v2) trains ResNets only", c.model.arch));
-  run::require(c.optim.optimizer == run::Optimizer::kSgd, where, "optim.optimizer",
-               "must be sgd with model.method v2 (MoCo v1/v2 train with SGD)");
   run::require(s.queue_size >= c.optim.batch_size, where, "moco.queue_size",
                "must be at least optim.batch_size (a step's keys must fit in the queue)");
   run::require(s.bn_splits >= 1 && c.optim.batch_size % s.bn_splits == 0, where, "moco.bn_splits",
                "must be >= 1 and divide optim.batch_size");
-  run::require(c.train.precision != run::Precision::kFp16, where, "train.precision",
-               "fp16 is MoCo v3's (its main_moco.py trains under torch.cuda.amp; MoCo v1/v2's do not): "
-               "model.method v2 trains in fp32 or bf16");
   run::require(!(s.check_invariants && c.debug.check_step_syncs), where, "debug.check_invariants",
                "cannot be on with debug.check_step_syncs: its checks read the step's results on the host inside the "
                "step");
@@ -104,6 +97,10 @@ run::MethodRoom room() {
   run::MethodRoom r;
   r.name = kMethod;
   r.about = "MoCo v1/v2 with the queue (v1 or v2 as model.mlp, moco.temperature and data.augmentation say)";
+  // The official main_moco.py trains torchvision's ResNets with SGD, without torch.cuda.amp.
+  r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50},
+               {run::Optimizer::kSgd},
+               {run::Precision::kFp32, run::Precision::kBf16}};
   r.keys = keys();
   r.check = check;
   r.check_for_world = check_queue_fits;

@@ -78,6 +78,10 @@ run::MethodRoom room() {
   run::MethodRoom r;
   r.name = kMethod;
   r.about = "MoCo v3 (projector and predictor, symmetric loss over the gathered keys, the v3.* keys)";
+  r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50,
+                run::Arch::kVitTinyCpu, run::Arch::kVitSmall, run::Arch::kVitBase},
+               {run::Optimizer::kSgd, run::Optimizer::kLars, run::Optimizer::kAdamw},
+               {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16}};
   r.keys = keys();
   r.check = check;
   r.encoder_group = "encoder_q/";

@@ -222,6 +222,18 @@ void settle_method(const KeyTable& keys, Reading& reading, const Methods& method
   reading.config.method_settings.keep_only(method);
 }
 
+// The shared keys' choices the method trains with (MethodRoom::accepts).
+void check_accepted(const MethodRoom& room, const Config& c, const std::string& where) {
+  const auto refuse = [&](const char* key, const auto& value, const auto& accepted, const char* verb) {
+    if (std::find(accepted.begin(), accepted.end(), value) != accepted.end()) return;
+    throw ConfigError(fmt::format("{}: key '{}' {}: model.method {} {} {}", where, key, to_string(value), room.name,
+                                  verb, choice_list(accepted)));
+  };
+  refuse("model.arch", c.model.arch, room.accepts.archs, "trains");
+  refuse("optim.optimizer", c.optim.optimizer, room.accepts.optimizers, "trains with");
+  refuse("train.precision", c.train.precision, room.accepts.precisions, "trains in");
+}
+
 // The rows first, then what involves more than one key: the shared keys, then the method's.
 void validate(const KeyTable& keys, const Reading& reading, const std::string& where) {
   check_rows(keys, reading, where);
@@ -229,6 +241,7 @@ void validate(const KeyTable& keys, const Reading& reading, const std::string& w
   check_shared_keys(c, where);
   if (!c.methods) return;
   const auto& room = method_room(c);
+  check_accepted(room, c, where);
   if (room.check) room.check(c, where);
 }
 

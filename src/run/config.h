@@ -1,12 +1,13 @@
 // defines: Config (every setting of a run: the keys every method shares, and the settings of the method
-// model.method names, whose keys its room declares: run/method_room.h), its enum-valued keys (Arch,
-// Dataset, Schedule, LrUpdate, Optimizer, Precision; data.augmentation is data::Recipe) with to_string and
+// model.method names, whose keys its room declares: run/method_room.h), its enum-valued keys (Dataset,
+// Schedule, LrUpdate; Arch, Optimizer, Precision in run/config_choices.h; data.augmentation is
+// data::Recipe) with to_string and
 // fmt formatters, load_config (YAML file + dotted key=value overrides), config_reference (the key list
 // --help prints), ConfigError
 #pragma once
 
 #include "data/augment_options.h"
-#include "optim/optimizer.h"
+#include "run/config_choices.h"
 #include "run/method_room.h"
 
 #include <fmt/format.h>
@@ -25,22 +26,15 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch { kResnetTiny, kResnet18, kResnet34, kResnet50, kVitTinyCpu, kVitSmall, kVitBase };
-// The vision transformers (model::VisionTransformer), which only model.method v3 trains.
-bool is_vit(Arch arch);
 enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
 enum class Schedule { kStep, kCosine };
 enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
-enum class Precision { kFp32, kBf16, kFp16 };
-using Optimizer = optim::Algorithm;  // optim.optimizer
 
-// The value's name as the config writes it ("resnet_tiny", "imagefolder", "cosine", "bf16").
-const char* to_string(Arch arch);
+// The value's name as the config writes it ("imagefolder", "cosine"; Arch's and the others' in
+// run/config_choices.h).
 const char* to_string(Dataset dataset);
 const char* to_string(Schedule schedule);
 const char* to_string(LrUpdate update);
-const char* to_string(Precision precision);
-const char* to_string(Optimizer optimizer);
 
 // Fashion-MNIST's pixel statistics as the normalisation; every other augmentation default is AugmentOptions'.
 data::AugmentOptions default_augment_options();

@@ -76,6 +76,11 @@ const Choices<Optimizer>& choices(Optimizer) {
 }
 
 template <typename E>
+const Choices<E>& choices_of() {
+  return choices(E{});
+}
+
+template <typename E>
 const char* name_of(E value) {
   for (const auto& [e, name] : choices(value).names)
     if (e == value) return name;
@@ -217,9 +222,9 @@ std::vector<Field> model_fields() {
       // Its help and rule are the program's methods' (KeyTable).
       MOCO_FIELD(model.method, ""),
       MOCO_FIELD(model.arch,
-                 "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50; with "
-                 "model.method v3 also vit_small, vit_base (MoCo v3's ViT-S/16, ViT-B/16) and vit_tiny_cpu (patch 4, "
-                 "dim 64, 4 blocks of 4 heads, for 28-32 px images); a ViT is built for data.image_size"),
+                 "encoder: resnet_tiny (~1.3M parameters with the MLP head), resnet18, resnet34, resnet50, "
+                 "vit_small, vit_base (MoCo v3's ViT-S/16, ViT-B/16) or vit_tiny_cpu (patch 4, dim 64, 4 blocks of "
+                 "4 heads, for 28-32 px images); a ViT is built for data.image_size"),
       MOCO_FIELD(model.small_stem, "3x3 stride-1 first conv and no max-pool, for 28-32 px images"),
       MOCO_FIELD(
           model.stem_stride,
@@ -298,7 +303,7 @@ std::vector<Field> optim_train_fields() {
       MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch").must(positive),
       MOCO_FIELD(optim.batch_size, "images per step (the global batch)").must(positive),
       MOCO_FIELD(optim.optimizer,
-                 "sgd (SGD with momentum); model.method v3 also lars (momentum SGD whose update of each weight matrix "
+                 "sgd (SGD with momentum), lars (momentum SGD whose update of each weight matrix "
                  "is scaled by 0.001 |w|/|g + wd w|; biases and BN parameters get neither weight decay nor scaling) or "
                  "adamw (torch.optim.AdamW: betas 0.9, 0.999, eps 1e-8, decoupled weight decay on every parameter)"),
       MOCO_FIELD(optim.momentum, "SGD and LARS momentum").must(in_closed_open(0, 1)),
@@ -350,7 +355,7 @@ std::vector<Field> optim_train_fields() {
       MOCO_FIELD(
           train.precision,
           "fp32; bf16: the encoders' forward and backward run under autocast in bfloat16 (on CUDA, and on CPUs "
-          "LibTorch supports); fp16 (MoCo v3, CUDA only: main_moco.py's torch.cuda.amp): autocast in float16 with "
+          "LibTorch supports); fp16 (CUDA only; moco-v3's main_moco.py's torch.cuda.amp): autocast in float16 with "
           "a dynamic loss scale as torch's GradScaler (2^16 at first, halved and the optimizer's step skipped on an "
           "Inf or NaN gradient, doubled after 2000 good steps; checkpointed as scaler/*). The loss, the logits, "
           "the queue, the momentum update and the optimizer stay in fp32"),
@@ -484,6 +489,20 @@ std::string method_help(const Methods& methods) {
   return help;
 }
 
+// What each method takes of a shared key's choices (MethodRoom::accepts): ". model.method a trains x or
+// y; b trains any".
+template <typename E>
+std::string accepted_help(const Methods& methods, std::vector<E> Accepts::*choices, const char* verb) {
+  std::string help;
+  for (const auto& room : methods) {
+    const auto& accepted = room.accepts.*choices;
+    const bool any = accepted.size() == choices_of<E>().names.size();
+    help += fmt::format("{}{} {} {}", help.empty() ? ". model.method " : "; ", room.name, verb,
+                        any ? "any" : choice_list(accepted));
+  }
+  return help;
+}
+
 // Inserts the methods' rows after the shared keys their rooms name (in the rooms' order, each room's
 // rows in its own order); a key twice or an unknown place is the program's mistake.
 void add_method_fields(std::vector<Field>& fields, const Methods& methods) {
@@ -532,9 +551,13 @@ std::string method_choice(const Methods& methods, const std::string& name) {
 KeyTable::KeyTable(const Methods* methods) : fields_(shared_fields()) {
   if (!methods) return;
   for (auto& f : fields_) {
-    if (f.key != "model.method") continue;
-    f.help = method_help(*methods);
-    f.check = [methods](const Config& c) { return method_choice(*methods, c.model.method); };
+    if (f.key == "model.method") {
+      f.help = method_help(*methods);
+      f.check = [methods](const Config& c) { return method_choice(*methods, c.model.method); };
+    }
+    if (f.key == "model.arch") f.help += accepted_help(*methods, &Accepts::archs, "trains");
+    if (f.key == "optim.optimizer") f.help += accepted_help(*methods, &Accepts::optimizers, "trains with");
+    if (f.key == "train.precision") f.help += accepted_help(*methods, &Accepts::precisions, "trains in");
   }
   add_method_fields(fields_, *methods);
 }

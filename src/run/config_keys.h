@@ -51,7 +51,16 @@ class KeyTable {
   std::vector<Field> fields_;
 };
 
-// model.method's rule: one of the methods' names, said as "must be v2 or v3, not 'x'" otherwise.
+// model.method's rule: one of the methods' names, said as "must be a or b, not 'x'" otherwise.
 std::string method_choice(const Methods& methods, const std::string& name);
+
+// Enum values as a list in words: "resnet18, resnet50 or vit_small".
+template <typename E>
+std::string choice_list(const std::vector<E>& values) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i)
+    text += std::string(i == 0 ? "" : i + 1 == values.size() ? " or " : ", ") + to_string(values[i]);
+  return text;
+}
 
 }  // namespace moco::run

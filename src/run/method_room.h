@@ -1,11 +1,13 @@
-// defines: MethodRoom (what a method's room hands the programs: its name for model.method, its own
-// config keys and checks, its encoder as initialised and where evaluation finds it in a checkpoint,
-// and the factory of its run::Method), Methods (the programs' list of them, src/app/methods.cpp), MethodSettings (the
-// values of a method's own keys inside a Config), find_method
+// defines: Accepts (the shared keys' choices a method takes), MethodRoom (what a method's room hands
+// the programs: its name for model.method, what it accepts, its own config keys and checks, its
+// encoder as initialised and where evaluation finds it in a checkpoint, and the factory of its
+// run::Method), Methods (the programs' list of them, src/app/methods.cpp), MethodSettings (the values
+// of a method's own keys inside a Config), find_method
 #pragma once
 
 #include "ckpt/official_layout.h"
 #include "model/backbone.h"
+#include "run/config_choices.h"
 #include "run/config_row.h"
 
 #include <any>
@@ -22,9 +24,18 @@ struct Config;
 struct RunContext;
 class Method;
 
+// The shared keys' choices a method trains with. Any other is refused, naming the method, and
+// --help lists each method's (config_keys.cpp): the rules are data, not a room's checks.
+struct Accepts {
+  std::vector<Arch> archs;
+  std::vector<Optimizer> optimizers;
+  std::vector<Precision> precisions;
+};
+
 struct MethodRoom {
-  std::string name;   // model.method's value: "v2"
+  std::string name;   // model.method's value
   std::string about;  // what model.method's --help line says of it
+  Accepts accepts;
   // The keys only this method reads. Given to a config of another method they are refused, naming
   // the method; a checkpoint's saved config holding them (written before they moved) still resumes.
   std::vector<ConfigRow> keys;

@@ -98,13 +98,13 @@ v3_incompatible_keys)
   expect 2 "command-line override 'v3.mlp_dim=64': key 'v3.mlp_dim' is read by model.method v3 only, and this config's model.method is v2" -- \
     "$dist" --config "$tiny" v3.mlp_dim=64 train.output_dir="$out"
   no_work_done
-  expect 2 "$tiny (with overrides): key 'optim.optimizer' must be sgd with model.method v2" -- \
+  expect 2 "$tiny (with overrides): key 'optim.optimizer' lars: model.method v2 trains with sgd" -- \
     "$dist" --config "$tiny" optim.optimizer=lars train.output_dir="$out"
   no_work_done
   expect 2 "$tiny (with overrides): key 'model.method' must be v2 or v3, not 'v4'" -- \
     "$dist" --config "$tiny" model.method=v4 train.output_dir="$out"
   no_work_done
-  expect 2 "$tiny (with overrides): key 'model.arch' vit_tiny_cpu is a ViT: model.method v2 (MoCo v1/v2) trains ResNets only" -- \
+  expect 2 "$tiny (with overrides): key 'model.arch' vit_tiny_cpu: model.method v2 trains resnet_tiny, resnet18, resnet34 or resnet50" -- \
     "$dist" --config "$tiny" model.arch=vit_tiny_cpu train.output_dir="$out"
   no_work_done
   expect 2 "$tiny_v3 (with overrides): key 'v3.stop_grad_conv1' applies to a ViT's patch projection, and model.arch resnet_tiny is a ResNet" -- \
@@ -118,7 +118,7 @@ v3_incompatible_keys)
   no_work_done ;;
 fp16_precision)
   # train.precision fp16: MoCo v3's, and CUDA's (LibTorch's CPU autocast has no float16), also in a dry run.
-  expect 2 "$tiny (with overrides): key 'train.precision' fp16 is MoCo v3's" -- \
+  expect 2 "$tiny (with overrides): key 'train.precision' fp16: model.method v2 trains in fp32 or bf16" -- \
     "$dist" --config "$tiny" train.precision=fp16 train.output_dir="$out"
   no_work_done
   for dry in "" --dry-run; do

@@ -6,6 +6,7 @@
 #include "run/setup.h"
 #include "model/resnet.h"
 #include "train/schedule.h"
+#include "thrown_message.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -507,6 +508,39 @@ TEST(ConfigTest, HelpListsEachMethodsKeysWhereItsRoomPlacesThem) {
   EXPECT_TRUE(contains(reference, "model.method (string, default v2)\n      v2: MoCo v1/v2 with the queue"))
       << reference;
   EXPECT_TRUE(contains(reference, "; v3: MoCo v3 (projector and predictor")) << reference;
+}
+
+// What a method trains with is its room's data (MethodRoom::accepts), checked and put in --help by the
+// shared keys: a made-up method taking resnet18 with sgd in fp32 refuses the rest, naming itself.
+TEST(ConfigTest, AMethodsAcceptedChoicesAreItsRoomsData) {
+  moco::run::MethodRoom room;
+  room.name = "plain";
+  room.about = "a made-up method";
+  room.accepts = {{moco::run::Arch::kResnet18}, {moco::run::Optimizer::kSgd}, {moco::run::Precision::kFp32}};
+  const auto methods = std::make_shared<const moco::run::Methods>(moco::run::Methods{room});
+  const auto path = write_temp("model: {arch: resnet18}\n");
+  EXPECT_NO_THROW(moco::run::load_config(methods, path, {}));
+  const std::pair<const char*, const char*> refusals[] = {
+      {"model.arch=resnet50", ": key 'model.arch' resnet50: model.method plain trains resnet18"},
+      {"optim.optimizer=lars", ": key 'optim.optimizer' lars: model.method plain trains with sgd"},
+      {"train.precision=bf16", ": key 'train.precision' bf16: model.method plain trains in fp32"}};
+  for (const auto& [override_, message] : refusals) {
+    const auto error = moco::test::error_of([&] { moco::run::load_config(methods, path, {override_}); });
+    EXPECT_TRUE(contains(error, message)) << override_ << ": " << error;
+  }
+  const std::string help = moco::run::config_reference(*methods);
+  for (const char* said : {"for data.image_size. model.method plain trains resnet18\n",
+                           "on every parameter). model.method plain trains with sgd\n",
+                           "stay in fp32. model.method plain trains in fp32\n"})
+    EXPECT_TRUE(contains(help, said)) << said << " not in:\n" << help;
+  // The programs' methods: each as its room lists.
+  const auto v2_vit = config_error_of(write_temp("{}\n"), {"model.arch=vit_tiny_cpu"});
+  EXPECT_TRUE(contains(v2_vit,
+                       "key 'model.arch' vit_tiny_cpu: model.method v2 trains resnet_tiny, resnet18, "
+                       "resnet34 or resnet50"))
+      << v2_vit;
+  EXPECT_NO_THROW(load_config(write_temp("{}\n"), {"model.method=v3", "model.arch=vit_tiny_cpu",
+                                                   "optim.optimizer=adamw", "data.image_size=32"}));
 }
 
 // model.zero_init_residual reaches the ResNet every program builds (run::backbone_options): each
