@@ -457,8 +457,8 @@ grad_scaler_apply_ignored|src/model/grad_scaler.cpp|    new_scale = torch::where
 grad_scaler_tracker_apply_ignored|src/model/grad_scaler.cpp|    new_tracker = torch::where(keep, new_tracker, growth_tracker_);|    (void)0;|^MocoV3Test\.
 v3_fp16_without_autocast|src/moco_v3/moco_v3.cpp|    p.autocast = torch::kHalf;|    (void)0;|^MocoV3Test\.
 v3_fp16_without_loss_scale|src/moco_v3/moco_v3.cpp|    p.loss_scale = model::GradScalerOptions{};|    (void)0;|^MocoV3Test\.
-fp16_accepted_on_cpu|src/run/device.cpp|device.is_cuda(), where, "train.precision",|true, where, "train.precision",|^MocoV3Test\.|^cli\.bad_input\.fp16_precision$|^cli\.train\.v3_r50_config_np2$
-fp16_accepted_with_v2|src/moco_v2/v2_room.cpp|               {run::Precision::kFp32, run::Precision::kBf16}};|               {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16}};|^MocoV3Test\.|^cli\.bad_input\.fp16_precision$
+fp16_accepted_on_cpu|src/run/device.cpp|device.is_cuda(), where, "train.precision",|true, where, "train.precision",|^MocoV3Test\.|^moco_v3\.cli\.fp16_needs_cuda$|^cli\.train\.v3_r50_config_np2$
+fp16_accepted_with_v2|src/moco_v2/v2_room.cpp|               {run::Precision::kFp32, run::Precision::kBf16}};|               {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16}};|^MocoV3Test\.|^moco_v2\.cli\.accepts$
 fp16_resume_switch_allowed|src/run/config.cpp|  return key == "train.precision" && (before == "fp16") != (after == "fp16");|  return false;|^MocoV3Test\.
 fp16_cpu_autocast_accepted|src/model/autocast.cpp|  if (dtype == c10::ScalarType::Half && type_ == c10::DeviceType::CPU)|  if (false)|^PrecisionTest\.
 paper_configs_not_fp16|configs/moco_v3_vit_small_imagenet.yaml|  precision: fp16 |  precision: bf16 |^PaperConfigTest\.
@@ -481,7 +481,7 @@ vit_lincls_sanity_skips_vit|src/lincls/frozen_backbone.cpp|  if (!net_) return 0
 vit_lincls_mismatch_names_no_image_size|src/lincls/frozen_backbone.cpp|return fmt::format("model.arch={} data.image_size={}", c.model.arch, c.data.augment.out_size);|return fmt::format("model.arch={}", c.model.arch);|^LinclsTest\.|^lincls\.v3_vit_tiny_np2$
 vit_lincls_small_lr_drifts|configs/moco_v3_lincls_vit_small_imagenet.yaml|  base_lr: 3 |  base_lr: 0.1 |^LinclsProtocolTest\.
 vit_lincls_base_batch_drifts|configs/moco_v3_lincls_vit_base_imagenet.yaml|  batch_size: 1024|  batch_size: 4096|^LinclsProtocolTest\.
-v3_vit_with_v2_allowed|src/moco_v2/v2_room.cpp|  r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50},|  r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50, run::Arch::kVitTinyCpu},|^ConfigTest\.|^cli\.bad_input\.v3_incompatible_keys$
+v3_vit_with_v2_allowed|src/moco_v2/v2_room.cpp|  r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50},|  r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50, run::Arch::kVitTinyCpu},|^ConfigTest\.|^moco_v2\.cli\.accepts$
 accepted_choices_unchecked|src/run/config.cpp|    if (std::find(accepted.begin(), accepted.end(), value) != accepted.end()) return;|    return;|^ConfigTest\.
 accepted_precision_unchecked|src/run/config.cpp|  refuse("train.precision", c.train.precision, room.accepts.precisions, "trains in");|  (void)refuse;|^ConfigTest\.
 accepted_choices_not_in_help|src/run/config_keys.cpp|    if (f.key == "optim.optimizer") f.help += accepted_help(|    if (false) f.help += accepted_help(|^ConfigTest\.|^docs\.config_reference_current$
@@ -523,7 +523,7 @@ uint8_views_simple_loader_accepted|src/data/loader.cpp|if (options.uint8_views &
 uint8_views_simple_batch_accepted|src/data/augment.cpp|if (view_type == torch::kUInt8 && recipe == Recipe::kSimple)|if (false)|^Uint8ViewsTest\.
 uint8_views_on_cpu|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return recipe != data::Recipe::kSimple;|^Uint8ViewsTest\.
 uint8_views_for_simple|src/train/training_run.cpp|return device.is_cuda() && recipe != data::Recipe::kSimple;|return device.is_cuda();|^Uint8ViewsTest\.
-other_method_key_accepted|src/run/config.cpp|    if (f->method.empty()|    if (true|^cli\.bad_input\.v3_incompatible_keys$|^ConfigTest\.
+other_method_key_accepted|src/run/config.cpp|    if (f->method.empty()|    if (true|^moco_v2\.cli\.keys_refused_elsewhere$|^ConfigTest\.
 saved_other_method_keys_refused|src/run/config.cpp|settle_method(keys, reading, *methods, /*drop_others=*/true, where);|settle_method(keys, reading, *methods, /*drop_others=*/false, where);|^golden\.resume_v2_pre_rooms$|^golden\.resume_v3_pre_rooms$
 method_keys_listed_out_of_place|src/run/config_keys.cpp|      while (place != fields.end() && !place->method.empty()) ++place;|      (void)0;|^docs\.config_reference_current$
 method_keys_free_on_resume|src/run/config.cpp|if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;|if (!f.method.empty()) return false;|^ConfigTest\.
@@ -532,8 +532,8 @@ lincls_loss_not_weighted_by_images|src/train/step_meter.h|      loss_x_images +=
 lincls_epoch_loss_not_resumed|src/lincls/lincls.cpp|    epoch.loss_x_images = state.value("epoch_loss_sum");|    (void)0;|^lincls\.resume_bitwise$
 lincls_partial_epoch_reported|src/lincls/lincls.cpp|  if (!end.complete) return false;|  (void)0;|^lincls\.resume_bitwise$
 tool_refusal_exits_1|src/app/program.cpp|    return is_refusal && is_refusal(e) ? 2 : 1;|    return 1;|^cli\.bad_input\.imagefolder_bad_folders$|^tools\.
-unknown_method_accepted|src/run/config_keys.cpp|    if (methods[i].name == name) return "";|    if (true) return "";|^cli\.bad_input\.v3_incompatible_keys$
-v3_stop_grad_conv1_with_resnet_accepted|src/moco_v3/v3_room.cpp|!settings(c).stop_grad_conv1, where, "v3.stop_grad_conv1",|true, where, "v3.stop_grad_conv1",|^cli\.bad_input\.v3_incompatible_keys$
+unknown_method_accepted|src/run/config_keys.cpp|    if (methods[i].name == name) return "";|    if (true) return "";|^cli\.bad_input\.unknown_method$
+v3_stop_grad_conv1_with_resnet_accepted|src/moco_v3/v3_room.cpp|!settings(c).stop_grad_conv1, where, "v3.stop_grad_conv1",|true, where, "v3.stop_grad_conv1",|^moco_v3\.cli\.checks$
 v3_anomaly_detection_ignored|src/moco_v3/moco_v3.cpp|  torch::autograd::AnomalyMode::set_enabled(c.debug.anomaly_detection);|  (void)0;|^MocoV3Test\.
 zero_init_residual_key_unwired|src/run/setup.cpp|  e.zero_init_residual = c.model.zero_init_residual;|  (void)0;|^ConfigTest\.
 zero_init_residual_with_vit_accepted|src/run/config.cpp|!is_vit(c.model.arch), where, "model.zero_init_residual",|true, where, "model.zero_init_residual",|^ConfigTest\.

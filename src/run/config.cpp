@@ -188,7 +188,7 @@ void check_shared_keys(const Config& c, const std::string& where) {
   require(!c.model.zero_init_residual || !is_vit(c.model.arch), where, "model.zero_init_residual",
           fmt::format("applies to a ResNet's residual blocks, and model.arch {} is a ViT", c.model.arch));
   require(!is_encoded_dataset(c) || c.data.augment.recipe != data::Recipe::kSimple, where, "data.augmentation",
-          fmt::format("must be v1, v2 or v3 with data.dataset {} (the simple recipe needs images of one size)",
+          fmt::format("must not be simple with data.dataset {} (the simple recipe needs images of one size)",
                       c.data.dataset));
   require(!c.data.train_dir.empty() && !c.data.val_dir.empty(), where, "data.train_dir/val_dir", "must not be empty");
   require(c.data.synthetic_train_size > 0 && c.data.synthetic_test_size > 0, where, "data.synthetic_*_size",

@@ -14,11 +14,10 @@
 namespace moco::run {
 namespace {
 
-// The names an enum-valued key takes, and how its error lists them ("step or cosine").
+// The names an enum-valued key takes.
 template <typename E>
 struct Choices {
   std::vector<std::pair<E, const char*>> names;
-  const char* allowed;
 };
 
 const Choices<Arch>& choices(Arch) {
@@ -28,8 +27,7 @@ const Choices<Arch>& choices(Arch) {
                                 {Arch::kResnet50, "resnet50"},
                                 {Arch::kVitTinyCpu, "vit_tiny_cpu"},
                                 {Arch::kVitSmall, "vit_small"},
-                                {Arch::kVitBase, "vit_base"}},
-                               "one of resnet_tiny, resnet18, resnet34, resnet50, vit_tiny_cpu, vit_small, vit_base"};
+                                {Arch::kVitBase, "vit_base"}}};
   return c;
 }
 const Choices<Dataset>& choices(Dataset) {
@@ -37,8 +35,7 @@ const Choices<Dataset>& choices(Dataset) {
                                    {Dataset::kMnist, "mnist"},
                                    {Dataset::kSynthetic, "synthetic"},
                                    {Dataset::kImageFolder, "imagefolder"},
-                                   {Dataset::kHdf5, "hdf5"}},
-                                  "one of fashion_mnist, mnist, synthetic, imagefolder, hdf5"};
+                                   {Dataset::kHdf5, "hdf5"}}};
   return c;
 }
 const Choices<data::Recipe>& choices(data::Recipe) {
@@ -46,33 +43,42 @@ const Choices<data::Recipe>& choices(data::Recipe) {
   static const Choices<Recipe> c{{{Recipe::kSimple, data::recipe_name(Recipe::kSimple)},
                                   {Recipe::kV1, data::recipe_name(Recipe::kV1)},
                                   {Recipe::kV2, data::recipe_name(Recipe::kV2)},
-                                  {Recipe::kV3, data::recipe_name(Recipe::kV3)}},
-                                 "simple, v1, v2 or v3"};
+                                  {Recipe::kV3, data::recipe_name(Recipe::kV3)}}};
   return c;
 }
 const Choices<data::Transforms>& choices(data::Transforms) {
   using data::Transforms;
-  static const Choices<Transforms> c{{{Transforms::kPil, "pil"}, {Transforms::kTensor, "tensor"}}, "pil or tensor"};
+  static const Choices<Transforms> c{{{Transforms::kPil, "pil"}, {Transforms::kTensor, "tensor"}}};
   return c;
 }
 const Choices<Schedule>& choices(Schedule) {
-  static const Choices<Schedule> c{{{Schedule::kStep, "step"}, {Schedule::kCosine, "cosine"}}, "step or cosine"};
+  static const Choices<Schedule> c{{{Schedule::kStep, "step"}, {Schedule::kCosine, "cosine"}}};
   return c;
 }
 const Choices<LrUpdate>& choices(LrUpdate) {
-  static const Choices<LrUpdate> c{{{LrUpdate::kEpoch, "epoch"}, {LrUpdate::kStep, "step"}}, "epoch or step"};
+  static const Choices<LrUpdate> c{{{LrUpdate::kEpoch, "epoch"}, {LrUpdate::kStep, "step"}}};
   return c;
 }
 const Choices<Precision>& choices(Precision) {
   static const Choices<Precision> c{
-      {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}}, "fp32, bf16 or fp16"};
+      {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}}};
   return c;
 }
 
 const Choices<Optimizer>& choices(Optimizer) {
   static const Choices<Optimizer> c{
-      {{Optimizer::kSgd, "sgd"}, {Optimizer::kLars, "lars"}, {Optimizer::kAdamw, "adamw"}}, "sgd, lars or adamw"};
+      {{Optimizer::kSgd, "sgd"}, {Optimizer::kLars, "lars"}, {Optimizer::kAdamw, "adamw"}}};
   return c;
+}
+
+// How an error lists a key's names: "step or cosine"; "one of a, b, c, d, e" past four.
+template <typename E>
+std::string allowed(const Choices<E>& c) {
+  const size_t n = c.names.size();
+  std::string text = n > 4 ? "one of " : "";
+  for (size_t i = 0; i < n; ++i)
+    text += std::string(i == 0 ? "" : i + 1 == n && n <= 4 ? " or " : ", ") + c.names[i].second;
+  return text;
 }
 
 template <typename E>
@@ -135,7 +141,7 @@ T read_value(const YAML::Node& node) {
       const auto name = node.as<std::string>();
       for (const auto& [e, known] : choices(T{}).names)
         if (name == known) return e;
-      throw BadChoice{fmt::format("must be {}, not '{}'", choices(T{}).allowed, name)};
+      throw BadChoice{fmt::format("must be {}, not '{}'", allowed(choices(T{})), name)};
     } else {
       const T value = node.as<T>();
       if constexpr (std::is_same_v<T, double>)
@@ -272,7 +278,7 @@ std::vector<Field> data_fields() {
       MOCO_FIELD(data.dataset,
                  "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder "
                  "(data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs "
-                 "data.augmentation v1, v2 or v3), or hdf5 (an ImageFolder packed by moco_pack: "
+                 "a data.augmentation other than simple), or hdf5 (an ImageFolder packed by moco_pack: "
                  "data.root/<split>-SSSSS-of-NNNNN.h5, the same samples in the same order; as imagefolder otherwise)"),
       MOCO_FIELD(data.root, "folder of the IDX files, or of the ImageFolder splits"),
       MOCO_FIELD(data.train_dir,

@@ -3,20 +3,8 @@
 # before any work (no output folder appears); data that is bad on disk, or an output folder that
 # cannot be made, exits 1 naming the file. One case per ctest entry:
 #   bad_input_test.sh CASE BUILD_DIR WORK_DIR
-set -euo pipefail
-case_name=$1 build=$2 work=$3
-src=$(cd "$(dirname "$0")/../.." && pwd)
-dist=$build/moco_dist py=/usr/bin/python3
-tiny=$src/tests/fixtures/tiny_synthetic.yaml tiny_v3=$src/tests/fixtures/tiny_synthetic_v3.yaml
-export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-rm -rf "$work" && mkdir -p "$work"
-out=$work/out  # train.output_dir of every run: must not exist after a config error
-
-fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
-
-# shellcheck source=../lib/expect.sh
-source "$src/tests/lib/expect.sh"  # expect CODE TEXT... -- command...
-no_work_done() { [ ! -e "$out" ] || fail "$out was created: work started before the error"; }
+# shellcheck source=../lib/cli_case.sh
+source "$(dirname "$0")/../lib/cli_case.sh"  # case_name build work src dist py tiny tiny_v3 out fail expect no_work_done
 
 # IDX files (gzip) under $1: N train and test images of HxW (test size: TH x TW), labels from LABEL.
 write_idx() {
@@ -86,46 +74,11 @@ v3_augmentation_keys)
   expect 2 "$tiny (with overrides): key 'data.augmentation' must be simple, v1, v2 or v3, not 'v4'" -- \
     "$dist" --config "$tiny" data.augmentation=v4 train.output_dir="$out"
   no_work_done ;;
-v3_incompatible_keys)
-  # A key one method does not read, given to another, is refused naming the key and both methods
-  # (tiny's model.mlp and moco.*; issue 50, case 10), from the file or the command line.
-  expect 2 "$tiny: key 'model.mlp' is read by model.method v2 only, and this config's model.method is v3" -- \
-    "$dist" --config "$tiny" model.method=v3 train.output_dir="$out"
-  no_work_done
-  expect 2 "command-line override 'moco.temperature=0.5': key 'moco.temperature' is read by model.method v2 only, and this config's model.method is v3" -- \
-    "$dist" --config "$tiny_v3" moco.temperature=0.5 train.output_dir="$out"
-  no_work_done
-  expect 2 "command-line override 'v3.mlp_dim=64': key 'v3.mlp_dim' is read by model.method v3 only, and this config's model.method is v2" -- \
-    "$dist" --config "$tiny" v3.mlp_dim=64 train.output_dir="$out"
-  no_work_done
-  expect 2 "$tiny (with overrides): key 'optim.optimizer' lars: model.method v2 trains with sgd" -- \
-    "$dist" --config "$tiny" optim.optimizer=lars train.output_dir="$out"
-  no_work_done
-  expect 2 "$tiny (with overrides): key 'model.method' must be v2 or v3, not 'v4'" -- \
+unknown_method)
+  # model.method's list is the programs' (src/app/methods.cpp); ConfigTest pins its wording.
+  expect 2 "$tiny (with overrides): key 'model.method' must be " ", not 'v4'" -- \
     "$dist" --config "$tiny" model.method=v4 train.output_dir="$out"
-  no_work_done
-  expect 2 "$tiny (with overrides): key 'model.arch' vit_tiny_cpu: model.method v2 trains resnet_tiny, resnet18, resnet34 or resnet50" -- \
-    "$dist" --config "$tiny" model.arch=vit_tiny_cpu train.output_dir="$out"
-  no_work_done
-  expect 2 "$tiny_v3 (with overrides): key 'v3.stop_grad_conv1' applies to a ViT's patch projection, and model.arch resnet_tiny is a ResNet" -- \
-    "$dist" --config "$tiny_v3" v3.stop_grad_conv1=true train.output_dir="$out"
-  no_work_done
-  expect 2 "command-line override 'dist.queue_check_every=10': key 'dist.queue_check_every' is read by model.method v2 only" -- \
-    "$dist" --config "$tiny_v3" dist.queue_check_every=10 train.output_dir="$out"
-  no_work_done
-  expect 2 "$tiny_v3 (with overrides): key 'data.image_size' (30) must be a multiple of vit_tiny_cpu's patch size 4" -- \
-    "$dist" --config "$tiny_v3" model.arch=vit_tiny_cpu data.image_size=30 train.output_dir="$out"
   no_work_done ;;
-fp16_precision)
-  # train.precision fp16: MoCo v3's, and CUDA's (LibTorch's CPU autocast has no float16), also in a dry run.
-  expect 2 "$tiny (with overrides): key 'train.precision' fp16: model.method v2 trains in fp32 or bf16" -- \
-    "$dist" --config "$tiny" train.precision=fp16 train.output_dir="$out"
-  no_work_done
-  for dry in "" --dry-run; do
-    expect 2 "$tiny_v3 (with overrides): key 'train.precision' fp16 needs a CUDA device, and this rank's is cpu" -- \
-      "$dist" --config "$tiny_v3" $dry train.precision=fp16 train.output_dir="$out"
-    no_work_done
-  done ;;
 duplicate_key)
   printf 'optim:\n  base_lr: 0.1\n  batch_size: 64\n  base_lr: 0.2\n' >"$work/dup.yaml"
   expect 2 "$work/dup.yaml: key 'optim.base_lr' is given twice (lines 2 and 4)" -- "$dist" --config "$work/dup.yaml" train.output_dir="$out"

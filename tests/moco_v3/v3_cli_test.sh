@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# MoCo v3's config as moco_dist reads it: its keys refused for another method, its own checks, fp16
+# on a CPU; each an exit 2 naming file and key before any work. One case per ctest entry:
+#   v3_cli_test.sh CASE BUILD_DIR WORK_DIR
+# shellcheck source=../lib/cli_case.sh
+source "$(dirname "$0")/../lib/cli_case.sh"  # case_name build work src dist py tiny tiny_v3 out fail expect no_work_done
+
+case $case_name in
+keys_refused_elsewhere)
+  expect 2 "command-line override 'v3.mlp_dim=64': key 'v3.mlp_dim' is read by model.method v3 only, and this config's model.method is v2" -- \
+    "$dist" --config "$tiny" v3.mlp_dim=64 train.output_dir="$out"
+  no_work_done ;;
+checks)
+  expect 2 "$tiny_v3 (with overrides): key 'v3.stop_grad_conv1' applies to a ViT's patch projection, and model.arch resnet_tiny is a ResNet" -- \
+    "$dist" --config "$tiny_v3" v3.stop_grad_conv1=true train.output_dir="$out"
+  no_work_done
+  expect 2 "$tiny_v3 (with overrides): key 'data.image_size' (30) must be a multiple of vit_tiny_cpu's patch size 4" -- \
+    "$dist" --config "$tiny_v3" model.arch=vit_tiny_cpu data.image_size=30 train.output_dir="$out"
+  no_work_done ;;
+fp16_needs_cuda)
+  # LibTorch's CPU autocast has no float16: refused on a CPU, also in a dry run.
+  for dry in "" --dry-run; do
+    expect 2 "$tiny_v3 (with overrides): key 'train.precision' fp16 needs a CUDA device, and this rank's is cpu" -- \
+      "$dist" --config "$tiny_v3" $dry train.precision=fp16 train.output_dir="$out"
+    no_work_done
+  done ;;
+*) fail "no case $case_name" ;;
+esac
+echo "PASS ($case_name)"
