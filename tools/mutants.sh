@@ -103,6 +103,8 @@ moco_sh_sigterm_to_mpirun|launch/mpirun/moco.sh|; stop_ranks TERM' TERM|; kill -
 moco_sh_second_signal_as_first|launch/mpirun/moco.sh|  if [ -n "$stop_signal" ]; then|  if false; then|^launch\.mpirun_second_signal$
 ckpt_export_default_module_unstripped|src/app/ckpt_export.cpp|  return group.substr(0, group.find('/'));|  return group;|^ckpt\.tools$
 elastic_bn_splits_assumed|launch/mpirun/elastic.sh|  [ -z "$bn_splits" ]|  false|^launch\.elastic_world_divides_batch_no_bn_splits$
+elastic_names_a_method|launch/mpirun/elastic.sh|  [ -z "$bn_splits" ]|  [ "$method" = v3 ]|^style\.method_rooms$
+ckpt_names_a_method|src/app/ckpt_export.cpp|  return group.substr(0, group.find('/'));|  return manifest.config_yaml.find("v3") == std::string::npos ? group.substr(0, group.find('/')) : "encoder_q";|^style\.method_rooms$
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/support/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.

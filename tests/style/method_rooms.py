@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""A method is one room (issue 49): outside src/<room>, no file under src/ names one method's types or
-keys, but the programs' one list of methods (src/app/methods.cpp); and no two rooms of src/ hold
-files of one name (a header and its source read as one pair).
+"""A method is one room (issues 49, 56): outside src/<room>, no file under src/ names one method's types or
+keys, but the programs' one list of methods (src/app/methods.cpp); no shared place (the launchers,
+tools/, tests/cli, tests/lib, the shared rooms of src/) names a method by its model.method value (as
+"v3", model.method=v3, [ "$method" = v3 ]): they read the list from the programs; and no two rooms of
+src/ hold files of one name (a header and its source read as one pair).
 
 A method's names are read from its room, so a new type or key is covered as it is written: its
 namespace (moco_v2), the classes, structs and enums its headers declare, and the config keys its
@@ -48,6 +50,37 @@ def files_naming(room, names, keys):
     return found
 
 
+# Where a method's name would be a second list of methods. tools/mutants.sh quotes the rooms' code.
+SHARED_PLACES = ["launch", "tools", "tests/cli", "tests/lib"] + [
+    f"src/{room}" for room in ("ckpt", "run", "train", "lincls", "eval", "app")]
+NOT_SHARED = {"tools/mutants.sh", "src/app/methods.cpp"}
+
+
+def method_name(room):
+    """model.method's value for the room: its kMethod constant."""
+    for header in (src / room).glob("*.h"):
+        found = re.search(r'kMethod\s*=\s*"([^"]+)"', header.read_text())
+        if found:
+            return found.group(1)
+    sys.exit(f"src/{room}: no header declares kMethod, model.method's value for it")
+
+
+def places_naming(name):
+    n = re.escape(name)
+    pattern = re.compile(rf"""["']{n}["']|model\.method[ =:]+{n}\b|\$\{{?\w*method\w*\}}?"? *==? *"?{n}\b""")
+    root = src.parent
+    hits = []
+    for place in SHARED_PLACES:
+        for path in sorted((root / place).rglob("*")):
+            rel = str(path.relative_to(root))
+            if not path.is_file() or rel in NOT_SHARED or path.suffix not in (".h", ".cpp", ".sh", ".py", ".sbatch", ""):
+                continue
+            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if pattern.search(line):
+                    hits.append(f"{rel}:{number}: {line.strip()}")
+    return hits
+
+
 def same_names_in_two_rooms():
     rooms_of = {}
     for path in src.rglob("*"):
@@ -65,6 +98,13 @@ for room in METHOD_ROOMS:
           f"{len(found)} ({', '.join(sorted(found)) or 'none'})")
     for f, hits in outside.items():
         print(f"  FAIL: src/{f} names {room}'s {', '.join(hits)}")
+        failed = True
+for room in METHOD_ROOMS:
+    name = method_name(room)
+    hits = places_naming(name)
+    print(f"{room}: model.method {name}; shared places naming it: {len(hits)}")
+    for hit in hits:
+        print(f"  FAIL: {hit} (a second list of methods: read it from the programs)")
         failed = True
 for stem, rooms in sorted(same_names_in_two_rooms().items()):
     print(f"  FAIL: rooms {', '.join(rooms)} each hold a file named {stem}.*")
