@@ -105,6 +105,8 @@ ckpt_export_default_module_unstripped|src/app/ckpt_export.cpp|  return group.sub
 elastic_bn_splits_assumed|launch/mpirun/elastic.sh|  [ -z "$bn_splits" ]|  false|^launch\.elastic_world_divides_batch_no_bn_splits$
 elastic_names_a_method|launch/mpirun/elastic.sh|  [ -z "$bn_splits" ]|  [ "$method" = v3 ]|^style\.method_rooms$
 ckpt_names_a_method|src/app/ckpt_export.cpp|  return group.substr(0, group.find('/'));|  return manifest.config_yaml.find("v3") == std::string::npos ? group.substr(0, group.find('/')) : "encoder_q";|^style\.method_rooms$
+kit_spoils_no_gradient|src/run/momentum_method.cpp|  if (nan_.hits(step, rank, sys::NanTarget::kGradients))|  if (false)|^faults\.nan_skip_grads$|^faults\.nan_skip_grads_v3$
+kit_buffers_never_rank_local|src/run/momentum_method.cpp|item.value(), buffers_rank_local});|item.value()});|^ckpt\.resume_bitwise_np2$|^CkptCollective\.
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/support/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
@@ -124,7 +126,7 @@ shard_boundary_off_by_one|src/data/image_shards.cpp|[](int64_t i, const Shard& s
 file_list_cache_ignores_mtimes|src/data/file_list_cache.cpp|mtime_ns(fs::path(root) / dir) != recorded) return false;|false) return false;|^FileListCacheTest\.
 cuda_device_ignores_per_task_binding|src/run/device.cpp|if (visible == 1) return 0;|if (false) return 0;|^ChooseCudaDeviceTest\.
 world_group_at_one_ignored|src/run/device.cpp|if (world_size == 1 && !config.dist.world_group_at_one) {|if (world_size == 1) {|^cli\.train\.world_group_at_one$
-world_one_reducer_off|src/moco_v2/moco_v2.cpp|if (c.dist.world_group_at_one) reducer_.set_enabled(true);|(void)0;|^WorldOfOneTest\.|^cli\.train\.world_group_at_one$
+world_one_reducer_off|src/run/momentum_method.cpp|if (config_.dist.world_group_at_one) reducer_->set_enabled(true);|(void)0;|^WorldOfOneTest\.|^cli\.train\.world_group_at_one$
 world_one_bn_broadcast_skipped|src/moco_v2/replicas.cpp|  if (communicates_ && broadcast_buffers_) {|  if (world_ > 1 && broadcast_buffers_) {|^WorldOfOneTest\.
 world_one_all_to_all_skipped|src/moco_v2/moco.cpp|if (world == 1 && encoder_k->options().bn_splits == 1 && !options_.shuffle_at_world_one)|if (world == 1 && encoder_k->options().bn_splits == 1)|^WorldOfOneTest\.
 world_one_keys_permuted|src/moco_v2/moco.cpp|  std::iota(identity.begin(), identity.end(), 0);|  std::iota(identity.rbegin(), identity.rend(), 0);|^cli\.train\.world_group_at_one$
@@ -369,9 +371,9 @@ pack_signal_in_commit_delivered|src/data/image_pack.cpp|    if (std::uncaught_ex
 png_grey16_high_byte|src/data/image_decode.cpp|    samples[i] = static_cast<uint8_t>(std::min(value, 255u));|    samples[i] = static_cast<uint8_t>(value >> 8);|^data\.augment_parity_torchvision$
 signal_after_last_step_unsaid|src/train/pretraining.cpp|  if (const int sig = preempt::preemption_signal(); sig != 0)|  if (const int sig = preempt::preemption_signal(); false)|^launch\.signal_after_last_step$
 pretrained_formats_unsaid|src/lincls/frozen_backbone.cpp|in HDF5 (--format h5, the default; "|in HDF5 "|^ckpt\.tool_refusals$
-skip_flag_ignores_keys|src/moco_v2/moco.cpp|holds_nonfinite(out.k)|holds_nonfinite(out.q)|^MocoTest\.|^faults\.nan_skip_keys$
-skip_flag_ignores_loss|src/moco_v2/moco.cpp|holds_nonfinite(out.loss)|holds_nonfinite(out.q)|^MocoTest\.|^faults\.nan_skip_loss$
-skip_flag_ignores_grads|src/moco_v2/moco.cpp|  bad.push_back(gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(bad[0]));|  bad.push_back(torch::zeros_like(bad[0]));|^MocoTest\.|^faults\.nan_skip_grads$
+skip_flag_ignores_keys|src/moco_v2/moco.cpp|model::nonfinite_causes({out.q}, {out.k}, out.loss,|model::nonfinite_causes({out.q}, {out.q}, out.loss,|^MocoTest\.|^faults\.nan_skip_keys$
+skip_flag_ignores_loss|src/model/nonfinite.cpp|any_nonfinite(keys), holds_nonfinite(loss)};|any_nonfinite(keys), any_nonfinite(queries)};|^MocoTest\.|^faults\.nan_skip_loss$|^faults\.nan_skip_loss_v3$
+skip_flag_ignores_grads|src/model/nonfinite.cpp|  bad.push_back(gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(bad[0]));|  bad.push_back(torch::zeros_like(bad[0]));|^MocoTest\.|^faults\.nan_skip_grads$
 skip_enqueue_before_flag|src/moco_v2/moco.cpp|  enqueue_keys(queue_, queue_ptr_, step.all_keys, out.trained);|  enqueue_keys(queue_, queue_ptr_, step.all_keys, torch::Tensor());|^MocoTest\.|^faults\.nan_skip_keys$
 skip_key_params_not_restored|src/moco_v2/moco.cpp|  torch::where_out(k, keep_new, k, saved.key_params_before);|  (void)saved.key_params_before;|^MocoTest\.|^faults\.nan_skip$
 skip_flat_gradients_unchecked|src/optim/sgd.cpp|  if (gradients_bound()) return model::holds_nonfinite(grads_);|  if (gradients_bound()) return torch::zeros({}, torch::kBool);|^MocoTest\.|^faults\.nan_skip_grads$
@@ -442,13 +444,13 @@ optimizer_gradients_unchecked|src/optim/optimizer.cpp|  return model::holds_nonf
 nonfinite_many_ignores_maxima|src/model/nonfinite.cpp|    ends.push_back(hi);|    (void)hi;|^NonfiniteTest\.
 v3_adamw_steps_not_checkpointed|src/optim/optimizer.cpp|    state.emplace_back("steps", adamw_->steps());|    (void)0;|^moco_v3\.step_parity_torch_adamw$
 v3_skip_ignores_gradients|src/moco_v3/moco_v3.cpp|scaler_ ? torch::Tensor() : optimizer_.nonfinite_gradients();|torch::Tensor();|^MocoV3Test\.|^faults\.nan_skip_grads_v3$
-v3_skip_ignores_keys|src/moco_v3/v3_skip.cpp|std::vector<torch::Tensor>{out.k1, out.k2}|std::vector<torch::Tensor>{out.q1, out.q2}|^MocoV3Test\.|^faults\.nan_skip_keys_v3$
-v3_skip_flag_not_agreed|src/moco_v3/moco_v3.cpp|context_.group->all_gather(local_nonfinite_causes(out, gradients_nonfinite).view({1}))|local_nonfinite_causes(out, gradients_nonfinite).view({1}).repeat({context_.group->world_size()})|^faults\.nan_skip_loss_v3$
+v3_skip_ignores_keys|src/moco_v3/moco_v3.cpp|{out.q1, out.q2}, {out.k1, out.k2}, out.loss|{out.q1, out.q2}, {out.q1, out.q2}, out.loss|^MocoV3Test\.|^faults\.nan_skip_keys_v3$
+skip_flag_not_agreed|src/model/nonfinite.cpp|group.all_gather(local_causes.view({1}))|local_causes.view({1}).repeat({group.world_size()})|^faults\.nan_skip_loss_v3$|^faults\.nan_skip_loss$
 v3_skip_predictor_bn_not_restored|src/moco_v3/v3_skip.cpp|model.encoder_k.get(), model.predictor.get()})|model.encoder_k.get()})|^MocoV3Test\.|^faults\.nan_skip_v3$
 v3_skip_bn_not_restored|src/moco_v3/v3_skip.cpp|    torch::where_out(values, keep_new, values, buffers_before_[i]);|    (void)values;|^MocoV3Test\.|^faults\.nan_skip_keys_v3$
 v3_skip_momentum_encoder_not_restored|src/moco_v3/v3_skip.cpp|  torch::where_out(k, keep_new, k, momentum_parameters_before_);|  (void)k;|^MocoV3Test\.|^faults\.nan_skip_v3$
 v3_optimizer_steps_on_skip|src/moco_v3/moco_v3.cpp|  optimizer_.step(apply);|  optimizer_.step();|^MocoV3Test\.|^faults\.nan_skip_loss_v3$
-v3_nan_injection_unwired|src/moco_v3/moco_v3.cpp|      nan_(sys::hooks().nan_injection()) {|      nan_() {|^MocoV3Test\.|^faults\.nan_skip_v3$
+nan_injection_unwired|src/run/momentum_method.cpp|context_(context), nan_(sys::hooks().nan_injection()) {}|context_(context), nan_() {}|^MocoV3Test\.|^faults\.nan_skip_v3$|^faults\.nan_skip$
 v3_scaler_state_not_checkpointed|src/moco_v3/moco_v3.cpp|    for (auto& [name, tensor] : scaler->state()) entries.push_back({name, tensor});|    (void)0;|^MocoV3Test\.|^MocoV3Test\.
 v3_scaler_skip_not_applied|src/moco_v3/moco_v3.cpp|    apply = apply.logical_and(found_inf.eq(0).reshape({}));|    (void)0;|^MocoV3Test\.
 v3_scaler_gradients_not_unscaled|src/moco_v3/moco_v3.cpp|scaler_->unscale_(optimizer_.gradients());|torch::zeros({1});|^MocoV3Test\.

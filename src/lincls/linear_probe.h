@@ -23,15 +23,8 @@ class LinearProbe final : public run::Method {
 
   void set_lr(double lr) override { lr_ = lr; }
   run::StepOutput step(const data::TwoViewBatch& batch, int64_t step) override;
-  void check_after_step(int64_t) override {}
   std::vector<ckpt::StateEntry> state_entries() override { return classifier_.state_entries(); }
-  int64_t draw_counter() const override { return 0; }
-  void set_draw_counter(int64_t) override {}
-  void before_save() override {}
-  void before_eval() override {}
   model::Backbone encoder() override { return backbone_.net(); }
-  std::vector<run::StepScalar> step_scalars() const override { return {}; }
-  run::MethodFacts facts() override { return {}; }
 
  private:
   LinearClassifier& classifier_;

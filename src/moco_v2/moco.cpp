@@ -115,19 +115,6 @@ MocoImpl::OpenStep MocoImpl::snapshot_state() {
   return saved;
 }
 
-// This rank's NonfiniteCause bits, an int32 scalar on the device.
-torch::Tensor MocoImpl::local_nonfinite_causes(const MocoOutput& out, const torch::Tensor& gradients_nonfinite) const {
-  RECORD_USER_SCOPE("update/skip_flag");
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> bad{model::holds_nonfinite(out.q), model::holds_nonfinite(out.k),
-                                 model::holds_nonfinite(out.loss)};
-  bad.push_back(gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(bad[0]));
-  // Bit i for bad[i]: model::kNonfiniteQueries, model::kNonfiniteKeys, model::kNonfiniteLoss,
-  // model::kNonfiniteGradients.
-  const auto bits = torch::arange(static_cast<int64_t>(bad.size()), out.loss.options().dtype(torch::kInt32));
-  return torch::stack(bad).to(torch::kInt32).bitwise_left_shift(bits).sum(torch::kInt32);
-}
-
 // Puts back the key encoder's parameters and both encoders' BatchNorm buffers as saved before the
 // step unless `keep_new` (a bool scalar on the device). BatchNorm's forward saves its running
 // statistics for backward (used there only in eval mode), so they are written without bumping their
@@ -185,8 +172,10 @@ void MocoImpl::end_step(MocoOutput& out, const torch::Tensor& gradients_nonfinit
   open_step_.reset();
   if (options_.skip_nonfinite) {
     // One flag per rank, so that every rank skips the same step and can name who caused it.
-    out.nonfinite_by_rank = group_->all_gather(local_nonfinite_causes(out, gradients_nonfinite).view({1}));
-    out.trained = out.nonfinite_by_rank.eq(0).all();
+    auto agreed =
+        model::agree_on_step(model::nonfinite_causes({out.q}, {out.k}, out.loss, gradients_nonfinite), *group_);
+    out.nonfinite_by_rank = std::move(agreed.nonfinite_by_rank);
+    out.trained = std::move(agreed.trained);
     restore_state_unless(out.trained, step);
   }
   enqueue_keys(queue_, queue_ptr_, step.all_keys, out.trained);

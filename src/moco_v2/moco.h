@@ -122,7 +122,6 @@ class MocoImpl : public torch::nn::Module {
   };
   std::optional<OpenStep> open_step_;
   OpenStep snapshot_state();
-  torch::Tensor local_nonfinite_causes(const MocoOutput& out, const torch::Tensor& gradients_nonfinite) const;
   void restore_state_unless(const torch::Tensor& keep_new, const OpenStep& saved);
 };
 TORCH_MODULE(Moco);

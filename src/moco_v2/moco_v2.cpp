@@ -74,31 +74,13 @@ int64_t bn_splits_per_rank(const run::Config& c, int world_size) {
 }
 
 MocoV2::MocoV2(const run::Config& c, const run::RunContext& ctx, int64_t in_channels)
-    : config_(c),
-      context_(ctx),
+    : MomentumMethod(c, ctx),
       moco_(make_moco(c, ctx, in_channels)),
       replicas_(c, *moco_, *ctx.group),
       optimizer_(started(moco_, replicas_, c, ctx)->trainable_parameters(), c.optim.momentum, c.optim.weight_decay),
-      reducer_(moco_->trainable_parameters(), ctx.group, static_cast<int64_t>(c.dist.bucket_mb * (1 << 20)),
-               static_cast<int64_t>(c.dist.first_bucket_mb * (1 << 20)), query_parameter_names(*moco_)),
-      debug_(settings(c).check_invariants, c.debug.anomaly_detection, *moco_),
-      nan_(sys::hooks().nan_injection()) {
-  // A world of one that rehearses world N keeps the buckets, their hooks and all-reduces (the
-  // reducer switches itself off at world size 1).
-  if (c.dist.world_group_at_one) reducer_.set_enabled(true);
+      debug_(settings(c).check_invariants, c.debug.anomaly_detection, *moco_) {
+  average_gradients(moco_->trainable_parameters(), query_parameter_names(*moco_));
 }
-
-namespace {
-
-// MOCO_INJECT_NAN (sys/fault_hooks.h) for what comes out of the forward: the loss alone (NaN added:
-// its gradient stays finite), or the gradient that reaches the queries (the loss stays finite).
-void inject_nan_after_forward(const sys::NanInjection& nan, int64_t step, int rank, moco_v2::MocoOutput& out) {
-  if (nan.hits(step, rank, sys::NanTarget::kLoss)) out.loss = out.loss + std::nan("");
-  if (nan.hits(step, rank, sys::NanTarget::kGradients))
-    out.q.register_hook([](const torch::Tensor& grad) { return torch::full_like(grad, std::nan("")); });
-}
-
-}  // namespace
 
 // Algorithm 1 of the MoCo paper on this rank's share of the batch: the two augmented views, the
 // query encoder's forward, the key encoder's momentum update and forward (shuffled keys) and the
@@ -109,28 +91,22 @@ void inject_nan_after_forward(const sys::NanInjection& nan, int64_t step, int ra
 run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
   replicas_.before_step(step);
   debug_.before_forward();
-  const int rank = context_.group->rank();
-  auto x_q = run::to_device(batch.query, context_.device, config_.train.channels_last);
-  auto x_k = run::to_device(batch.key, context_.device, config_.train.channels_last);
-  if (nan_.hits(step, rank, sys::NanTarget::kQueries)) x_q.fill_(std::nan(""));
-  if (nan_.hits(step, rank, sys::NanTarget::kKeys)) x_k.fill_(std::nan(""));
-  auto out = moco_->forward(x_q, x_k);
-  inject_nan_after_forward(nan_, step, rank, out);
+  const auto x_q = run::to_device(batch.query, context_.device, config_.train.channels_last);
+  const auto x_k = run::to_device(batch.key, context_.device, config_.train.channels_last);
+  auto out =
+      moco_->forward(spoiled_view(x_q, step, sys::NanTarget::kQueries), spoiled_view(x_k, step, sys::NanTarget::kKeys));
+  spoil_loss_and_gradients(out.loss, out.q, step);
   optimizer_.zero_grad();
   out.loss.backward();
   // This rank's own gradients, before they are averaged: the flag then names the rank they came from.
   const auto gradients_nonfinite = optimizer_.nonfinite_gradients();
-  reducer_.finalize();
+  finish_gradients();
   moco_->end_step(out, gradients_nonfinite);
   debug_.after_forward(step, out.trained);
   optimizer_.step(out.trained);
   debug_.after_step(step);
-  return {out.loss,
-          model::positive_rank_accuracies(out.positive_rank, {1, 5}),
-          out.nonfinite_by_rank,
-          out.trained,
-          moco_->last_shuffle_bytes(),
-          reducer_.last_stats().bytes_reduced,
+  return {out.loss,      accuracies(out.positive_rank), out.nonfinite_by_rank,
+          out.trained,   moco_->last_shuffle_bytes(),   gradient_bytes(),
           out.q_features};
 }
 
@@ -140,26 +116,16 @@ run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
 std::vector<ckpt::StateEntry> state_entries(moco_v2::MocoImpl& moco, const optim::MomentumSgd& sgd,
                                             bool bn_rank_local) {
   std::vector<ckpt::StateEntry> entries;
-  for (auto* encoder : {&moco.encoder_q, &moco.encoder_k}) {
-    const std::string module = encoder == &moco.encoder_q ? "encoder_q/" : "encoder_k/";
-    for (const auto& item : (*encoder)->named_parameters()) entries.push_back({module + item.key(), item.value()});
-    for (const auto& item : (*encoder)->named_buffers())
-      entries.push_back({module + item.key(), item.value(), bn_rank_local});
-  }
+  run::add_module_entries(entries, run::kQueryEncoderGroup, *moco.encoder_q, bn_rank_local);
+  run::add_module_entries(entries, run::kMomentumEncoderGroup, *moco.encoder_k, bn_rank_local);
   const auto queue = moco.queue_state();
   entries.push_back({"moco/queue", queue[0]});
   entries.push_back({"moco/queue_ptr", queue[1]});
   const auto names = moco.encoder_q->named_parameters();
   const auto& buffers = sgd.momentum_buffers();
   for (size_t i = 0; i < buffers.size(); ++i)
-    entries.push_back({"optimizer/momentum_buffer/" + names[i].key(), buffers[i]});
+    entries.push_back({std::string(run::kOptimizerGroup) + "momentum_buffer/" + names[i].key(), buffers[i]});
   return entries;
-}
-
-// The contrastive task's accuracies: how often the positive key outscores every negative in the
-// queue (acc@1), all but four (acc@5).
-std::vector<run::StepScalar> MocoV2::step_scalars() const {
-  return {{"acc1", "acc@1", "%", 1, /*in_epoch_line=*/true}, {"acc5", "acc@5", "%", 1, false}};
 }
 
 run::MethodFacts MocoV2::facts() {

@@ -1,18 +1,16 @@
-// defines: MocoV2, MoCo v1 and v2 behind the training loop's seam (run/method.h): the query and
-// momentum key encoders with the queue and shuffle-BN (model/moco.h), SGD with momentum, DDP-style
-// gradient averaging, rank 0's BatchNorm buffers for every rank, and the debug mode's invariants
+// defines: MocoV2, MoCo v1 and v2 as a run::MomentumMethod: the query and momentum key encoders with
+// the queue and shuffle-BN (moco_v2/moco.h), SGD with momentum, rank 0's BatchNorm buffers for every
+// rank, and the debug mode's invariants
 #pragma once
 
 #include "dist/process_group.h"
-#include "dist/reducer.h"
 #include "moco_v2/moco.h"
 #include "moco_v2/invariants.h"
 #include "moco_v2/replicas.h"
-#include "run/config.h"
-#include "run/method.h"
-#include "run/run_context.h"
 #include "optim/sgd.h"
-#include "sys/fault_hooks.h"
+#include "run/config.h"
+#include "run/momentum_method.h"
+#include "run/run_context.h"
 
 #include <cstdint>
 #include <vector>
@@ -28,7 +26,7 @@ model::ResNetOptions encoder_options(const run::Config& config, int64_t in_chann
 // The named tensors of a MoCo v1/v2 checkpoint, in the order they are saved.
 std::vector<ckpt::StateEntry> state_entries(moco_v2::MocoImpl& moco, const optim::MomentumSgd& sgd, bool bn_rank_local);
 
-class MocoV2 final : public run::Method {
+class MocoV2 final : public run::MomentumMethod {
  public:
   // Builds the model (its initialisation draws from train.seed), makes every rank start from rank
   // 0's, and logs what it built. Collective.
@@ -45,18 +43,13 @@ class MocoV2 final : public run::Method {
   void before_save() override { replicas_.broadcast_bn_for_save(); }
   void before_eval() override { replicas_.broadcast_bn_for_eval(); }
   model::Backbone encoder() override { return moco_->encoder_q; }
-  std::vector<run::StepScalar> step_scalars() const override;
   run::MethodFacts facts() override;
 
  private:
-  const run::Config& config_;
-  const run::RunContext& context_;
   moco_v2::Moco moco_;
   ReplicaSync replicas_;
   optim::MomentumSgd optimizer_;
-  dist::GradientReducer reducer_;
   DebugChecks debug_;
-  sys::NanInjection nan_;
 };
 
 }  // namespace moco::moco_v2

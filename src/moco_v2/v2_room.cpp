@@ -104,7 +104,7 @@ run::MethodRoom room() {
   r.keys = keys();
   r.check = check;
   r.check_for_world = check_queue_fits;
-  r.encoder_group = "encoder_q/";
+  r.encoder_group = run::kQueryEncoderGroup;
   r.official_layout = official_layout;
   r.initial_encoder = [](const run::Config& c, int64_t in_channels) -> model::Backbone {
     torch::manual_seed(c.train.seed);                      // as Moco seeds the generator, then builds encoder_q first

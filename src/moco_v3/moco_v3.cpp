@@ -1,6 +1,6 @@
 #include "moco_v3/moco_v3.h"
 
-#include "model/positive_rank.h"
+#include "model/nonfinite.h"
 #include "model/sync_batchnorm.h"
 #include "moco_v3/v3_settings.h"
 #include "run/device.h"
@@ -77,16 +77,12 @@ MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t
 }  // namespace
 
 MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_channels, const StepPrecision& precision)
-    : config_(c),
-      context_(ctx),
+    : MomentumMethod(c, ctx),
       model_(make_model(c, ctx, in_channels, precision)),
       optimizer_(c.optim.optimizer, model_->trainable_parameters(), c.optim.momentum, c.optim.weight_decay),
-      reducer_(model_->trainable_parameters(), ctx.group, static_cast<int64_t>(c.dist.bucket_mb * (1 << 20)),
-               static_cast<int64_t>(c.dist.first_bucket_mb * (1 << 20)), model_->trainable_names()),
-      rollback_(*model_),
-      nan_(sys::hooks().nan_injection()) {
+      rollback_(*model_) {
+  average_gradients(model_->trainable_parameters(), model_->trainable_names());
   if (precision.loss_scale) scaler_.emplace(*precision.loss_scale, ctx.device);
-  if (c.dist.world_group_at_one) reducer_.set_enabled(true);
   torch::autograd::AnomalyMode::set_enabled(c.debug.anomaly_detection);
   if (c.debug.anomaly_detection) spdlog::info("debug: autograd anomaly detection on");
 }
@@ -97,17 +93,12 @@ double MocoV3::momentum_for_step(int64_t step) const {
 }
 
 V3Output MocoV3::forward(const data::TwoViewBatch& batch, int64_t step) {
-  const int rank = context_.group->rank();
   const auto x1 = run::to_device(batch.query, context_.device, config_.train.channels_last);
   const auto x2 = run::to_device(batch.key, context_.device, config_.train.channels_last);
-  const auto spoiled = [](const torch::Tensor& x) { return torch::full_like(x, std::nan("")); };
-  const bool queries = nan_.hits(step, rank, sys::NanTarget::kQueries),
-             keys = nan_.hits(step, rank, sys::NanTarget::kKeys);
-  auto out = model_->forward(queries ? spoiled(x1) : x1, queries ? spoiled(x2) : x2, keys ? spoiled(x1) : x1,
-                             keys ? spoiled(x2) : x2, momentum_for_step(step));
-  if (nan_.hits(step, rank, sys::NanTarget::kLoss)) out.loss = out.loss + std::nan("");
-  if (nan_.hits(step, rank, sys::NanTarget::kGradients))
-    out.q1.register_hook([](const torch::Tensor& grad) { return torch::full_like(grad, std::nan("")); });
+  const auto query_view = [&](const torch::Tensor& x) { return spoiled_view(x, step, sys::NanTarget::kQueries); };
+  const auto key_view = [&](const torch::Tensor& x) { return spoiled_view(x, step, sys::NanTarget::kKeys); };
+  auto out = model_->forward(query_view(x1), query_view(x2), key_view(x1), key_view(x2), momentum_for_step(step));
+  spoil_loss_and_gradients(out.loss, out.q1, step);
   return out;
 }
 
@@ -123,8 +114,8 @@ run::StepOutput MocoV3::step(const data::TwoViewBatch& batch, int64_t step) {
   run::StepOutput result;
   finish_step(out, result);
   result.loss = out.loss.detach();
-  result.scalars = model::positive_rank_accuracies(out.positive_rank, {1, 5});
-  result.gradient_bytes = reducer_.last_stats().bytes_reduced;
+  result.scalars = accuracies(out.positive_rank);
+  result.gradient_bytes = gradient_bytes();
   result.features = out.features;
   return result;
 }
@@ -136,9 +127,11 @@ run::StepOutput MocoV3::step(const data::TwoViewBatch& batch, int64_t step) {
 void MocoV3::finish_step(const V3Output& out, run::StepOutput& result) {
   // This rank's own gradients, before they are averaged: the flag then names the rank they came from.
   const auto gradients_nonfinite = scaler_ ? torch::Tensor() : optimizer_.nonfinite_gradients();
-  reducer_.finalize();
-  result.nonfinite_by_rank = context_.group->all_gather(local_nonfinite_causes(out, gradients_nonfinite).view({1}));
-  result.trained = result.nonfinite_by_rank.eq(0).all();
+  finish_gradients();
+  auto agreed = model::agree_on_step(
+      model::nonfinite_causes({out.q1, out.q2}, {out.k1, out.k2}, out.loss, gradients_nonfinite), *context_.group);
+  result.nonfinite_by_rank = std::move(agreed.nonfinite_by_rank);
+  result.trained = std::move(agreed.trained);
   rollback_.restore_unless(result.trained);
   auto apply = result.trained;
   if (scaler_) {
@@ -157,24 +150,14 @@ void MocoV3::agree_on_buffers() {
 std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const optim::Optimizer& optimizer,
                                                const model::GradScaler* scaler) {
   std::vector<ckpt::StateEntry> entries;
-  const std::pair<const char*, torch::nn::Module*> modules[] = {{"encoder_q/", model.encoder_q.get()},
-                                                                {"encoder_k/", model.encoder_k.get()},
-                                                                {"predictor/", model.predictor.get()}};
-  for (const auto& [prefix, module] : modules) {
-    for (const auto& item : module->named_parameters()) entries.push_back({prefix + item.key(), item.value()});
-    for (const auto& item : module->named_buffers()) entries.push_back({prefix + item.key(), item.value()});
-  }
+  run::add_module_entries(entries, run::kQueryEncoderGroup, *model.encoder_q);
+  run::add_module_entries(entries, run::kMomentumEncoderGroup, *model.encoder_k);
+  run::add_module_entries(entries, "predictor/", *model.predictor);
   for (auto& [name, tensor] : optimizer.state(model.trainable_names()))
-    entries.push_back({"optimizer/" + name, tensor});
+    entries.push_back({run::kOptimizerGroup + name, tensor});
   if (scaler)
     for (auto& [name, tensor] : scaler->state()) entries.push_back({name, tensor});
   return entries;
-}
-
-// The first loss term's accuracies: how often a query's own key outscores the other gathered keys
-// (acc@1), all but four (acc@5).
-std::vector<run::StepScalar> MocoV3::step_scalars() const {
-  return {{"acc1", "acc@1", "%", 1, /*in_epoch_line=*/true}, {"acc5", "acc@5", "%", 1, false}};
 }
 
 run::MethodFacts MocoV3::facts() {

@@ -1,17 +1,15 @@
-// defines: MocoV3, MoCo v3 behind the training loop's seam (run/method.h): the model of v3_model.h,
-// LARS, AdamW or SGD, DDP-style gradient averaging, the momentum's schedule over the run, the step's
-// non-finite skip and fp16's loss scale; StepPrecision and step_precision; v3_state_entries
+// defines: MocoV3, MoCo v3 as a run::MomentumMethod: the model of v3_model.h, LARS, AdamW or SGD, the
+// momentum's schedule over the run, the step's rollback where it is skipped and fp16's loss scale; StepPrecision and
+// step_precision; v3_state_entries
 #pragma once
 
-#include "dist/reducer.h"
 #include "model/grad_scaler.h"
 #include "moco_v3/v3_model.h"
 #include "moco_v3/v3_skip.h"
 #include "optim/optimizer.h"
 #include "run/config.h"
-#include "run/method.h"
+#include "run/momentum_method.h"
 #include "run/run_context.h"
-#include "sys/fault_hooks.h"
 
 #include <cstdint>
 #include <optional>
@@ -40,7 +38,7 @@ StepPrecision step_precision(const run::Config& config);
 // model.arch's backbone as v3 builds its encoders (a ViT's patch projection frozen with v3.stop_grad_conv1).
 model::Backbone v3_backbone(const run::Config& config, int64_t in_channels);
 
-class MocoV3 final : public run::Method {
+class MocoV3 final : public run::MomentumMethod {
  public:
   // Builds the model (its initialisation draws from the global generator, seeded from train.seed)
   // and makes every rank start from rank 0's. Collective.
@@ -52,16 +50,12 @@ class MocoV3 final : public run::Method {
   void set_run_length(int64_t total_steps) override { total_steps_ = total_steps; }
   void set_lr(double lr) override { optimizer_.set_lr(lr); }
   run::StepOutput step(const data::TwoViewBatch& batch, int64_t step) override;
-  void check_after_step(int64_t) override {}
   std::vector<ckpt::StateEntry> state_entries() override {
     return v3_state_entries(*model_, optimizer_, scaler_ ? &*scaler_ : nullptr);
   }
-  int64_t draw_counter() const override { return 0; }  // v3 draws nothing while it trains
-  void set_draw_counter(int64_t) override {}
   void before_save() override { agree_on_buffers(); }
   void before_eval() override { agree_on_buffers(); }
   model::Backbone encoder() override { return model_->encoder_q; }
-  std::vector<run::StepScalar> step_scalars() const override;
   run::MethodFacts facts() override;
 
   // The momentum m of step `step` (counted from 1): progress (step - 1) / total steps.
@@ -81,14 +75,10 @@ class MocoV3 final : public run::Method {
   // the rollback where not trained, then the update (the loss scale's unscale, skip and update first).
   void finish_step(const V3Output& out, run::StepOutput& result);
 
-  const run::Config& config_;
-  const run::RunContext& context_;
   MocoV3Model model_;
   optim::Optimizer optimizer_;
-  dist::GradientReducer reducer_;
   StepRollback rollback_;
   std::optional<model::GradScaler> scaler_;
-  sys::NanInjection nan_;
   int64_t total_steps_ = 1;
 };
 

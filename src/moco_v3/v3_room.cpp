@@ -84,7 +84,7 @@ run::MethodRoom room() {
                {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16}};
   r.keys = keys();
   r.check = check;
-  r.encoder_group = "encoder_q/";
+  r.encoder_group = run::kQueryEncoderGroup;
   r.official_layout = official_layout;
   r.initial_encoder = [](const run::Config& c, int64_t in_channels) {
     torch::manual_seed(c.train.seed);  // the run seeds the generator, then MocoV3Model builds encoder_q first

@@ -43,16 +43,4 @@ void StepRollback::restore_unless(const torch::Tensor& keep_new) {
   momentum_parameters_.bump_versions();
 }
 
-torch::Tensor local_nonfinite_causes(const V3Output& out, const torch::Tensor& gradients_nonfinite) {
-  RECORD_USER_SCOPE("update/skip_flag");
-  torch::NoGradGuard no_grad;
-  const auto queries = model::holds_nonfinite(std::vector<torch::Tensor>{out.q1, out.q2});
-  const auto keys = model::holds_nonfinite(std::vector<torch::Tensor>{out.k1, out.k2});
-  const auto loss = model::holds_nonfinite(out.loss);
-  const auto gradients = gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(loss);
-  // Bit i for the i-th: model::kNonfiniteQueries, kNonfiniteKeys, kNonfiniteLoss, kNonfiniteGradients.
-  const auto bits = torch::arange(4, out.loss.options().dtype(torch::kInt32));
-  return torch::stack({queries, keys, loss, gradients}).to(torch::kInt32).bitwise_left_shift(bits).sum(torch::kInt32);
-}
-
 }  // namespace moco::moco_v3

@@ -1,6 +1,5 @@
 // defines: StepRollback (what a MoCo v3 step changes before its update, copied on the device and put
-// back where the step is skipped), local_nonfinite_causes (this rank's model::NonfiniteCause bits of
-// a v3 step): v3's half of Note [Skipping a step on the device]
+// back where the step is skipped): v3's half of Note [Skipping a step on the device]
 #pragma once
 
 #include "model/flat_tensors.h"
@@ -35,11 +34,5 @@ class StepRollback {
   torch::Tensor momentum_parameters_before_;
   std::vector<torch::Tensor> buffers_before_;
 };
-
-// This rank's model::NonfiniteCause bits, an int32 scalar on the device: queries (q1 or q2), keys (k1
-// or k2), the loss, and `gradients_nonfinite` (a bool scalar: this rank's gradients before they are
-// averaged, so that the flag names the rank they came from; undefined where they are not a cause:
-// with a loss scale, an Inf gradient is the scaler's to skip).
-torch::Tensor local_nonfinite_causes(const V3Output& out, const torch::Tensor& gradients_nonfinite);
 
 }  // namespace moco::moco_v3

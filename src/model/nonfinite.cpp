@@ -1,5 +1,6 @@
 #include "model/nonfinite.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <optional>
@@ -44,6 +45,33 @@ std::string nonfinite_causes_text(int32_t causes) {
                                   std::pair{kNonfiniteLoss, "loss"}, std::pair{kNonfiniteGradients, "gradients"}})
     if (causes & bit) text += (text.empty() ? "" : ", ") + std::string(name);
   return text;
+}
+
+namespace {
+
+// One tensor takes holds_nonfinite's one-tensor path (fewer ops than the list's).
+torch::Tensor any_nonfinite(const std::vector<torch::Tensor>& tensors) {
+  return tensors.size() == 1 ? holds_nonfinite(tensors[0]) : holds_nonfinite(tensors);
+}
+
+}  // namespace
+
+torch::Tensor nonfinite_causes(const std::vector<torch::Tensor>& queries, const std::vector<torch::Tensor>& keys,
+                               const torch::Tensor& loss, const torch::Tensor& gradients_nonfinite) {
+  RECORD_USER_SCOPE("update/skip_flag");  // Note [Update scopes] (sys/op_count.h)
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> bad{any_nonfinite(queries), any_nonfinite(keys), holds_nonfinite(loss)};
+  bad.push_back(gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(bad[0]));
+  // Bit i for bad[i]: kNonfiniteQueries, kNonfiniteKeys, kNonfiniteLoss, kNonfiniteGradients.
+  const auto bits = torch::arange(static_cast<int64_t>(bad.size()), loss.options().dtype(torch::kInt32));
+  return torch::stack(bad).to(torch::kInt32).bitwise_left_shift(bits).sum(torch::kInt32);
+}
+
+StepAgreement agree_on_step(const torch::Tensor& local_causes, dist::ProcessGroup& group) {
+  StepAgreement agreed;
+  agreed.nonfinite_by_rank = group.all_gather(local_causes.view({1}));
+  agreed.trained = agreed.nonfinite_by_rank.eq(0).all();
+  return agreed;
 }
 
 }  // namespace moco::model

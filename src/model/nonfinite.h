@@ -1,7 +1,10 @@
 // defines: holds_nonfinite (whether a tensor holds NaN or Inf, decided on its device in one
 // reduction), what the step's skip (Note [Skipping a step on the device]) checks its values with;
-// NonfiniteCause (what held them) and nonfinite_causes_text
+// NonfiniteCause (what held them), nonfinite_causes (a rank's bits) and nonfinite_causes_text;
+// StepAgreement and agree_on_step (every rank's bits, and whether the step trains)
 #pragma once
+
+#include "dist/process_group.h"
 
 #include <torch/types.h>
 
@@ -29,5 +32,21 @@ enum NonfiniteCause : int32_t {
 };
 // The causes set in `causes`, e.g. "queries, loss, gradients".
 std::string nonfinite_causes_text(int32_t causes);
+
+// This rank's NonfiniteCause bits, an int32 scalar on the device: the queries, the keys, the loss and
+// `gradients_nonfinite` (a bool scalar: this rank's gradients before they are averaged, so that the
+// flag names the rank they came from; undefined where they are no cause: with a loss scale an Inf
+// gradient is the scale's to skip).
+torch::Tensor nonfinite_causes(const std::vector<torch::Tensor>& queries, const std::vector<torch::Tensor>& keys,
+                               const torch::Tensor& loss, const torch::Tensor& gradients_nonfinite);
+
+// What every rank knows of a step once the ranks' bits are gathered (Note [Skipping a step on the
+// device]): nonfinite_by_rank [world] int32, and trained, a bool scalar, true where no rank had any.
+struct StepAgreement {
+  torch::Tensor nonfinite_by_rank;
+  torch::Tensor trained;
+};
+// Collective, on the device: one all-gather of each rank's bits, no host read.
+StepAgreement agree_on_step(const torch::Tensor& local_causes, dist::ProcessGroup& group);
 
 }  // namespace moco::model

@@ -48,35 +48,39 @@ struct MethodFacts {
 };
 
 // One method's model, optimizer and step. The loop owns the data, the schedule, the checkpoint
-// cadence and the logs; it calls these in this order each step: set_lr, step, check_after_step.
+// cadence and the logs; it calls these in this order each step: set_lr, step, check_after_step. A
+// method states its step, its checkpoint's tensors and its encoder; the rest has a default that is
+// right for a method without it (nothing drawn, nothing rank-local, no checks, no scalars), so no
+// method writes an empty function. MomentumMethod (run/momentum_method.h) is what momentum methods share.
 class Method {
  public:
   virtual ~Method() = default;
-  // The steps the whole run takes (train.epochs), once, before the first step: for a method whose
-  // schedule follows the run's progress (MoCo v3's momentum).
-  virtual void set_run_length(int64_t /*total_steps*/) {}
   virtual void set_lr(double lr) = 0;
   // One optimisation step (counted from 1) on this rank's share of the global batch: both views'
   // forward, the loss, the backward, the gradients averaged across ranks, the update. Collective;
   // never waits for the device.
   virtual StepOutput step(const data::TwoViewBatch& batch, int64_t step) = 0;
-  // After step `step`: the method's own consistency checks across ranks (collective; may throw).
-  virtual void check_after_step(int64_t step) = 0;
   // The named tensors a checkpoint holds of the method (weights, optimizer state, queues), the same
   // tensors every call; a save reads them and a resume restores into them.
   virtual std::vector<ckpt::StateEntry> state_entries() = 0;
-  // Random draws made so far that a resumed run must continue from (progress/shuffle_steps).
-  virtual int64_t draw_counter() const = 0;
-  virtual void set_draw_counter(int64_t draws) = 0;
-  // Brings what is rank-local to agreement before a save (collective).
-  virtual void before_save() = 0;
-  // Brings the statistics evaluation uses to agreement across ranks (collective).
-  virtual void before_eval() = 0;
   // The encoder whose backbone the kNN monitor judges.
   virtual model::Backbone encoder() = 0;
+
+  // The steps the whole run takes (train.epochs), once, before the first step: for a method whose
+  // schedule follows the run's progress (MoCo v3's momentum).
+  virtual void set_run_length(int64_t /*total_steps*/) {}
+  // After step `step`: the method's own consistency checks across ranks (collective; may throw).
+  virtual void check_after_step(int64_t /*step*/) {}
+  // Random draws made so far that a resumed run must continue from (progress/shuffle_steps).
+  virtual int64_t draw_counter() const { return 0; }
+  virtual void set_draw_counter(int64_t /*draws*/) {}
+  // Brings what is rank-local to agreement before a save (collective).
+  virtual void before_save() {}
+  // Brings the statistics evaluation uses to agreement across ranks (collective).
+  virtual void before_eval() {}
   // What StepOutput::scalars holds, the same every step.
-  virtual std::vector<StepScalar> step_scalars() const = 0;
-  virtual MethodFacts facts() = 0;
+  virtual std::vector<StepScalar> step_scalars() const { return {}; }
+  virtual MethodFacts facts() { return {}; }
 };
 
 }  // namespace moco::run
