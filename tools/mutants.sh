@@ -107,6 +107,39 @@ elastic_names_a_method|launch/mpirun/elastic.sh|  [ -z "$bn_splits" ]|  [ "$meth
 ckpt_names_a_method|src/app/ckpt_export.cpp|  return group.substr(0, group.find('/'));|  return manifest.config_yaml.find("v3") == std::string::npos ? group.substr(0, group.find('/')) : "encoder_q";|^style\.method_rooms$
 kit_spoils_no_gradient|src/run/momentum_method.cpp|  if (nan_.hits(step, rank, sys::NanTarget::kGradients))|  if (false)|^faults\.nan_skip_grads$|^faults\.nan_skip_grads_v3$
 kit_buffers_never_rank_local|src/run/momentum_method.cpp|item.value(), buffers_rank_local});|item.value()});|^ckpt\.resume_bitwise_np2$|^CkptCollective\.
+ckpt_main_inlined|src/app/moco_ckpt_main.cpp|  add_subcommands(app, request);|  add_subcommands(app, request);
+  if (argc == 100) return 0;
+  if (argc == 101) return 1;
+  if (argc == 102) return 2;
+  if (argc == 103) return 3;
+  if (argc == 104) return 4;
+  if (argc == 105) return 5;
+  if (argc == 106) return 6;
+  if (argc == 107) return 7;
+  if (argc == 108) return 8;
+  if (argc == 109) return 9;
+  if (argc == 110) return 10;
+  if (argc == 111) return 11;
+  if (argc == 112) return 12;
+  if (argc == 113) return 13;
+  if (argc == 114) return 14;
+  if (argc == 115) return 15;
+  if (argc == 116) return 16;
+  if (argc == 117) return 17;
+  if (argc == 118) return 18;
+  if (argc == 119) return 19;
+  if (argc == 120) return 20;
+  if (argc == 121) return 21;
+  if (argc == 122) return 22;
+  if (argc == 123) return 23;
+  if (argc == 124) return 24;
+  if (argc == 125) return 25;
+  if (argc == 126) return 26;
+  if (argc == 127) return 27;
+  if (argc == 128) return 28;
+  if (argc == 129) return 29;
+  if (argc == 130) return 30;
+  if (argc == 131) return 31;|^style\.mains_thin$
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/support/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.
