@@ -27,7 +27,8 @@
 #   host_dropped       the same with --min-ranks 1: the job starts again on this machine's 2 ranks,
 #                      from the start (no checkpoint yet), and finishes; the failed attempt's
 #                      metrics.jsonl, its restart row last, is kept as metrics.jsonl.1
-#   sbatch_bound       launch/slurm/moco.sbatch started as Slurm starts a requeued job (SLURM_JOB_ID,
+#   sbatch_bound       launch/slurm/moco.sbatch given a config moco_dist refuses: exit 2 with moco_dist's
+#                      words; then started as Slurm starts a requeued job (SLURM_JOB_ID,
 #                      SLURM_RESTART_COUNT=1) after a failure Slurm requeued by itself, with the
 #                      job's one restart used (--max-restarts 1): exit 1 before any step, saying so
 set -euo pipefail
@@ -186,6 +187,11 @@ world_divides_batch | world_divides_batch_no_bn_splits | world_divides_bn_splits
   ! grep -q '^\[moco.sh\] restart' "$work/console" || fail "restarted"
   ;;
 sbatch_bound)
+  # A config moco_dist refuses: its own words reach the job's output (issue 57, W3), exit 2.
+  rc=0
+  bash "$src/launch/slurm/moco.sbatch" "${args[@]}" optim.base_lr=-1 >"$work/console" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || fail "a refused config: exit $rc, not 2"
+  grep -q "key 'optim.base_lr' must be positive" "$work/console" || fail "moco_dist's reason did not reach the output"
   # Slurm requeued job 7 by itself after a failure (the last row is a step's, not a stop's or a
   # restart's); its one restart was used by an earlier requeue.
   mkdir -p "$run"
