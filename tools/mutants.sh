@@ -106,7 +106,7 @@ elastic_bn_splits_assumed|launch/mpirun/elastic.sh|  [ -z "$bn_splits" ]|  false
 elastic_names_a_method|launch/mpirun/elastic.sh|  [ -z "$bn_splits" ]|  [ "$method" = v3 ]|^style\.method_rooms$
 ckpt_names_a_method|src/app/ckpt_export.cpp|  return group.substr(0, group.find('/'));|  return manifest.config_yaml.find("v3") == std::string::npos ? group.substr(0, group.find('/')) : "encoder_q";|^style\.method_rooms$
 kit_spoils_no_gradient|src/run/momentum_method.cpp|  if (nan_.hits(step, rank, sys::NanTarget::kGradients))|  if (false)|^faults\.nan_skip_grads$|^faults\.nan_skip_grads_v3$
-kit_buffers_never_rank_local|src/run/momentum_method.cpp|item.value(), buffers_rank_local});|item.value()});|^ckpt\.resume_bitwise_np2$|^CkptCollective\.
+kit_buffers_never_rank_local|src/run/momentum_method.cpp|item.value(), buffers_rank_local});|item.value()});|^ckpt\.resume_bitwise_bn_rank_local$
 ckpt_main_inlined|src/app/moco_ckpt_main.cpp|  add_subcommands(app, request);|  add_subcommands(app, request);
   if (argc == 100) return 0;
   if (argc == 101) return 1;

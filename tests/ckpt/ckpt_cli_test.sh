@@ -93,10 +93,13 @@ EOF
 # kill_before_manifest write them in the loop.
 case $case_name in
 *_sync | kill_before_manifest) base+=(ckpt.async=false) ;;
+# Each rank keeps its own BatchNorm buffers (no broadcast): the checkpoint holds every rank's, and
+# a resume gives each rank back its own.
+*_bn_rank_local) base+=(dist.broadcast_buffers=false) ;;
 esac
 
 case $case_name in
-resume_bitwise | resume_bitwise_sync)
+resume_bitwise | resume_bitwise_sync | resume_bitwise_bn_rank_local)
   # Straight, with periodic checkpoints on the way; and the same run stopped mid-epoch at step 5,
   # resumed, stopped again at 10 (after the epoch boundary), resumed to the end.
   run "$np" "$work/straight" ckpt.every_steps=4
