@@ -114,6 +114,16 @@ resume_bitwise | resume_bitwise_sync | resume_bitwise_bn_rank_local)
   [ "$(grep -c '"event":"resume"' "$work/sliced/metrics.jsonl")" -eq 2 ] || fail "expected two resume rows"
   [ "$(grep -c '"random_init"' "$work/sliced/metrics.jsonl")" -eq 1 ] || fail "random-init kNN repeated on resume"
   [ "$(grep -c '"raw_pixels"' "$work/sliced/metrics.jsonl")" -eq 1 ] || fail "raw-pixel kNN row repeated on resume"
+  if [ "$case_name" = resume_bitwise_bn_rank_local ]; then
+    # Every rank's own BatchNorm statistics, in its own shard, for both encoders.
+    "$ckpt" inspect "$work/sliced" >"$work/inspect.txt"
+    for module in encoder_q encoder_k; do
+      for shard in $(seq 0 $((np - 1))); do
+        grep -Eq "^$module/bn1\.running_mean +float32 +[0-9x]+ shard $shard \(rank-local\)" "$work/inspect.txt" ||
+          fail "$module/bn1.running_mean is not rank $shard's own in the checkpoint"
+      done
+    done
+  fi
   ;;
 resume_bitwise_v3)
   # MoCo v3 with LARS and with AdamW (the warm-up, the momentum's cosine over the run, rank 0's BN
