@@ -6,6 +6,7 @@
 #include "ckpt/manifest.h"
 #include "ckpt/official_checkpoint.h"
 #include "ckpt/official_layout.h"
+#include "app/program.h"
 #include "run/config.h"
 #include "train/schedule.h"
 
@@ -16,7 +17,17 @@
 
 namespace moco::app {
 
-inline ckpt::OfficialLayout official_layout_for(const run::Config& c) { return run::method_room(c).official_layout(); }
+// Where the method's tensors lie in the official main_moco.py checkpoint. A method with no official
+// code to match has none: refused (a Refusal, exit 2) before anything is written.
+inline ckpt::OfficialLayout official_layout_for(const run::Config& c) {
+  const auto& room = run::method_room(c);
+  if (!room.official_layout)
+    throw Refusal(
+        fmt::format("export: --format moco: model.method {} has no official main_moco.py checkpoint to "
+                    "match: export it with --format h5 or torch",
+                    room.name));
+  return room.official_layout();
+}
 
 // The lr of the checkpoint's last step as the loop set it at that step's start (src/train/loop.cpp),
 // from train.epochs' schedule: main_moco.py's param group holds its last step's lr too.

@@ -47,7 +47,7 @@ struct MethodRoom {
   // or timm's keys, as the method's state entries name it.
   std::string encoder_group;
   // Where each of its checkpoint's tensors lies in the official main_moco.py's checkpoint (moco_ckpt
-  // export --format moco).
+  // export --format moco); empty for a method with no official code to match (that export is refused).
   std::function<ckpt::OfficialLayout()> official_layout;
   // The encoder evaluation reads as the method initialises it from train.seed (what a run's random-init
   // baseline and model.pretrained=random score), on the CPU.

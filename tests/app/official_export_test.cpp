@@ -269,6 +269,18 @@ TEST(OfficialLayoutTest, MocoV3VitSmallIsTheOfficialModelsCheckpoint) {
 
 // A tensor that no table places fails the export instead of going missing from it; the run's own state
 // stays out without a word.
+// A method with no official code to match has no layout: `--format moco` is refused, naming it.
+TEST(OfficialLayoutTest, AMethodWithoutAnOfficialLayoutIsRefused) {
+  run::MethodRoom room;
+  room.name = "plain";
+  room.accepts = {{run::Arch::kResnetTiny}, {run::Optimizer::kSgd}, {run::Precision::kFp32}};
+  const auto methods = std::make_shared<const run::Methods>(run::Methods{room});
+  const auto c = run::load_config_text(methods, "model: {method: plain}\n", "saved");
+  EXPECT_EQ(test::error_of([&] { app::official_layout_for(c); }),
+            "export: --format moco: model.method plain has no official main_moco.py checkpoint to match: export it "
+            "with --format h5 or torch");
+}
+
 TEST(OfficialLayoutTest, ATensorWithNoPlaceInTheOfficialCheckpointIsRefused) {
   const auto layout = moco_v3::room().official_layout();
   ckpt::OfficialCheckpointInfo info;
