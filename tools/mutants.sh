@@ -142,6 +142,7 @@ ckpt_main_inlined|src/app/moco_ckpt_main.cpp|  add_subcommands(app, request);|  
   if (argc == 131) return 31;|^style\.mains_thin$
 sbatch_swallows_config_error|launch/slurm/moco.sbatch|  printf '%s\n' "$cfg" >&2|  :|^launch\.elastic_sbatch_bound$
 official_layout_missing_unchecked|src/app/official_export.h|  if (!room.official_layout)|  if (false)|^OfficialLayoutTest\.
+step_folder_digits_unbounded|src/ckpt/checkpoint_dir.cpp|step_(\d{8,18})(\.tmp)?|step_(\d{8,})(\.tmp)?|^CkptRetention\.
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/support/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.

@@ -17,8 +17,10 @@ namespace moco::ckpt {
 namespace fs = std::filesystem;
 
 namespace {
+// At most 18 digits: every such step fits int64_t. A longer one (step_99999999999999999999, made by
+// hand) is no run's folder: listed, resumed and removed by none (it stopped every start with stoll).
 const std::regex& step_pattern() {
-  static const std::regex pattern(R"(step_(\d{8,})(\.tmp)?)");
+  static const std::regex pattern(R"(step_(\d{8,18})(\.tmp)?)");
   return pattern;
 }
 }  // namespace

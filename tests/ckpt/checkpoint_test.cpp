@@ -373,6 +373,10 @@ TEST(CkptRetention, KeepsTheNewestTheMultiplesAndLatestAndDropsLeftovers) {
   fs::create_directories(ckpt::step_dir(root.string(), 11) + ".tmp");  // a crashed save
   fs::create_directories(ckpt::step_dir(root.string(), 12) + ".tmp");  // the save in flight
   fs::create_directories(ckpt::step_dir(root.string(), 13));           // damaged by hand: no manifest
+  // Made by hand, beyond any int64_t step (issue 57, W7): no run's folder, left alone.
+  const auto huge = root / "step_99999999999999999999";
+  fs::create_directories(huge);
+  std::ofstream(huge / ckpt::kManifestFile) << "{}";
   ckpt::write_latest(root.string(), 2);
   ckpt::RetentionPolicy policy;
   policy.keep_last = 3;
@@ -382,6 +386,7 @@ TEST(CkptRetention, KeepsTheNewestTheMultiplesAndLatestAndDropsLeftovers) {
   EXPECT_FALSE(fs::exists(ckpt::step_dir(root.string(), 11) + ".tmp"));
   EXPECT_TRUE(fs::exists(ckpt::step_dir(root.string(), 12) + ".tmp"));
   EXPECT_TRUE(fs::exists(ckpt::step_dir(root.string(), 13)));
+  EXPECT_TRUE(fs::exists(huge));
   EXPECT_EQ(ckpt::latest_step(root.string()), 2);
   EXPECT_EQ(ckpt::resolve_checkpoint_dir(root.string()), ckpt::step_dir(root.string(), 2));
 }
