@@ -52,6 +52,8 @@ config_bad_choice_accepted|src/run/config.cpp|reading.bad_choices[field.key] = b
 config_bad_choice_not_overridable|src/run/config.cpp|reading.bad_choices.erase(field.key);|(void)0;|^ConfigTest\.
 config_row_rules_skipped|src/run/config.cpp|require(what.empty(), where, f->key, what);|(void)what;|^ConfigTest\.
 config_range_edge_open|src/run/config_keys.cpp|lo_open ? v > lo : v >= lo|v > lo|^ConfigTest\.
+augment_row_checks_defaults|src/run/config_keys.cpp|              options.*member = value;|              (void)value;|^ConfigTest\.|^cli\.bad_input\.
+config_row_rule_dropped|src/run/config_row.h|    std::get<Binding<T>>(row.binding).rule = std::move(rule);|    (void)rule;|^ConfigTest\.
 augment_range_edge_open|src/data/augment_params.cpp|r.lo_open ? x > r.lo : x >= r.lo|x > r.lo|^AugmentParamsTest\.|^ConfigTest\.
 lr_not_scaled_by_batch|src/train/schedule.cpp|config.optim.base_lr * static_cast<double>(config.optim.batch_size) / 256.0;|config.optim.base_lr;|^ScheduleTest\.|^cli\.train\.time_budget$
 lr_updated_every_step|src/train/schedule.cpp|  if (s.update == run::LrUpdate::kStep) return progress * s.epochs;|  return progress * s.epochs;|^ScheduleTest\.|^cli\.train\.lr_update$
@@ -63,7 +65,7 @@ knn_every_epochs_ignored|src/train/pretraining.cpp|if (every > 0 && end.epochs_d
 shuffle_counter_not_restored|src/train/pretraining.cpp|run_.method->set_draw_counter(state.counter("shuffle_steps"));|(void)state.counter("shuffle_steps");|^ckpt\.resume_bitwise_np1$
 loader_not_resumed_mid_epoch|src/train/loop.cpp|epoch == at_.epoch ? at_.batch_in_epoch : 0;|0;|^ckpt\.resume_bitwise_np1$|^lincls\.resume_bitwise$
 stop_signal_ignored|src/train/step_book.cpp|preempt::preemption_signal(), data_wait_s}|0, data_wait_s}|^launch\.plain_sigterm$
-skip_keeps_bn_stats|src/moco_v2/moco.cpp|    torch::where_out(values, keep_new, values, saved.buffers_before[i]);|    (void)values;|^MocoTest\.|^faults\.nan_skip$
+skip_keeps_bn_stats|src/model/step_rollback.cpp|    torch::where_out(values, keep_new, values, buffers_before_[i]);|    (void)values;|^MocoTest\.|^faults\.nan_skip$|^MocoV3Test\.|^faults\.nan_skip_keys_v3$
 h5_attribute_read_one_short|src/h5/attributes.cpp|std::string text(H5Tget_size(type.get()) + 1, '\0');|std::string text(H5Tget_size(type.get()), '\0');|^CkptH5\.|^ckpt\.tools$
 roll_call_names_nobody|src/dist/mpi_process_group.cpp|if ((*messages)[static_cast<size_t>(awaited[i])] < 0) silent.push_back(awaited[i]);|(void)arrived;|^faults\.stuck_peer$
 roll_call_not_answered_while_waiting|src/dist/mpi_process_group.cpp|if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm, &waiting, &status) != MPI_SUCCESS|if (true|^mpi\.np4$
@@ -410,8 +412,8 @@ pretrained_formats_unsaid|src/lincls/frozen_backbone.cpp|in HDF5 (--format h5, t
 skip_flag_ignores_keys|src/moco_v2/moco.cpp|model::nonfinite_causes({out.q}, {out.k}, out.loss,|model::nonfinite_causes({out.q}, {out.q}, out.loss,|^MocoTest\.|^faults\.nan_skip_keys$
 skip_flag_ignores_loss|src/model/nonfinite.cpp|any_nonfinite(keys), holds_nonfinite(loss)};|any_nonfinite(keys), any_nonfinite(queries)};|^MocoTest\.|^faults\.nan_skip_loss$|^faults\.nan_skip_loss_v3$
 skip_flag_ignores_grads|src/model/nonfinite.cpp|  bad.push_back(gradients_nonfinite.defined() ? gradients_nonfinite : torch::zeros_like(bad[0]));|  bad.push_back(torch::zeros_like(bad[0]));|^MocoTest\.|^faults\.nan_skip_grads$
-skip_enqueue_before_flag|src/moco_v2/moco.cpp|  enqueue_keys(queue_, queue_ptr_, step.all_keys, out.trained);|  enqueue_keys(queue_, queue_ptr_, step.all_keys, torch::Tensor());|^MocoTest\.|^faults\.nan_skip_keys$
-skip_key_params_not_restored|src/moco_v2/moco.cpp|  torch::where_out(k, keep_new, k, saved.key_params_before);|  (void)saved.key_params_before;|^MocoTest\.|^faults\.nan_skip$
+skip_enqueue_before_flag|src/moco_v2/moco.cpp|  enqueue_keys(queue_, queue_ptr_, all_keys, out.trained);|  enqueue_keys(queue_, queue_ptr_, all_keys, torch::Tensor());|^MocoTest\.|^faults\.nan_skip_keys$
+skip_key_params_not_restored|src/model/step_rollback.cpp|  torch::where_out(momentum, keep_new, momentum, momentum_parameters_before_);|  (void)momentum;|^MocoTest\.|^faults\.nan_skip$|^MocoV3Test\.|^faults\.nan_skip_v3$
 skip_flat_gradients_unchecked|src/optim/sgd.cpp|  if (gradients_bound()) return model::holds_nonfinite(grads_);|  if (gradients_bound()) return torch::zeros({}, torch::kBool);|^MocoTest\.|^faults\.nan_skip_grads$
 nonfinite_misses_infinity|src/model/nonfinite.cpp|  return ends.sub(ends).isnan().any();|  return ends.isnan().any();|^NonfiniteTest\.
 nan_hook_ignores_what|src/sys/fault_hooks.h|return step == at_step && rank == at_rank && what == target;|return step == at_step && rank == at_rank;|^FaultHooksTest\.
@@ -482,9 +484,7 @@ v3_adamw_steps_not_checkpointed|src/optim/optimizer.cpp|    state.emplace_back("
 v3_skip_ignores_gradients|src/moco_v3/moco_v3.cpp|scaler_ ? torch::Tensor() : optimizer_.nonfinite_gradients();|torch::Tensor();|^MocoV3Test\.|^faults\.nan_skip_grads_v3$
 v3_skip_ignores_keys|src/moco_v3/moco_v3.cpp|{out.q1, out.q2}, {out.k1, out.k2}, out.loss|{out.q1, out.q2}, {out.q1, out.q2}, out.loss|^MocoV3Test\.|^faults\.nan_skip_keys_v3$
 skip_flag_not_agreed|src/model/nonfinite.cpp|group.all_gather(local_causes.view({1}))|local_causes.view({1}).repeat({group.world_size()})|^faults\.nan_skip_loss_v3$|^faults\.nan_skip_loss$
-v3_skip_predictor_bn_not_restored|src/moco_v3/v3_skip.cpp|model.encoder_k.get(), model.predictor.get()})|model.encoder_k.get()})|^MocoV3Test\.|^faults\.nan_skip_v3$
-v3_skip_bn_not_restored|src/moco_v3/v3_skip.cpp|    torch::where_out(values, keep_new, values, buffers_before_[i]);|    (void)values;|^MocoV3Test\.|^faults\.nan_skip_keys_v3$
-v3_skip_momentum_encoder_not_restored|src/moco_v3/v3_skip.cpp|  torch::where_out(k, keep_new, k, momentum_parameters_before_);|  (void)k;|^MocoV3Test\.|^faults\.nan_skip_v3$
+v3_skip_predictor_bn_not_restored|src/moco_v3/moco_v3.cpp|model.encoder_k.get(), model.predictor.get()})|model.encoder_k.get()})|^MocoV3Test\.|^faults\.nan_skip_v3$
 v3_optimizer_steps_on_skip|src/moco_v3/moco_v3.cpp|  optimizer_.step(apply);|  optimizer_.step();|^MocoV3Test\.|^faults\.nan_skip_loss_v3$
 nan_injection_unwired|src/run/momentum_method.cpp|context_(context), nan_(sys::hooks().nan_injection()) {}|context_(context), nan_() {}|^MocoV3Test\.|^faults\.nan_skip_v3$|^faults\.nan_skip$
 v3_scaler_state_not_checkpointed|src/moco_v3/moco_v3.cpp|    for (auto& [name, tensor] : scaler->state()) entries.push_back({name, tensor});|    (void)0;|^MocoV3Test\.|^MocoV3Test\.
