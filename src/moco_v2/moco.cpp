@@ -107,31 +107,6 @@ std::vector<torch::Tensor> MocoImpl::buffer_flats() {
   return flats;
 }
 
-MocoImpl::OpenStep MocoImpl::snapshot_state() {
-  RECORD_USER_SCOPE("update/skip_snapshot");
-  OpenStep saved;
-  for (auto& kind : bn_) saved.buffers_before.push_back(kind.flat().clone());
-  saved.key_params_before = k_params_.flat().clone();
-  return saved;
-}
-
-// Puts back the key encoder's parameters and both encoders' BatchNorm buffers as saved before the
-// step unless `keep_new` (a bool scalar on the device). BatchNorm's forward saves its running
-// statistics for backward (used there only in eval mode), so they are written without bumping their
-// version (through the flat buffer, which has a version counter of its own): a bump would fail a
-// backward that comes after this.
-void MocoImpl::restore_state_unless(const torch::Tensor& keep_new, const OpenStep& saved) {
-  RECORD_USER_SCOPE("update/skip_restore");
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < bn_.size(); ++i) {
-    auto values = bn_[i].flat();
-    torch::where_out(values, keep_new, values, saved.buffers_before[i]);
-  }
-  auto k = k_params_.flat();
-  torch::where_out(k, keep_new, k, saved.key_params_before);
-  k_params_.bump_versions();
-}
-
 // Note [Skipping a step on the device]
 // Whether any rank's step went non-finite (queries, keys, loss or gradients: NaN or Inf) is known
 // only on the device. Reading it on the host would stall the GPU's queue every step, so every rank
@@ -139,15 +114,16 @@ void MocoImpl::restore_state_unless(const torch::Tensor& keep_new, const OpenSte
 // one flag per rank is gathered; each state change then keeps its old value where `trained` is
 // false (torch::where, bit for bit the new value where it is true; one per flat buffer: Note [Flat
 // buffers]): the key encoder's parameters (saved before the momentum update, one copy), both
-// encoders' BatchNorm buffers, the enqueue (after the flag, so no NaN key ever enters the queue) and
-// the SGD step (MomentumSgd::step). The host learns of a skipped step later, when it reads the
+// encoders' BatchNorm buffers (the two: model::StepRollback, as v3's), the enqueue (after the flag, so no NaN key ever
+// enters the queue) and the SGD step (MomentumSgd::step). The host learns of a skipped step later, when it reads the
 // step's records anyway. The gradients are checked on each rank before they are averaged, so the
 // flag names the rank they came from; a finite sum of finite averages is finite.
 MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_k) {
   namespace F = torch::nn::functional;
-  if (open_step_) throw std::logic_error("Moco::forward: the step before has not ended: call end_step after backward");
+  if (open_step_keys_)
+    throw std::logic_error("Moco::forward: the step before has not ended: call end_step after backward");
   const auto unit = F::NormalizeFuncOptions().dim(1);
-  OpenStep step = options_.skip_nonfinite ? snapshot_state() : OpenStep();
+  if (options_.skip_nonfinite) rollback_.snapshot();
   MocoOutput out;
   out.q = F::normalize(encode(encoder_q, im_q, &out.q_features), unit);
   {
@@ -160,25 +136,24 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
   auto contrastive = fused_contrastive_loss(out.q, out.k, queue_, options_.temperature);
   out.loss = contrastive.loss;
   out.positive_rank = contrastive.positive_rank;
-  step.all_keys = group_->all_gather(out.k);
-  open_step_ = std::move(step);
+  open_step_keys_ = group_->all_gather(out.k);
   ++steps_;
   return out;
 }
 
 void MocoImpl::end_step(MocoOutput& out, const torch::Tensor& gradients_nonfinite) {
-  if (!open_step_) throw std::logic_error("Moco::end_step: no step to end: call forward first");
-  const OpenStep step = std::move(*open_step_);
-  open_step_.reset();
+  if (!open_step_keys_) throw std::logic_error("Moco::end_step: no step to end: call forward first");
+  const torch::Tensor all_keys = std::move(*open_step_keys_);
+  open_step_keys_.reset();
   if (options_.skip_nonfinite) {
     // One flag per rank, so that every rank skips the same step and can name who caused it.
     auto agreed =
         model::agree_on_step(model::nonfinite_causes({out.q}, {out.k}, out.loss, gradients_nonfinite), *group_);
     out.nonfinite_by_rank = std::move(agreed.nonfinite_by_rank);
     out.trained = std::move(agreed.trained);
-    restore_state_unless(out.trained, step);
+    rollback_.restore_unless(out.trained);
   }
-  enqueue_keys(queue_, queue_ptr_, step.all_keys, out.trained);
+  enqueue_keys(queue_, queue_ptr_, all_keys, out.trained);
 }
 
 }  // namespace moco::moco_v2

@@ -5,6 +5,7 @@
 #include "model/flat_tensors.h"
 #include "model/nonfinite.h"
 #include "model/resnet.h"
+#include "model/step_rollback.h"
 
 #include <cstdint>
 #include <memory>
@@ -113,16 +114,11 @@ class MocoImpl : public torch::nn::Module {
   model::FlatTensors q_params_, k_params_;
   std::vector<model::FlatTensors> bn_;
 
-  // What forward keeps for end_step: the keys to enqueue and, with skip_nonfinite, the state that a
-  // skipped step puts back.
-  struct OpenStep {
-    torch::Tensor all_keys;
-    std::vector<torch::Tensor> buffers_before;  // one per bn_ kind
-    torch::Tensor key_params_before;            // k_params_'s flat buffer
-  };
-  std::optional<OpenStep> open_step_;
-  OpenStep snapshot_state();
-  void restore_state_unless(const torch::Tensor& keep_new, const OpenStep& saved);
+  // With skip_nonfinite, what a skipped step puts back: the key encoder's parameters, both encoders'
+  // BatchNorm buffers.
+  model::StepRollback rollback_{k_params_, bn_};
+  // What forward keeps for end_step: the keys to enqueue.
+  std::optional<torch::Tensor> open_step_keys_;
 };
 TORCH_MODULE(Moco);
 

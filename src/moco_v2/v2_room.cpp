@@ -11,7 +11,7 @@ namespace moco::moco_v2 {
 namespace {
 
 template <typename T>
-run::ConfigRow key(const char* name, T Settings::*member, const char* help) {
+run::RowOf<T> key(const char* name, T Settings::*member, const char* help) {
   return run::ConfigRow::of<T>(name, help, [member](run::Config& c) -> T& { return settings(c).*member; });
 }
 
@@ -23,13 +23,13 @@ std::vector<run::ConfigRow> keys() {
       key("model.mlp", &Settings::mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear")
           .after("model.dim"),
       key("moco.queue_size", &Settings::queue_size, "K, negatives in the queue; need not be a multiple of the batch")
-          .must<int64_t>(positive<int64_t>)
+          .must(positive)
           .after("model.pretrained"),
       key("moco.momentum", &Settings::momentum, "m of the key encoder's update k = m*k + (1-m)*q")
           .must(in_closed(0, 1))
           .after("model.pretrained"),
       key("moco.temperature", &Settings::temperature, "T of the logits (0.07 in v1, 0.2 in v2)")
-          .must<double>(positive<double>)
+          .must(positive)
           .after("model.pretrained"),
       key("moco.bn_splits", &Settings::bn_splits,
           "BatchNorm groups in the global batch, keys shuffled across them (shuffle-BN): each of W ranks runs "
@@ -43,7 +43,7 @@ std::vector<run::ConfigRow> keys() {
       key("dist.queue_check_every", &Settings::queue_check_every,
           "steps between checks that every rank holds the same queue and pointer (and, with "
           "dist.broadcast_buffers, started the step with the same BatchNorm buffers); 0: never")
-          .must<int64_t>(non_negative<int64_t>)
+          .must(non_negative)
           .after("dist.first_bucket_mb")
           .free_on_resume(),
       key("debug.check_invariants", &Settings::check_invariants,

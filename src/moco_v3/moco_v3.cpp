@@ -74,13 +74,23 @@ MocoV3Model make_model(const run::Config& c, const run::RunContext& ctx, int64_t
   return model;
 }
 
+std::vector<torch::Tensor> every_buffer(MocoV3ModelImpl& model) {
+  std::vector<torch::Tensor> buffers;
+  for (torch::nn::Module* module :
+       std::initializer_list<torch::nn::Module*>{model.encoder_q.get(), model.encoder_k.get(), model.predictor.get()})
+    for (const auto& b : module->buffers()) buffers.push_back(b);
+  return buffers;
+}
+
 }  // namespace
 
 MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_channels, const StepPrecision& precision)
     : MomentumMethod(c, ctx),
       model_(make_model(c, ctx, in_channels, precision)),
       optimizer_(c.optim.optimizer, model_->trainable_parameters(), c.optim.momentum, c.optim.weight_decay),
-      rollback_(*model_) {
+      momentum_parameters_(model_->encoder_k->parameters()),
+      buffers_(model::flat_tensors_by_kind(every_buffer(*model_))),
+      rollback_(momentum_parameters_, buffers_) {
   average_gradients(model_->trainable_parameters(), model_->trainable_names());
   if (precision.loss_scale) scaler_.emplace(*precision.loss_scale, ctx.device);
   torch::autograd::AnomalyMode::set_enabled(c.debug.anomaly_detection);
@@ -105,7 +115,7 @@ V3Output MocoV3::forward(const data::TwoViewBatch& batch, int64_t step) {
 // The official main_moco.py's step: both views, the momentum update, the symmetric loss (scaled
 // with fp16), the backward, the gradients averaged across ranks (DDP), the optimizer's update. Where
 // any rank's queries, keys, loss or (without a loss scale) gradients hold NaN or Inf, every rank
-// keeps its state instead, decided on the device (StepRollback, v3_skip.h).
+// keeps its state instead, decided on the device (model::StepRollback).
 run::StepOutput MocoV3::step(const data::TwoViewBatch& batch, int64_t step) {
   rollback_.snapshot();
   const auto out = forward(batch, step);

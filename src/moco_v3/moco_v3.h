@@ -4,8 +4,8 @@
 #pragma once
 
 #include "model/grad_scaler.h"
+#include "model/step_rollback.h"
 #include "moco_v3/v3_model.h"
-#include "moco_v3/v3_skip.h"
 #include "optim/optimizer.h"
 #include "run/config.h"
 #include "run/momentum_method.h"
@@ -77,7 +77,11 @@ class MocoV3 final : public run::MomentumMethod {
 
   MocoV3Model model_;
   optim::Optimizer optimizer_;
-  StepRollback rollback_;
+  // What a skipped step puts back (model::StepRollback): the momentum encoder's parameters, and every
+  // BatchNorm buffer of both encoders, their projectors and the predictor.
+  model::FlatTensors momentum_parameters_;
+  std::vector<model::FlatTensors> buffers_;
+  model::StepRollback rollback_;
   std::optional<model::GradScaler> scaler_;
   int64_t total_steps_ = 1;
 };

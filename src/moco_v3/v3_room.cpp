@@ -11,7 +11,7 @@ namespace moco::moco_v3 {
 namespace {
 
 template <typename T>
-run::ConfigRow key(const char* name, T Settings::*member, const char* help) {
+run::RowOf<T> key(const char* name, T Settings::*member, const char* help) {
   return run::ConfigRow::of<T>(name, help, [member](run::Config& c) -> T& { return settings(c).*member; })
       .after("model.pretrained");
 }
@@ -22,14 +22,14 @@ std::vector<run::ConfigRow> keys() {
   using run::rules::positive;
   return {
       key("v3.mlp_dim", &Settings::mlp_dim, "model.method v3: hidden width of the projector and predictor MLPs")
-          .must<int64_t>(positive<int64_t>),
+          .must(positive),
       key("v3.projector_layers", &Settings::projector_layers,
           "model.method v3: Linear layers of the projector on the pooled features (2: the official ResNet "
           "builder, 3: its ViT builder; BN and ReLU between, a BN without affine last; its output is model.dim)")
-          .must<int64_t>(at_least_one<int64_t>),
+          .must(at_least_one),
       key("v3.predictor_layers", &Settings::predictor_layers,
           "model.method v3: Linear layers of the predictor on the query side (BN and ReLU between)")
-          .must<int64_t>(at_least_one<int64_t>),
+          .must(at_least_one),
       key("v3.predictor_last_bn", &Settings::predictor_last_bn,
           "model.method v3: the predictor's last Linear followed by BatchNorm without affine, as the official "
           "MoCo_ViT's (builder.py's _build_mlp, last_bn defaulting to true); false: none, as its MoCo_ResNet's"),
@@ -38,7 +38,7 @@ std::vector<run::ConfigRow> keys() {
           "progress p of the run")
           .must(in_closed(0, 1)),
       key("v3.temperature", &Settings::temperature, "model.method v3: T of the logits; each loss term is scaled by 2T")
-          .must<double>(positive<double>),
+          .must(positive),
       key("v3.stop_grad_conv1", &Settings::stop_grad_conv1,
           "model.method v3 with a ViT: the patch projection (patch_embed.proj) keeps its random initialisation, "
           "no gradient (main_moco.py --stop-grad-conv1)"),

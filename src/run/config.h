@@ -1,9 +1,7 @@
 // defines: Config (every setting of a run: the keys every method shares, and the settings of the method
-// model.method names, whose keys its room declares: run/method_room.h), its enum-valued keys (Dataset,
-// Schedule, LrUpdate; Arch, Optimizer, Precision in run/config_choices.h; data.augmentation is
-// data::Recipe) with to_string and
-// fmt formatters, load_config (YAML file + dotted key=value overrides), config_reference (the key list
-// --help prints), ConfigError
+// model.method names, whose keys its room declares: run/method_room.h), fmt formatters of its
+// enum-valued keys (run/config_choices.h), load_config (YAML file + dotted key=value overrides),
+// config_reference (the key list --help prints), ConfigError
 #pragma once
 
 #include "data/augment_options.h"
@@ -25,16 +23,6 @@ class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
-enum class Schedule { kStep, kCosine };
-enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
-
-// The value's name as the config writes it ("imagefolder", "cosine"; Arch's and the others' in
-// run/config_choices.h).
-const char* to_string(Dataset dataset);
-const char* to_string(Schedule schedule);
-const char* to_string(LrUpdate update);
 
 // Fashion-MNIST's pixel statistics as the normalisation; every other augmentation default is AugmentOptions'.
 data::AugmentOptions default_augment_options();

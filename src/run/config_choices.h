@@ -1,6 +1,6 @@
-// defines: the choices of the shared keys a method may take or refuse (Arch for model.arch, Optimizer
-// for optim.optimizer, Precision for train.precision), is_vit, to_string; MethodRoom::accepts lists
-// them per method
+// defines: the choices of the enum-valued keys (Arch for model.arch, Optimizer for optim.optimizer,
+// Precision for train.precision: a method may take or refuse them, MethodRoom::accepts lists them per
+// method; Dataset, Schedule, LrUpdate; data.augmentation is data::Recipe), is_vit, to_string
 #pragma once
 
 #include "optim/optimizer.h"
@@ -17,5 +17,12 @@ using Optimizer = optim::Algorithm;  // optim.optimizer
 const char* to_string(Arch arch);
 const char* to_string(Precision precision);
 const char* to_string(Optimizer optimizer);
+
+enum class Dataset { kFashionMnist, kMnist, kSynthetic, kImageFolder, kHdf5 };
+enum class Schedule { kStep, kCosine };
+enum class LrUpdate { kEpoch, kStep };  // optim.lr_update: once per epoch (main_moco.py) or every step
+const char* to_string(Dataset dataset);
+const char* to_string(Schedule schedule);
+const char* to_string(LrUpdate update);
 
 }  // namespace moco::run

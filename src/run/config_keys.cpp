@@ -151,35 +151,10 @@ T read_value(const YAML::Node& node) {
   }
 }
 
-// A row of the key table, typed: the key, its help, the member it binds, and its range rule if any.
-template <typename T>
-struct FieldOf {
-  std::string key, help;
-  T& (*member)(Config&);
-  Rule<T> rule;
-
-  FieldOf must(Rule<T> r) && {
-    rule = std::move(r);
-    return std::move(*this);
-  }
-
-  operator Field() const {  // NOLINT(google-explicit-constructor): rows are written as a list of fields
-    Field f;
-    f.key = key;
-    f.type = type_name<T>();
-    f.help = help;
-    auto access = member;
-    f.set = [access](Config& c, const YAML::Node& node) { access(c) = read_value<T>(node); };
-    f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
-    if (rule) f.check = [access, r = rule](const Config& c) { return r(access(const_cast<Config&>(c))); };
-    return f;
-  }
-};
-
-// The rules the rows use; each message is the one validate gave before the rows checked themselves.
-const auto positive = [](const auto& v) -> std::string { return v > 0 ? "" : "must be positive"; };
-const auto non_negative = [](const auto& v) -> std::string { return v >= 0 ? "" : "must be >= 0"; };
-const auto at_least_one = [](const auto& v) -> std::string { return v >= 1 ? "" : "must be at least 1"; };
+// The shared keys' own rules (with rules::positive, non_negative, at_least_one, in_closed).
+using rules::at_least_one;
+using rules::non_negative;
+using rules::positive;
 const auto one_or_two = [](const int64_t& v) -> std::string { return v == 1 || v == 2 ? "" : "must be 1 or 2"; };
 // More threads than any machine runs is a typo: started all the same, an OpenMP pool of 100000
 // spinning threads held a 2-core host for minutes (and ignored SIGTERM) before the first step.
@@ -214,16 +189,13 @@ Rule<double> lies_in(double lo, double hi, bool lo_open, bool hi_open) {
 Rule<double> in_open_closed(double lo, double hi) { return lies_in(lo, hi, true, false); }
 Rule<double> in_closed_open(double lo, double hi) { return lies_in(lo, hi, false, true); }
 
-// MOCO_FIELD(model.dim, help): the key is the member's path. MOCO_BOUND("data.x", data.y, help): a key
-// bound to a member of another name. (The augmentation's keys are rows of data/augment_params.h instead.)
-#define MOCO_BOUND(key, path, help)                              \
-  FieldOf<std::decay_t<decltype(std::declval<Config>().path)>> { \
-    key, help, [](Config & c) -> auto& { return c.path; }        \
-    , {}                                                         \
-  }
-#define MOCO_FIELD(path, help) MOCO_BOUND(#path, path, help)
+// MOCO_FIELD(model.dim, help): the row of the key that is the member's path. (The augmentation's keys
+// are rows of data/augment_params.h, the table augment_batch checks its options against, read as rows below.)
+#define MOCO_FIELD(path, help)                                        \
+  ConfigRow::of<std::decay_t<decltype(std::declval<Config>().path)>>( \
+      #path, help, [](Config & c) -> auto& { return c.path; })
 
-std::vector<Field> model_fields() {
+std::vector<ConfigRow> model_rows() {
   return {
       // Its help and rule are the program's methods' (KeyTable).
       MOCO_FIELD(model.method, ""),
@@ -249,32 +221,30 @@ std::vector<Field> model_fields() {
   };
 }
 
-// A row of data/augment_params.h (the augmentation's keys) as a field bound to its AugmentOptions
+// A row of data/augment_params.h (the augmentation's keys) as a row bound to its AugmentOptions
 // member, checked by the table's own range.
-Field augment_field(const data::AugmentParam& param) {
+ConfigRow augment_row(const data::AugmentParam& param) {
   return std::visit(
-      [&param](auto member) {
+      [&param](auto member) -> ConfigRow {
         using T = std::decay_t<decltype(std::declval<data::AugmentOptions>().*member)>;
-        Field f;
-        f.key = param.key;
-        f.type = type_name<T>();
-        f.help = param.help;
-        f.set = [member](Config& c, const YAML::Node& node) { c.data.augment.*member = read_value<T>(node); };
-        f.get = [member](const Config& c) { return to_node(c.data.augment.*member); };
-        f.check = [param](const Config& c) { return data::range_error(param, c.data.augment); };
-        return f;
+        return ConfigRow::of<T>(param.key, param.help, [member](Config& c) -> T& { return c.data.augment.*member; })
+            .must([param, member](const T& value) {
+              data::AugmentOptions options;
+              options.*member = value;
+              return data::range_error(param, options);
+            });
       },
       param.member);
 }
 
-void add_augment_fields(std::vector<Field>& fields, data::ParamGroup group) {
+void add_augment_rows(std::vector<ConfigRow>& rows, data::ParamGroup group) {
   for (const auto& param : data::augment_params())
-    if (param.group == group) fields.push_back(augment_field(param));
+    if (param.group == group) rows.push_back(augment_row(param));
 }
 
 // The dataset's keys, the augmentation's pipeline (its table's rows), the loader's, the ops' parameters.
-std::vector<Field> data_fields() {
-  std::vector<Field> rows = {
+std::vector<ConfigRow> data_rows() {
+  std::vector<ConfigRow> rows = {
       MOCO_FIELD(data.dataset,
                  "fashion_mnist, mnist (IDX files under data.root), synthetic, imagefolder "
                  "(data.root/<split>/<class>/<image>.{jpg,jpeg,png}, RGB, classes sorted as torchvision; needs "
@@ -288,8 +258,8 @@ std::vector<Field> data_fields() {
                  "imagefolder: the val split's folder under data.root, hdf5: its shards' prefix (the kNN monitor's "
                  "queries; its evaluation view is Resize(S*256/224) + CenterCrop(S), S = data.image_size)"),
   };
-  add_augment_fields(rows, data::ParamGroup::kPipeline);
-  const std::vector<Field> loader = {
+  add_augment_rows(rows, data::ParamGroup::kPipeline);
+  std::vector<ConfigRow> loader = {
       MOCO_FIELD(data.workers,
                  "decode/augmentation threads per rank; 0: on CUDA the rank's cores but one (its share of the node's, "
                  "or those it is bound to), on CPU 1")
@@ -299,12 +269,12 @@ std::vector<Field> data_fields() {
       MOCO_FIELD(data.synthetic_test_size, "images in the synthetic test split"),
       MOCO_FIELD(data.synthetic_channels, "channels of synthetic images").must(at_least_one),
   };
-  rows.insert(rows.end(), loader.begin(), loader.end());
-  add_augment_fields(rows, data::ParamGroup::kOps);
+  std::move(loader.begin(), loader.end(), std::back_inserter(rows));
+  add_augment_rows(rows, data::ParamGroup::kOps);
   return rows;
 }
 
-std::vector<Field> optim_train_fields() {
+std::vector<ConfigRow> optim_train_rows() {
   return {
       MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch").must(positive),
       MOCO_FIELD(optim.batch_size, "images per step (the global batch)").must(positive),
@@ -374,7 +344,7 @@ std::vector<Field> optim_train_fields() {
   };
 }
 
-std::vector<Field> ckpt_dist_debug_fields() {
+std::vector<ConfigRow> ckpt_dist_debug_rows() {
   return {
       MOCO_FIELD(ckpt.every_steps, "steps between checkpoints; 0: off").must(non_negative),
       MOCO_FIELD(ckpt.every_minutes,
@@ -409,7 +379,7 @@ std::vector<Field> ckpt_dist_debug_fields() {
   };
 }
 
-std::vector<Field> knn_lincls_fields() {
+std::vector<ConfigRow> knn_lincls_rows() {
   return {
       MOCO_FIELD(knn.k, "neighbours of the kNN monitor").must(positive),
       MOCO_FIELD(knn.temperature, "temperature of the kNN vote weights exp(sim/T)").must(positive),
@@ -462,12 +432,12 @@ std::vector<Field> knn_lincls_fields() {
   };
 }
 
-// A method's row, bound to its settings in the config, checked by its room's range rule.
-Field method_field(const MethodRoom& room, const ConfigRow& row) {
+// A row as the reader, the writer and the checks use it; `method`: the room whose row it is, or "".
+Field field_of(const ConfigRow& row, const std::string& method) {
   return std::visit(
       [&](const auto& binding) {
         using T = std::decay_t<decltype(binding.member(std::declval<Config&>()))>;
-        Field f{row.key, type_name<T>(), row.help, nullptr, nullptr, nullptr, room.name, row.resume_must_match};
+        Field f{row.key, type_name<T>(), row.help, nullptr, nullptr, nullptr, method, row.resume_must_match};
         auto access = binding.member;
         f.set = [access](Config& c, const YAML::Node& node) { access(c) = read_value<T>(node); };
         f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
@@ -481,12 +451,11 @@ Field method_field(const MethodRoom& room, const ConfigRow& row) {
 // The keys every method shares, in the order to_yaml writes them and --help lists them.
 std::vector<Field> shared_fields() {
   std::vector<Field> list;
-  for (auto section : {&model_fields, &data_fields, &optim_train_fields, &ckpt_dist_debug_fields, &knn_lincls_fields})
-    for (auto& f : section()) list.push_back(std::move(f));
+  for (auto section : {&model_rows, &data_rows, &optim_train_rows, &ckpt_dist_debug_rows, &knn_lincls_rows})
+    for (const auto& row : section()) list.push_back(field_of(row, ""));
   return list;
 }
 #undef MOCO_FIELD
-#undef MOCO_BOUND
 
 // model.method's help: each method's name and what its room says of it.
 std::string method_help(const Methods& methods) {
@@ -523,7 +492,7 @@ void add_method_fields(std::vector<Field>& fields, const Methods& methods) {
       // After the anchor and the method rows already placed behind it.
       ++place;
       while (place != fields.end() && !place->method.empty()) ++place;
-      fields.insert(place, method_field(room, row));
+      fields.insert(place, field_of(row, room.name));
     }
   }
 }

@@ -1,12 +1,18 @@
-// defines: ConfigRow (one config key a method's room declares: its dotted name, help, the member it
-// binds, its range rule, whether a resume must match it, where --help lists it), the range rules the
-// rows share (rules::positive, at_least_one, in_closed), require (a ConfigError naming file and key)
+// defines: ConfigRow (one config key: its dotted name, help, the member it binds, its range rule,
+// whether a resume must match it, where --help lists it; the one way every key is declared, the
+// shared ones in config_keys.cpp and each method's in its room), RowOf (the typed builder of a row),
+// the range rules rows share (rules::positive, non_negative, at_least_one, in_closed), require (a
+// ConfigError naming file and key)
 #pragma once
+
+#include "data/augment_options.h"
+#include "run/config_choices.h"
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace moco::run {
 
@@ -16,57 +22,64 @@ struct Config;
 template <typename T>
 using Rule = std::function<std::string(const T&)>;
 
-// A key's binding to a member of the config (in a method's settings), typed, with its range.
+// A key's binding to a member of the config, typed, with its range.
 template <typename T>
 struct Binding {
   std::function<T&(Config&)> member;
   Rule<T> rule;  // may be empty
 };
 
+template <typename T>
+struct RowOf;
+
 struct ConfigRow {
   std::string key, help;
-  std::variant<Binding<bool>, Binding<int64_t>, Binding<double>> binding;
-  bool resume_must_match = true;  // it changes what a run computes: a checkpoint resumes only if it is unchanged
-  std::string listed_after;       // the shared key that --help and to_yaml list it after
+  std::variant<Binding<bool>, Binding<int>, Binding<int64_t>, Binding<uint64_t>, Binding<double>, Binding<std::string>,
+               Binding<std::vector<double>>, Binding<Arch>, Binding<Optimizer>, Binding<Precision>, Binding<Dataset>,
+               Binding<Schedule>, Binding<LrUpdate>, Binding<data::Recipe>, Binding<data::Transforms>>
+      binding;
+  bool resume_must_match = true;  // of a method's key: a checkpoint resumes only if it is unchanged
+  std::string listed_after;       // of a method's key: the shared key that --help and to_yaml list it after
 
-  // ConfigRow::of<int64_t>("<section>.<key>", help, member): a row of that type, no range yet.
+  // ConfigRow::of<int64_t>("<section>.<key>", help, member): a row of that type; RowOf adds its range.
   template <typename T>
-  static ConfigRow of(std::string key, std::string help, std::function<T&(Config&)> member) {
-    ConfigRow row;
-    row.key = std::move(key);
-    row.help = std::move(help);
-    row.binding = Binding<T>{std::move(member), {}};
-    return row;
-  }
-  template <typename T>
-  ConfigRow must(Rule<T> rule) && {
-    std::get<Binding<T>>(binding).rule = std::move(rule);
-    return std::move(*this);
-  }
-  ConfigRow after(std::string shared_key) && {
-    listed_after = std::move(shared_key);
-    return std::move(*this);
-  }
-  ConfigRow free_on_resume() && {
-    resume_must_match = false;
-    return std::move(*this);
-  }
+  static RowOf<T> of(std::string key, std::string help, std::function<T&(Config&)> member);
 };
 
-// The range rules the rooms' rows share; each message is the one a key's error gives.
+// A row being written: its rule is a Rule of the member's own type, so a generic rule fits.
+template <typename T>
+struct RowOf {
+  ConfigRow row;
+
+  RowOf must(Rule<T> rule) && {
+    std::get<Binding<T>>(row.binding).rule = std::move(rule);
+    return std::move(*this);
+  }
+  RowOf after(std::string shared_key) && {
+    row.listed_after = std::move(shared_key);
+    return std::move(*this);
+  }
+  RowOf free_on_resume() && {
+    row.resume_must_match = false;
+    return std::move(*this);
+  }
+  operator ConfigRow() && { return std::move(row); }  // NOLINT(google-explicit-constructor): rows are lists
+};
+
+template <typename T>
+RowOf<T> ConfigRow::of(std::string key, std::string help, std::function<T&(Config&)> member) {
+  RowOf<T> typed;
+  typed.row.key = std::move(key);
+  typed.row.help = std::move(help);
+  typed.row.binding = Binding<T>{std::move(member), {}};
+  return typed;
+}
+
+// The range rules rows share; each message is the one a key's error gives.
 namespace rules {
-template <typename T>
-std::string positive(const T& v) {
-  return v > 0 ? "" : "must be positive";
-}
-template <typename T>
-std::string non_negative(const T& v) {
-  return v >= 0 ? "" : "must be >= 0";
-}
-template <typename T>
-std::string at_least_one(const T& v) {
-  return v >= 1 ? "" : "must be at least 1";
-}
+inline const auto positive = [](const auto& v) -> std::string { return v > 0 ? "" : "must be positive"; };
+inline const auto non_negative = [](const auto& v) -> std::string { return v >= 0 ? "" : "must be >= 0"; };
+inline const auto at_least_one = [](const auto& v) -> std::string { return v >= 1 ? "" : "must be at least 1"; };
 Rule<double> in_closed(double lo, double hi);  // [lo, hi]
 }  // namespace rules
 

@@ -1,4 +1,4 @@
-// MoCo v3's step skip and its loss scale (src/moco_v3/moco_v3.cpp, v3_skip.h): a finite step with the
+// MoCo v3's step skip and its loss scale (src/moco_v3/moco_v3.cpp, model/step_rollback.h): a finite step with the
 // check is the plain step bit for bit; a step whose queries, keys, loss or gradients went NaN keeps
 // every tensor of the checkpoint (the momentum encoder, every BatchNorm buffer of both encoders and
 // the predictor, LARS's and AdamW's state with its step count); the loss scale (fp16's, here on an
