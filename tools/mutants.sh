@@ -145,6 +145,13 @@ ckpt_main_inlined|src/app/moco_ckpt_main.cpp|  add_subcommands(app, request);|  
 sbatch_swallows_config_error|launch/slurm/moco.sbatch|  printf '%s\n' "$cfg" >&2|  :|^launch\.elastic_sbatch_bound$
 official_layout_missing_unchecked|src/app/official_export.h|  if (!room.official_layout)|  if (false)|^OfficialLayoutTest\.
 step_folder_digits_unbounded|src/ckpt/checkpoint_dir.cpp|step_(\d{8,18})(\.tmp)?|step_(\d{8,})(\.tmp)?|^CkptRetention\.
+fork_never_taken|src/run/later_steps.cpp|    if (folder.step > resumed) later.push_back(std::move(folder));|    if (folder.step > resumed + (1 << 30)) later.push_back(std::move(folder));|^ckpt\.fork$|^ckpt\.corrupt$
+damaged_steps_forked|src/run/later_steps.cpp|  if (from_auto)|  if (from_auto && false)|^ckpt\.corrupt$
+fork_metrics_not_cut|src/run/later_steps.cpp|row["step"].get<int64_t>() > resumed))|row["step"].get<int64_t>() > resumed + (1 << 30)))|^ckpt\.fork$
+fork_latest_left_on_kept_step|src/run/later_steps.cpp|      ckpt::write_latest(root.string(), resumed);|      (void)0;|^ckpt\.fork$
+fork_on_dry_run|src/run/run_output.cpp|    checkpointing.keep_later_steps_aside(/*dry_run=*/true);|    checkpointing.keep_later_steps_aside(/*dry_run=*/false);|^ckpt\.fork$
+lock_followed_through_link|src/sys/folder_lock.cpp|O_NOFOLLOW, 0644);|0, 0644);|^FolderLockTest\.
+step_folders_renamed_by_step|src/ckpt/checkpoint_dir.cpp|      folders.push_back({std::stoll(m[1].str()), entry.path().string()});|      folders.push_back({std::stoll(m[1].str()), step_dir(root, std::stoll(m[1].str()))});|^CkptStepFolders\.
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
 ckpt_pause_parsed_as_kill|src/sys/fault_hooks.cpp|: name == "pause_in_shard"           ? CheckpointFaultKind::kPauseInShard|: name == "pause_in_shard"           ? CheckpointFaultKind::kKillBeforeManifest|^FaultHooksTest\.|^multinode\.link_down_in_checkpoint$
 thrown_message_lost|tests/support/thrown_message.h|return e.what();|return "";|^IdxTest\.|^CkptH5\.

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <tuple>
 
 namespace moco::ckpt {
 namespace fs = std::filesystem;
@@ -29,17 +30,33 @@ std::string step_dir_name(int64_t step) { return fmt::format("step_{:08d}", step
 
 std::string step_dir(const std::string& root, int64_t step) { return (fs::path(root) / step_dir_name(step)).string(); }
 
-std::vector<int64_t> committed_steps(const std::string& root) {
-  std::vector<int64_t> steps;
+std::vector<StepFolder> step_folders(const std::string& root) {
+  std::vector<StepFolder> folders;
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) return steps;
+  if (!fs::is_directory(root, ec)) return folders;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, step_pattern()) || m[2].matched) continue;
-    if (fs::exists(entry.path() / kManifestFile, ec)) steps.push_back(std::stoll(m[1].str()));
+    if (std::regex_match(name, m, step_pattern()) && !m[2].matched)
+      folders.push_back({std::stoll(m[1].str()), entry.path().string()});
   }
-  std::sort(steps.begin(), steps.end());
+  std::sort(folders.begin(), folders.end(), [](const StepFolder& a, const StepFolder& b) {
+    return std::tie(a.step, a.path) < std::tie(b.step, b.path);
+  });
+  return folders;
+}
+
+std::vector<StepFolder> committed_step_folders(const std::string& root) {
+  std::vector<StepFolder> committed;
+  std::error_code ec;
+  for (auto& folder : step_folders(root))
+    if (fs::exists(fs::path(folder.path) / kManifestFile, ec)) committed.push_back(std::move(folder));
+  return committed;
+}
+
+std::vector<int64_t> committed_steps(const std::string& root) {
+  std::vector<int64_t> steps;
+  for (const auto& folder : committed_step_folders(root)) steps.push_back(folder.step);
   return steps;
 }
 

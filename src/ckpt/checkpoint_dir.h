@@ -13,6 +13,15 @@ namespace moco::ckpt {
 std::string step_dir_name(int64_t step);  // "step_00000042"
 std::string step_dir(const std::string& root, int64_t step);
 
+// A step_<n> folder: n as a number, and its path as named (step_000000040 is step 40 too).
+struct StepFolder {
+  int64_t step;
+  std::string path;
+};
+// Every step_<n> folder under root (committed, damaged or emptied; not .tmp), by step.
+std::vector<StepFolder> step_folders(const std::string& root);
+// Those holding a manifest (committed checkpoints, though maybe damaged since), by step.
+std::vector<StepFolder> committed_step_folders(const std::string& root);
 // Steps of the committed checkpoints under root (a step_<n> folder holding a manifest), ascending.
 // Leftover .tmp folders and anything else are ignored.
 std::vector<int64_t> committed_steps(const std::string& root);

@@ -118,7 +118,7 @@ struct LinclsRun {
         backbone(b),
         group(*ctx.group),
         checkpointing(c, group, run::Job::kLincls),  // before any data is read
-        metrics(run::open_run_output(c, group.rank(), /*append=*/checkpointing.will_try_resume())),
+        metrics(run::open_run_output(c, group.rank(), checkpointing)),
         splits(run::load_splits(c)),
         loader_options(lincls_loader_options(c, ctx)) {
     log_lincls_plan(c, b, splits, ctx);

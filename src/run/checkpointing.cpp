@@ -1,6 +1,7 @@
 #include "run/checkpointing.h"
 
 #include "run/earlier_run.h"
+#include "run/later_steps.h"
 #include "run/resume_data.h"
 
 #include <fmt/format.h>
@@ -8,23 +9,35 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <sstream>
 
 namespace moco::run {
 namespace fs = std::filesystem;
 
 namespace {
 
-// Rank 0's list of committed steps, on every rank.
-std::vector<int64_t> agreed_steps(const std::string& root, dist::ProcessGroup& group) {
-  std::vector<int64_t> steps = group.rank() == 0 ? ckpt::committed_steps(root) : std::vector<int64_t>{};
-  if (group.world_size() == 1) return steps;
-  auto count = torch::tensor({static_cast<int64_t>(steps.size())}, torch::kInt64);
-  group.broadcast(count, 0);
-  auto list = torch::zeros({count.item<int64_t>()}, torch::kInt64);
-  for (size_t i = 0; i < steps.size(); ++i) list[static_cast<int64_t>(i)] = steps[i];
-  if (list.numel() > 0) group.broadcast(list, 0);
-  return std::vector<int64_t>(list.data_ptr<int64_t>(), list.data_ptr<int64_t>() + list.numel());
+// Rank 0's text, on every rank of `group`.
+std::string agreed_text(std::string text, dist::ProcessGroup& group) {
+  if (group.world_size() == 1) return text;
+  auto size = torch::tensor({static_cast<int64_t>(text.size())}, torch::kInt64);
+  group.broadcast(size, 0);
+  auto bytes = torch::zeros({size.item<int64_t>()}, torch::kUInt8);
+  if (group.rank() == 0) std::memcpy(bytes.data_ptr<uint8_t>(), text.data(), text.size());
+  if (bytes.numel() > 0) group.broadcast(bytes, 0);
+  return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel()));
+}
+
+// Rank 0's committed checkpoint folders under root, newest first, on every rank.
+std::vector<std::string> agreed_candidates(const std::string& root, dist::ProcessGroup& group) {
+  std::string listing;
+  if (group.rank() == 0)
+    for (const auto& folder : ckpt::committed_step_folders(root)) listing = folder.path + "\n" + listing;
+  std::vector<std::string> folders;
+  std::istringstream lines(agreed_text(listing, group));
+  for (std::string line; std::getline(lines, line);) folders.push_back(line);
+  return folders;
 }
 
 }  // namespace
@@ -39,8 +52,7 @@ Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group, Jo
   // A fresh start: open_run_output keeps the checkpoints already here aside (checkpoints.N/).
   if (resume == "never") return;
   if (resume == "auto") {
-    const auto steps = agreed_steps(root_, group);
-    for (auto it = steps.rbegin(); it != steps.rend(); ++it) candidates_.push_back(ckpt::step_dir(root_, *it));
+    candidates_ = agreed_candidates(root_, group);
   } else {
     if (!fs::exists(fs::path(resume) / ckpt::kManifestFile))
       throw ConfigError(fmt::format("train.resume: '{}' is not a committed checkpoint folder (no {} in it)", resume,
@@ -58,7 +70,7 @@ void Checkpointing::choose_candidate() {
   while (!candidates_.empty()) {
     const std::string dir = candidates_.front();
     try {
-      check_candidate(dir);
+      candidate_step_ = check_candidate(dir);
       return;
     } catch (const ckpt::CheckpointError& e) {
       if (config_.train.resume != "auto") throw;
@@ -69,7 +81,7 @@ void Checkpointing::choose_candidate() {
   if (!skipped_.empty()) throw ConfigError(none_loads());
 }
 
-void Checkpointing::check_candidate(const std::string& dir) const {
+int64_t Checkpointing::check_candidate(const std::string& dir) const {
   std::string error;
   ckpt::Manifest manifest;
   try {
@@ -80,6 +92,12 @@ void Checkpointing::check_candidate(const std::string& dir) const {
   ckpt::agree_no_errors(error, group_);  // every rank goes on, or none
   check_config(manifest, dir, false);
   ckpt::verify_checkpoint(dir, group_);
+  return manifest.step;
+}
+
+void Checkpointing::keep_later_steps_aside(bool dry_run) const {
+  if (group_.rank() != 0 || candidates_.empty()) return;
+  run::keep_later_steps_aside(config_.train.output_dir, candidate_step_, config_.train.resume == "auto", dry_run);
 }
 
 std::string Checkpointing::none_loads() const {

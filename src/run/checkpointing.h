@@ -36,6 +36,10 @@ class Checkpointing {
   const std::string& root() const { return root_; }  // <train.output_dir>/checkpoints
   bool will_try_resume() const { return !candidates_.empty(); }
   const std::string& first_candidate() const { return candidates_.front(); }
+  // Rank 0, before anything is written (run/later_steps.h): the folder's step folders past the
+  // candidate, which this run's saves would replace, kept aside (damaged ones under auto, a fork's
+  // timeline otherwise); a dry run says what it would do.
+  void keep_later_steps_aside(bool dry_run) const;
 
   // Restores `state` from the newest candidate that loads and returns its folder; under
   // train.resume=auto a corrupt or incomplete one is skipped with a warning saying why and the one
@@ -71,7 +75,8 @@ class Checkpointing {
   void apply_retention(int64_t protect) const;  // rank 0
   void choose_candidate();                      // collective
   // CheckpointError (the same on every rank) unless `dir` loads; ConfigError if its config differs.
-  void check_candidate(const std::string& dir) const;
+  // Returns its step.
+  int64_t check_candidate(const std::string& dir) const;
   std::string none_loads() const;  // the refusal, naming each checkpoint skipped and the ways on
 
   const Config& config_;
@@ -80,6 +85,7 @@ class Checkpointing {
   std::string root_;
   std::vector<std::string> candidates_;  // newest first; the first one loads (checked before any write)
   std::vector<std::pair<std::string, std::string>> skipped_;  // (folder, why it cannot be loaded)
+  int64_t candidate_step_ = 0;                                // the first candidate's
   int64_t last_saved_step_ = -1;
   double last_saved_seconds_ = 0;
   std::unique_ptr<ckpt::AsyncSaver> async_;

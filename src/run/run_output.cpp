@@ -1,5 +1,6 @@
 #include "run/run_output.h"
 
+#include "run/checkpointing.h"
 #include "run/earlier_run.h"
 #include "run/run_logging.h"
 
@@ -138,18 +139,22 @@ void lock_output_dir(const std::string& output_dir, const std::string& key, int 
       key));
 }
 
-std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run) {
+std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, const Checkpointing& checkpointing,
+                                                   bool dry_run) {
   const std::filesystem::path out_dir(config.train.output_dir);
   const bool never = config.train.resume == "never";
+  const bool append = checkpointing.will_try_resume();
   if (dry_run) {
     refuse_misplaced(out_dir.string(), "train.output_dir", rank);
     check_output_dir_writable(out_dir);
     if (rank == 0 && !append) keep_earlier_run_files(out_dir.string(), never, /*dry_run=*/true);
+    checkpointing.keep_later_steps_aside(/*dry_run=*/true);
     return std::nullopt;
   }
   make_output_dir(out_dir.string());
   if (rank != 0) return std::nullopt;
   if (!append) keep_earlier_run_files(out_dir.string(), never, /*dry_run=*/false);
+  checkpointing.keep_later_steps_aside(/*dry_run=*/false);
   write_config_yaml(config, out_dir);
   return std::optional<metrics::MetricsLog>(std::in_place, (out_dir / "metrics.jsonl").string(), append,
                                             config.train.tensorboard ? (out_dir / "tb").string() : std::string());

@@ -13,6 +13,8 @@
 
 namespace moco::run {
 
+class Checkpointing;
+
 // Another process holds the output folder's lock: the run ends with exit 2 before writing anything
 // (not a ConfigError: the folder's logs are the other run's, and no refusal may take them back).
 class FolderInUse : public std::runtime_error {
@@ -34,10 +36,12 @@ void lock_output_dir(const std::string& output_dir, const std::string& key, int 
 
 // Creates train.output_dir; rank 0 writes config.yaml there and opens metrics.jsonl (appended when
 // the run may resume: it keeps the lines logged before) with tb/ beside it. Other ranks get no sink.
-// A fresh start (append false) keeps an earlier run's metrics.jsonl, config.yaml and tb/ (and, with
+// A resume first keeps aside the step folders past its checkpoint (Checkpointing::keep_later_steps_aside).
+// A fresh start (nothing to resume) keeps an earlier run's metrics.jsonl, config.yaml and tb/ (and, with
 // train.resume=never, its checkpoints/) as NAME.N (keep_earlier_run_files).
 // A dry run writes nothing: it only checks that the folder could be created and written, and is not
 // misplaced (as lock_output_dir refuses it). Throws std::runtime_error naming train.output_dir.
-std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, bool append, bool dry_run = false);
+std::optional<metrics::MetricsLog> open_run_output(const Config& config, int rank, const Checkpointing& checkpointing,
+                                                   bool dry_run = false);
 
 }  // namespace moco::run

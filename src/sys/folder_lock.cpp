@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -45,6 +46,12 @@ bool still_at_path(int fd, const std::string& path) {
          by_fd.st_ino == by_path.st_ino;
 }
 
+std::string link_target(const std::string& path) {
+  std::error_code ec;
+  const auto target = std::filesystem::read_symlink(path, ec);
+  return ec ? "?" : target.string();
+}
+
 // flock without waiting, 0 or the errno; a conflict is tried again for 0.2 s, past the moment
 // lock_holder's probe holds its shared lock.
 int lock_now(int fd, int operation) {
@@ -60,7 +67,11 @@ int lock_now(int fd, int operation) {
 // cannot lock (`unsupported` says why, `fd` stays -1); the holder's "HOST PID" when another holds it.
 std::optional<std::string> lock_file(const std::string& path, int& fd, std::string& unsupported) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int opened = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // Never through a link: the run would write its host and pid into whatever the link names.
+    const int opened = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (opened < 0 && errno == ELOOP)
+      throw std::runtime_error(path + ": the lock file is a symbolic link (to " + link_target(path) +
+                               "); a run never writes through one: remove the link");
     if (opened < 0) throw std::runtime_error(path + ": cannot open the lock file: " + std::strerror(errno));
     if (const int error = lock_now(opened, LOCK_EX); error != 0) {
       if (error == EWOULDBLOCK) {
@@ -94,7 +105,7 @@ std::optional<std::string> lock_file(const std::string& path, int& fd, std::stri
 
 // The "HOST PID" of a process holding the lock file at `path`, nullopt if none does or there is none.
 std::optional<std::string> holder_of(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return std::nullopt;
   std::optional<std::string> holder;
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) holder = read_holder(fd);

@@ -83,7 +83,7 @@ TrainingRun::TrainingRun(const run::Config& c, const run::RunContext& ctx)
       loader(splits.train, run::augment_options(c), train_loader_options(c, ctx)),
       batches(loader, run::augment_options(c), splits.train->channels(), ctx.device),
       shape(run_shape(c, loader, *splits.train, world)),
-      metrics(run::open_run_output(c, rank, /*append=*/checkpointing.will_try_resume(), ctx.dry_run)) {
+      metrics(run::open_run_output(c, rank, checkpointing, ctx.dry_run)) {
   method->set_run_length(shape.total_steps);
   spdlog::info("  views: {}", batches.describe());
 }

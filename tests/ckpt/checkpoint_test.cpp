@@ -363,6 +363,26 @@ TEST(CkptWriters, ReplicatedBytesAreBalancedAndTheSameOnEveryRank) {
   }
 }
 
+// A step folder is named as it lies: step_000000040 (made by hand, nine digits) is step 40 at that
+// path, not at step_00000040 (a resume warned of the folder by the other name; issue 57, W10).
+TEST(CkptStepFolders, AreListedByTheirOwnNames) {
+  const auto root = fs::temp_directory_path() / "moco_ckpt_step_folders";
+  fs::remove_all(root);
+  for (const char* name : {"step_000000040", "step_00000041", "step_00000042.tmp", "step_00000043"}) {
+    fs::create_directories(root / name);
+    if (std::string(name) != "step_00000043") std::ofstream(root / name / ckpt::kManifestFile) << "{}";
+  }
+  const auto every = ckpt::step_folders(root.string());
+  ASSERT_EQ(every.size(), 3u);
+  EXPECT_EQ(every[0].step, 40);
+  EXPECT_EQ(every[0].path, (root / "step_000000040").string());
+  EXPECT_EQ(every[2].path, (root / "step_00000043").string());  // no manifest: a folder all the same
+  const auto committed = ckpt::committed_step_folders(root.string());
+  ASSERT_EQ(committed.size(), 2u);
+  EXPECT_EQ(committed[1].path, (root / "step_00000041").string());
+  fs::remove_all(root);
+}
+
 TEST(CkptRetention, KeepsTheNewestTheMultiplesAndLatestAndDropsLeftovers) {
   const auto root = fs::temp_directory_path() / "moco_ckpt_retention";
   fs::remove_all(root);

@@ -221,6 +221,54 @@ EOF
   grep -q "skipping $work/run/checkpoints/step_00000008: rank 0: $shard8" "$work/run.console" || fail "step 8 not skipped by name"
   grep -q "resumed from $work/run/checkpoints/step_00000004" "$work/run.console" || fail "did not fall back to step 4"
   grep -q "kNN top-1: .*random init" "$work/run.console" || fail "the resumed run did not finish"
+  # Neither damaged folder was replaced by the retrained steps: each kept aside as it was, named.
+  for step in 00000008 00000012; do
+    grep -qF "resume: $work/run/checkpoints/step_$step does not load and this run's checkpoints from step 4 on would replace it: kept as $work/run/checkpoints/step_$step.damaged" \
+      "$work/run.console" || fail "step_$step not kept aside by name"
+  done
+  expect_fails_with 1 "tensor 'moco/queue'" "$ckpt" verify "$work/run/checkpoints/step_00000012.damaged"
+  [ "$(stat -c %s "$work/run/checkpoints/step_00000008.damaged/shard-0-of-1.h5")" = 100000 ] || fail "step 8 changed"
+  [ "$(committed "$work/run")" = "step_00000004 step_00000012 " ] || fail "committed: $(committed "$work/run")"
+  ;;
+fork)
+  # A resume from a checkpoint older than the folder's newest forks: the later checkpoints and
+  # metrics rows are kept aside (checkpoints.1/, metrics.jsonl.1), and auto then follows the new branch.
+  run 1 "$work/run" ckpt.every_steps=4
+  old_metrics=$(md5sum <"$work/run/metrics.jsonl")
+  (cd "$work/run/checkpoints" && find step_00000008 step_00000012 -type f -print0 | sort -z | xargs -0 md5sum) >"$work/later.md5"
+  # A fork that saves nothing (stopped at once): `latest` names the resumed step, not a step kept aside.
+  cp -r "$work/run" "$work/at_once"
+  run 1 "$work/at_once" train.resume="$work/at_once/checkpoints/step_00000004" train.stop_at_step=4
+  [ "$(cat "$work/at_once/checkpoints/latest")" = step_00000004 ] || fail "latest after a fork that saved nothing"
+  before=$(snapshot "$work/run")
+  run 1 "$work/run" train.resume="$work/run/checkpoints/step_00000004" train.stop_at_step=8 --dry-run
+  grep -qF "resume: a fork at step 4: this folder's later checkpoints (step_00000008, step_00000012) kept in $work/run/checkpoints.1, metrics.jsonl whole as $work/run/metrics.jsonl.1" \
+    "$work/run.console" || fail "the dry run does not say it forks"
+  [ "$(snapshot "$work/run")" = "$before" ] || fail "the dry run changed the folder"
+  run 1 "$work/run" train.resume="$work/run/checkpoints/step_00000004" train.stop_at_step=8
+  grep -qF "resume: a fork at step 4, older than this folder's newest checkpoint" "$work/run.console" || fail "no fork logged"
+  (cd "$work/run/checkpoints.1" && md5sum -c --quiet "$work/later.md5") || fail "the later checkpoints were not kept as they were"
+  [ "$(md5sum <"$work/run/metrics.jsonl.1")" = "$old_metrics" ] || fail "metrics.jsonl.1 is not the old one"
+  [ "$(committed "$work/run")" = "step_00000004 step_00000008 " ] || fail "committed: $(committed "$work/run")"
+  [ "$(cat "$work/run/checkpoints/latest")" = step_00000008 ] || fail "latest: $(cat "$work/run/checkpoints/latest")"
+  # The rows before the fork (steps up to 4), the fork's row, then the branch's from step 5.
+  "$py" - "$work/run/metrics.jsonl" <<'EOF' || fail "metrics.jsonl after the fork"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+fork = [i for i, r in enumerate(rows) if r["event"] == "fork"]
+assert len(fork) == 1, fork
+f = rows[fork[0]]
+assert (f["step"], f["kept_aside"], f["later_steps"]) == (4, "checkpoints.1", [8, 12]), f
+before = [r["step"] for r in rows[:fork[0]] if r["event"] == "train"]
+after = [r["step"] for r in rows[fork[0]:] if r["event"] == "train"]
+assert before == [1, 2, 3, 4] and after == [5, 6, 7, 8], (before, after)
+EOF
+  # Unchanged settings: the branch's step 8 is the old timeline's, bit for bit.
+  "$ckpt" diff "$work/run/checkpoints/step_00000008" "$work/run/checkpoints.1/step_00000008" \
+    --ignore '^progress/train_seconds$' >/dev/null || fail "the branch's step 8 differs"
+  run 1 "$work/run"
+  grep -qF "resumed from $work/run/checkpoints/step_00000008" "$work/run.console" || fail "auto did not follow the branch"
+  [ "$(committed "$work/run")" = "step_00000004 step_00000008 step_00000012 " ] || fail "committed: $(committed "$work/run")"
   ;;
 retention)
   run 1 "$work/run" ckpt.every_steps=1 ckpt.keep_last=2 ckpt.keep_every_steps=5

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -60,6 +61,32 @@ TEST_F(FolderLockTest, ASecondLockOfTheFolderIsRefusedNamingTheHolder) {
   EXPECT_NE(holder->find(std::to_string(::getpid())), std::string::npos) << *holder;
   EXPECT_FALSE(second.held());
   EXPECT_FALSE(first.lost().has_value());
+}
+
+// A moco.lock that is a symbolic link is refused, naming it and its target, which stays untouched
+// (a run wrote its host and pid into the link's target; issue 57, L2). The twin too.
+TEST_F(FolderLockTest, ALockFileThatIsALinkIsRefusedAndItsTargetLeftAlone) {
+  for (const char* name : {moco::sys::kFolderLockName, moco::sys::kFolderGuardName}) {
+    SCOPED_TRACE(name);
+    const auto target = dir_ / "precious.txt";
+    std::ofstream(target) << "keep me\n";
+    fs::create_symlink(target, dir_ / name);
+    FolderLock lock;
+    try {
+      (void)lock.acquire(dir());
+      ADD_FAILURE() << "a lock file that is a link was taken";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find((dir_ / name).string() + ": the lock file is a symbolic link (to " +
+                                           target.string() + ")"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(lock.held());
+    std::ifstream in(target);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, "keep me\n");
+    fs::remove(dir_ / name);
+  }
 }
 
 TEST_F(FolderLockTest, ADeletedLockFileIsLostYetKeepsASecondProcessOut) {
