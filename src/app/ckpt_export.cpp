@@ -114,7 +114,7 @@ int export_official(const std::string& dir, const std::string& out) {
   const auto summary = ckpt::export_official(dir, out, official_layout_for(config), info);
   std::cout << fmt::format(
       "{}: {} tensors ({:.2f} MiB) from {} (step {}, epoch {}), format moco: main_moco.py's "
-      "checkpoint of MoCo {}, arch {}\n",
+      "checkpoint of model.method {}, arch {}\n",
       out, summary.tensors, summary.bytes / 1048576.0, dir, summary.step, reader.manifest().epoch, config.model.method,
       info.arch);
   if (const auto note = official_arch_note(config); !note.empty()) std::cerr << "moco_ckpt: " << note << "\n";

@@ -85,13 +85,14 @@ std::vector<std::regex> ignore_patterns(const std::vector<std::string>& ignore) 
   return patterns;
 }
 
-// The model.* keys of a checkpoint's saved config ("model.arch=resnet18 ..."), or empty if it cannot
+// The model.* keys of a checkpoint's saved config ("model.method=v2 model.arch=resnet18 ..."), or empty if it cannot
 // be read: two checkpoints that differ here differ in every tensor's shape, for one reason.
 std::string architecture_of(const CheckpointReader& reader) {
   try {
     const auto c = moco::run::load_config_text(moco::app::methods(), reader.manifest().config_yaml, reader.dir());
-    return fmt::format("model.arch={} model.width={} model.small_stem={} model.dim={}{}", c.model.arch, c.model.width,
-                       c.model.small_stem, c.model.dim, moco::run::method_keys_text(c, "model"));
+    return fmt::format("model.method={} model.arch={} model.width={} model.small_stem={} model.dim={}{}",
+                       c.model.method, c.model.arch, c.model.width, c.model.small_stem, c.model.dim,
+                       moco::run::method_keys_text(c, "model"));
   } catch (const std::exception&) {
     return {};
   }

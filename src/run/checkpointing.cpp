@@ -40,6 +40,14 @@ std::vector<std::string> agreed_candidates(const std::string& root, dist::Proces
   return folders;
 }
 
+// train.resume naming a checkpoint that does not load.
+std::string does_not_load(const std::string& dir, const std::string& why) {
+  return fmt::format(
+      "train.resume: '{}' does not load: {}\n(`moco_ckpt verify {}` names what is damaged; name another "
+      "checkpoint, or train.resume=auto)",
+      dir, why, dir);
+}
+
 }  // namespace
 
 Checkpointing::Checkpointing(const Config& config, dist::ProcessGroup& group, Job job)
@@ -73,7 +81,8 @@ void Checkpointing::choose_candidate() {
       candidate_step_ = check_candidate(dir);
       return;
     } catch (const ckpt::CheckpointError& e) {
-      if (config_.train.resume != "auto") throw;
+      // The key's fault, as a missing path is: exit 2, nothing left behind.
+      if (config_.train.resume != "auto") throw ConfigError(does_not_load(dir, e.what()));
       skipped_.push_back({dir, e.what()});
       candidates_.erase(candidates_.begin());
     }

@@ -351,9 +351,9 @@ tool_refusals)
   # diff: nothing compared is no success; another architecture is named as the reason.
   expect_fails_with 1 "nothing was compared" "$ckpt" diff "$work/run" "$work/run" --ignore .
   run 1 "$work/wide" train.stop_at_step=2 ckpt.async=false model.width=0.5
-  expect_fails_with 1 "the architectures differ: $ck/step_00000002 has model.arch=resnet_tiny model.width=0.25" \
+  expect_fails_with 1 "the architectures differ: $ck/step_00000002 has model.method=v2 model.arch=resnet_tiny model.width=0.25" \
     "$ckpt" diff "$work/run" "$work/wide"
-  grep -qF "has model.arch=resnet_tiny model.width=0.5" "$work/last.out" || fail "the other architecture is not named"
+  grep -qF "has model.method=v2 model.arch=resnet_tiny model.width=0.5" "$work/last.out" || fail "the other architecture is not named"
   # --format and OUT's suffix must agree; nothing is written.
   expect_fails_with 2 "export: OUT $work/b.h5 names another format than --format torch: name it .pth or give --format h5" \
     "$ckpt" export "$work/run" "$work/b.h5" --format torch
@@ -389,6 +389,11 @@ damaged_refused)
   ! grep -q "starting fresh" "$work/last.out" || fail "a fresh start was begun"
   snapshot "$work/run" | diff "$work/before" - || fail "the refused run changed the folder"
   "$ckpt" export "$ck/step_00000003" "$work/encoder3.h5" >/dev/null || fail "step 3's encoder does not export"
+  # The damaged step named as train.resume: the key's fault, exit 2, no new folder (issue 57, W6).
+  expect_fails_with 2 "train.resume: '$ck/step_00000004' does not load: rank 0: $shard4" \
+    launch "$np" "$work/elsewhere" train.resume="$ck/step_00000004"
+  grep -qF "\`moco_ckpt verify $ck/step_00000004\` names what is damaged" "$work/last.out" || fail "W6: no way on"
+  [ ! -e "$work/elsewhere" ] || fail "W6: the refused run left $(ls "$work/elsewhere")"
   # train.resume=never: a fresh start, nothing deleted
   run "$np" "$work/run" ckpt.every_steps=1 ckpt.keep_last=2 ckpt.async=false train.resume=never train.stop_at_step=4
   grep -qF "this run starts afresh; the earlier checkpoints/, metrics.jsonl, config.yaml and tb/ are kept as checkpoints.1/, metrics.jsonl.1, config.yaml.1 and tb.1/" \

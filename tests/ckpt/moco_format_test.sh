@@ -48,7 +48,7 @@ else
 fi
 checkpoint=$(ls -d "$work"/run/checkpoints/step_* | tail -1)
 run "$work/export.console" "$ckpt" export "$work/run" "$work/checkpoint.pth.tar" --format moco
-grep -q "format moco: main_moco.py's checkpoint of MoCo v[23], arch " "$work/export.console" || fail "no summary line"
+grep -q "format moco: main_moco.py's checkpoint of model.method v[23], arch " "$work/export.console" || fail "no summary line"
 cat "$work/export.console"
 run "$work/backbone.console" "$ckpt" export "$work/run" "$work/backbone.h5"
 d2=()
