@@ -150,7 +150,7 @@ damaged_steps_forked|src/run/later_steps.cpp|  if (from_auto)|  if (from_auto &&
 fork_metrics_not_cut|src/run/later_steps.cpp|row["step"].get<int64_t>() > resumed))|row["step"].get<int64_t>() > resumed + (1 << 30)))|^ckpt\.fork$
 fork_latest_left_on_kept_step|src/run/later_steps.cpp|      ckpt::write_latest(root.string(), resumed);|      (void)0;|^ckpt\.fork$
 fork_on_dry_run|src/run/run_output.cpp|    checkpointing.keep_later_steps_aside(/*dry_run=*/true);|    checkpointing.keep_later_steps_aside(/*dry_run=*/false);|^ckpt\.fork$
-damaged_resume_path_exit_1|src/run/checkpointing.cpp|throw ConfigError(does_not_load(dir, e.what()));|throw;|^ckpt\.damaged_refused$
+damaged_resume_path_exit_1|src/run/checkpointing.cpp|throw ConfigError(does_not_load(dir, e.what()));|throw ckpt::CheckpointError(does_not_load(dir, e.what()));|^ckpt\.damaged_refused$
 lock_followed_through_link|src/sys/folder_lock.cpp|O_NOFOLLOW, 0644);|0, 0644);|^FolderLockTest\.
 step_folders_renamed_by_step|src/ckpt/checkpoint_dir.cpp|      folders.push_back({std::stoll(m[1].str()), entry.path().string()});|      folders.push_back({std::stoll(m[1].str()), step_dir(root, std::stoll(m[1].str()))});|^CkptStepFolders\.
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
