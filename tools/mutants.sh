@@ -151,6 +151,7 @@ fork_metrics_not_cut|src/run/later_steps.cpp|row["step"].get<int64_t>() > resume
 fork_latest_left_on_kept_step|src/run/later_steps.cpp|      ckpt::write_latest(root.string(), resumed);|      (void)0;|^ckpt\.fork$
 fork_on_dry_run|src/run/run_output.cpp|    checkpointing.keep_later_steps_aside(/*dry_run=*/true);|    checkpointing.keep_later_steps_aside(/*dry_run=*/false);|^ckpt\.fork$
 damaged_resume_path_exit_1|src/run/checkpointing.cpp|throw ConfigError(does_not_load(dir, e.what()));|throw ckpt::CheckpointError(does_not_load(dir, e.what()));|^ckpt\.damaged_refused$
+moco_format_of_a_probe_unchecked|src/app/ckpt_export.cpp|    check_pretraining(dir, module);|    (void)&check_pretraining;|^ckpt\.diff_itself$
 lock_followed_through_link|src/sys/folder_lock.cpp|O_NOFOLLOW, 0644);|0, 0644);|^FolderLockTest\.
 step_folders_renamed_by_step|src/ckpt/checkpoint_dir.cpp|      folders.push_back({std::stoll(m[1].str()), entry.path().string()});|      folders.push_back({std::stoll(m[1].str()), step_dir(root, std::stoll(m[1].str()))});|^CkptStepFolders\.
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$
@@ -255,7 +256,7 @@ lincls_pretrained_file_unnamed|src/lincls/frozen_backbone.cpp|    throw ConfigEr
         fmt::format("model.pretrained: {} is a file but not|^tools\.lincls_pretrained_not_hdf5_np1$
 lincls_run_above_checkpoint_ignored|src/lincls/lincls.cpp|  if (path.parent_path().filename() == "checkpoints") folders.push_back|  if (false) folders.push_back|^tools\.lincls_inside_run_np1$
 refusal_log_kept|src/app/program.cpp|    if (s.log_undo) s.log_undo->undo();|    (void)s.log_undo;|^tools\.resume_refused_writes_nothing_np1$
-export_module_unchecked|src/app/ckpt_export.cpp|  if (format != ckpt::ExportFormat::moco) check_export_module(dir, module);|  (void)module;|^tools\.export_existing$
+export_module_unchecked|src/app/ckpt_export.cpp|    check_export_module(dir, module);|    (void)&check_export_module;|^tools\.export_existing$
 refusal_log_appended|src/run/run_logging.cpp|    std::filesystem::resize_file(file_, file_size_, ec);|    (void)file_size_;|^tools\.resume_refused_writes_nothing_np1$
 log_write_failure_unchecked|src/train/loop.cpp|  run::check_log_writes();  // a run whose rank<N>.log cannot be written stops, as for metrics.jsonl|  (void)0;|^ckpt\.fs_full_log$
 export_failure_names_tmp_only|src/ckpt/export.cpp|throw CheckpointError(fmt::format("export to {} failed, {} left as it was: {}{}", out_path, out_path, e.what(),|throw CheckpointError(fmt::format("{}{}", e.what(),|^ckpt\.fs_export_full$

@@ -52,13 +52,30 @@ void check_export_target(const std::string& path, const std::string& dir, const 
     throw Refusal(fmt::format("export: OUT {} is not a regular file: --force replaces only regular files", out));
 }
 
-// --module must name a module the checkpoint holds (the group of its tensors' names).
-void check_export_module(const std::string& dir, const std::string& module) {
+// The modules a checkpoint holds: the groups of its tensors' names.
+std::set<std::string> modules_of(const std::string& dir) {
   std::set<std::string> modules;
   for (const auto& t : ckpt::read_manifest(dir).tensors) modules.insert(t.name.substr(0, t.name.find('/')));
+  return modules;
+}
+
+// --module must name a module the checkpoint holds.
+void check_export_module(const std::string& dir, const std::string& module) {
+  const auto modules = modules_of(dir);
   if (!modules.count(module))
     throw Refusal(fmt::format("export: --module '{}': {} holds no such module (it has: {})", module, dir,
                               fmt::join(modules, ", ")));
+}
+
+// --format moco writes a pre-training checkpoint: one that holds its method's encoder (a moco_lincls
+// run's holds the probe instead, and failed deep in the export naming an optimizer state).
+void check_pretraining(const std::string& dir, const std::string& module) {
+  const auto modules = modules_of(dir);
+  if (!modules.count(module))
+    throw Refusal(
+        fmt::format("export: --format moco: {} holds no {} module (it has: {}): not a pre-training "
+                    "checkpoint (a moco_lincls run's?); --format moco writes what main_moco.py saves",
+                    dir, module, fmt::join(modules, ", ")));
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -145,8 +162,11 @@ int export_checkpoint(const ExportRequest& r) {
         "do not apply");
   const auto dir = ckpt::resolve_checkpoint_dir(r.checkpoint);
   check_export_target(r.checkpoint, dir, r.out, r.force);
-  const auto module = r.module.empty() && format != ckpt::ExportFormat::moco ? default_module(dir) : r.module;
-  if (format != ckpt::ExportFormat::moco) check_export_module(dir, module);
+  const auto module = r.module.empty() ? default_module(dir) : r.module;
+  if (format == ckpt::ExportFormat::moco)
+    check_pretraining(dir, module);
+  else
+    check_export_module(dir, module);
   check_detectron2_arch(dir, format);
   for (const auto& stale : sys::remove_stale_temporaries(r.out))
     std::cerr << "moco_ckpt: removed " << stale << ", left by an interrupted export\n";

@@ -446,6 +446,11 @@ diff_itself)
   done
   run 1 "$work/v2_done"
   "${lin[@]}" train.output_dir="$work/lincls" >"$work/lincls.console" 2>&1 || { cat "$work/lincls.console"; fail "moco_lincls"; }
+  # A linear probe's checkpoint is no pre-training checkpoint: --format moco refuses it by its modules
+  # (it failed deep in the export naming an optimizer state; issue 57, W5).
+  expect_fails_with 2 "holds no encoder_q module (it has: lincls, optimizer, progress): not a pre-training checkpoint" \
+    "$ckpt" export "$work/lincls" "$work/lincls.pth.tar" --format moco
+  [ ! -e "$work/lincls.pth.tar" ] || fail "W5: an export was written"
   "$py" -c "import h5py, math, sys; assert math.isnan(h5py.File(sys.argv[1])['progress/knn_random_init'][()])" \
     "$work/v2/checkpoints/step_00000001/shard-0-of-1.h5" || fail "this case needs a NaN in the checkpoint"
   for run_dir in v2 v2_probe v3 v3_probe v2_done vit lincls; do
