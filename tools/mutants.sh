@@ -152,6 +152,12 @@ fork_latest_left_on_kept_step|src/run/later_steps.cpp|      ckpt::write_latest(r
 fork_on_dry_run|src/run/run_output.cpp|    checkpointing.keep_later_steps_aside(/*dry_run=*/true);|    checkpointing.keep_later_steps_aside(/*dry_run=*/false);|^ckpt\.fork$
 damaged_resume_path_exit_1|src/run/checkpointing.cpp|throw ConfigError(does_not_load(dir, e.what()));|throw ckpt::CheckpointError(does_not_load(dir, e.what()));|^ckpt\.damaged_refused$
 moco_format_of_a_probe_unchecked|src/app/ckpt_export.cpp|    check_pretraining(dir, module);|    (void)&check_pretraining;|^ckpt\.diff_itself$
+size_range_unbounded|src/run/config_keys.cpp|v >= lo && v <= hi ?|v >= lo ?|^moco_v3\.cli\.sizes_bounded$|^moco_v2\.cli\.sizes_bounded$
+v3_heads_estimate_unchecked|src/moco_v3/v3_room.cpp|  r.check_for_world = check_heads_fit;|  r.check_for_world = [](const run::Config&, int, const std::string&) { (void)&check_heads_fit; };|^moco_v3\.cli\.sizes_bounded$
+position_not_recounted|src/train/loop.cpp|  at_.batch_in_epoch = at_.step % per_epoch;|  at_.batch_in_epoch = at_.step % per_epoch + 1;|^data\.resume_changed_data$
+dry_run_silent_on_changed_data|src/run/checkpointing.cpp|  check_config(ckpt::read_manifest(candidates_.front()), candidates_.front(), true);|  (void)0;|^data\.resume_changed_data$
+moved_data_refused|src/run/checkpointing.cpp|    return fingerprinted && (change.key == "data.root"|    return fingerprinted && (change.key == "data.none"|^data\.resume_changed_data$
+moved_data_unproven_allowed|src/run/checkpointing.cpp|  const bool fingerprinted = manifest.notes.count(kTrainDataNote) > 0;|  const bool fingerprinted = true;|^data\.resume_changed_data$
 lock_followed_through_link|src/sys/folder_lock.cpp|O_NOFOLLOW, 0644);|0, 0644);|^FolderLockTest\.
 step_folders_renamed_by_step|src/ckpt/checkpoint_dir.cpp|      folders.push_back({std::stoll(m[1].str()), entry.path().string()});|      folders.push_back({std::stoll(m[1].str()), step_dir(root, std::stoll(m[1].str()))});|^CkptStepFolders\.
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$

@@ -23,7 +23,7 @@ std::vector<run::ConfigRow> keys() {
       key("model.mlp", &Settings::mlp, "MoCo v2 projection head: Linear-ReLU-Linear instead of Linear")
           .after("model.dim"),
       key("moco.queue_size", &Settings::queue_size, "K, negatives in the queue; need not be a multiple of the batch")
-          .must(positive)
+          .must(run::rules::in_range(1, int64_t{1} << 30))
           .after("model.pretrained"),
       key("moco.momentum", &Settings::momentum, "m of the key encoder's update k = m*k + (1-m)*q")
           .must(in_closed(0, 1))

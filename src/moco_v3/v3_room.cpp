@@ -10,6 +10,10 @@
 namespace moco::moco_v3 {
 namespace {
 
+// Bounds of the heads' sizes, far above the official recipes' (mlp_dim 4096, 2-3 layers).
+constexpr int64_t kMostMlpDim = 1 << 16;
+constexpr int64_t kMostLayers = 16;
+
 template <typename T>
 run::RowOf<T> key(const char* name, T Settings::*member, const char* help) {
   return run::ConfigRow::of<T>(name, help, [member](run::Config& c) -> T& { return settings(c).*member; })
@@ -17,19 +21,19 @@ run::RowOf<T> key(const char* name, T Settings::*member, const char* help) {
 }
 
 std::vector<run::ConfigRow> keys() {
-  using run::rules::at_least_one;
   using run::rules::in_closed;
+  using run::rules::in_range;
   using run::rules::positive;
   return {
       key("v3.mlp_dim", &Settings::mlp_dim, "model.method v3: hidden width of the projector and predictor MLPs")
-          .must(positive),
+          .must(in_range(1, kMostMlpDim)),
       key("v3.projector_layers", &Settings::projector_layers,
           "model.method v3: Linear layers of the projector on the pooled features (2: the official ResNet "
           "builder, 3: its ViT builder; BN and ReLU between, a BN without affine last; its output is model.dim)")
-          .must(at_least_one),
+          .must(in_range(1, kMostLayers)),
       key("v3.predictor_layers", &Settings::predictor_layers,
           "model.method v3: Linear layers of the predictor on the query side (BN and ReLU between)")
-          .must(at_least_one),
+          .must(in_range(1, kMostLayers)),
       key("v3.predictor_last_bn", &Settings::predictor_last_bn,
           "model.method v3: the predictor's last Linear followed by BatchNorm without affine, as the official "
           "MoCo_ViT's (builder.py's _build_mlp, last_bn defaulting to true); false: none, as its MoCo_ResNet's"),
@@ -61,6 +65,22 @@ void check(const run::Config& c, const std::string& where) {
                "cannot be used with model.method v3 yet: its momentum schedule follows the steps of train.epochs");
 }
 
+// The heads' square hidden layers and last layers, held as the query's, the momentum projector's, their
+// gradients and at least one optimizer state: at least 4 float32 copies. One larger than this
+// machine's memory is the config's fault, said before anything is built (--dry-run too).
+void check_heads_fit(const run::Config& c, int /*world_size*/, const std::string& where) {
+  const Settings& s = settings(c);
+  const auto width = static_cast<double>(s.mlp_dim);
+  const double parameters = width * width * static_cast<double>(s.projector_layers - 1 + s.predictor_layers - 1) +
+                            2.0 * width * static_cast<double>(c.model.dim);
+  const double bytes = 4.0 * 4.0 * parameters, memory = run::physical_memory_bytes();
+  run::require(memory <= 0 || bytes <= memory, where, "v3.mlp_dim",
+               fmt::format("({}) with v3.projector_layers {} and v3.predictor_layers {} makes heads of about {:.3g} "
+                           "parameters, at least {:.3g} bytes with the momentum projector, gradients and optimizer "
+                           "state: more than this machine's {:.3g} bytes of memory",
+                           s.mlp_dim, s.projector_layers, s.predictor_layers, parameters, bytes, memory));
+}
+
 // Where its tensors lie in facebookresearch/moco-v3's main_moco.py checkpoint: builder.py's MoCo
 // registers base_encoder (its projector in the head's place), momentum_encoder, then the predictor
 // (v3_state_entries; tests/fixtures/official_layout/moco_v3_*.tsv); it saves its GradScaler too.
@@ -84,6 +104,7 @@ run::MethodRoom room() {
                {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16}};
   r.keys = keys();
   r.check = check;
+  r.check_for_world = check_heads_fit;
   r.encoder_group = run::kQueryEncoderGroup;
   r.official_layout = official_layout;
   r.initial_encoder = [](const run::Config& c, int64_t in_channels) {

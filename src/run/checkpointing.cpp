@@ -133,8 +133,14 @@ void Checkpointing::check_config(const ckpt::Manifest& manifest, const std::stri
                     "run needs the same global batch (any number of ranks that divides it will do)",
                     dir, global_batch(saved, job_), global_batch_key(job_), global_batch(config_, job_)));
   std::string math;
+  // Where the train split lies is not what it holds: the fingerprint (checked below) proves the files
+  // the same at another data.root (a new disk, another cluster). Without one, a move is refused.
+  const bool fingerprinted = manifest.notes.count(kTrainDataNote) > 0;
+  const auto moved_only = [&](const ConfigChange& change) {
+    return fingerprinted && (change.key == "data.root" || change.key == "data.train_dir");
+  };
   for (const auto& change : config_changes(saved, config_, job_)) {
-    if (change.changes_math) {
+    if (change.changes_math && !moved_only(change)) {
       math += fmt::format("\n  {}: {} in the checkpoint, {} now", change.key, change.before, change.after);
     } else if (log_allowed_changes) {
       spdlog::info("resume: {} changes from {} to {}", change.key, change.before, change.after);
@@ -176,6 +182,8 @@ std::optional<std::string> Checkpointing::resume(const std::vector<ckpt::StateEn
 std::optional<std::string> Checkpointing::would_resume_from(std::vector<std::string>& skipped) const {
   for (const auto& [dir, why] : skipped_) skipped.push_back(dir + ": " + why);
   if (candidates_.empty()) return std::nullopt;
+  // What the run would log of it: the keys that change, a change of the data it goes on with.
+  check_config(ckpt::read_manifest(candidates_.front()), candidates_.front(), true);
   return candidates_.front();
 }
 

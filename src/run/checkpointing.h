@@ -47,8 +47,9 @@ class Checkpointing {
   // start fresh. Collective.
   std::optional<std::string> resume(const std::vector<ckpt::StateEntry>& state);
   // The dry run's answer: the candidate resume() would restore from, as the constructor found it (the
-  // saved config checked, every tensor read against its checksums, nothing loaded); each candidate
-  // it would skip is added to `skipped` with why. nullopt: a fresh start.
+  // saved config checked, every tensor read against its checksums, nothing loaded), logging what
+  // resume() would of it (changed keys, changed data); each candidate it would skip is added to
+  // `skipped` with why. nullopt: a fresh start.
   std::optional<std::string> would_resume_from(std::vector<std::string>& skipped) const;
 
   // Whether the step just finished should be checkpointed (ckpt.every_steps, ckpt.every_minutes of

@@ -151,7 +151,10 @@ T read_value(const YAML::Node& node) {
   }
 }
 
-// The shared keys' own rules (with rules::positive, non_negative, at_least_one, in_closed).
+// The shared keys' own rules (with rules::positive, non_negative, at_least_one, in_closed, in_range).
+// Bounds of the model's sizes: far above any recipe's (width 1-4, dim 128-256).
+constexpr double kMostWidth = 64;
+constexpr int64_t kMostDim = 1 << 16;
 using rules::at_least_one;
 using rules::non_negative;
 using rules::positive;
@@ -208,11 +211,12 @@ std::vector<ConfigRow> model_rows() {
           model.stem_stride,
           "stride of the small stem's conv: 2 halves every feature map (about 4x fewer FLOPs, for speed on CPUs)")
           .must(one_or_two),
-      MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own").must(non_negative),
+      MOCO_FIELD(model.width, "width multiplier of every stage; 0 keeps the architecture's own")
+          .must(rules::in_closed(0, kMostWidth)),
       MOCO_FIELD(model.zero_init_residual,
                  "ResNet: each residual branch's last BatchNorm starts with weight 0, so each block starts as the "
                  "identity (torchvision's zero_init_residual; MoCo v3's main_moco.py sets it, v1/v2's does not)"),
-      MOCO_FIELD(model.dim, "dimension of queries and keys").must(positive),
+      MOCO_FIELD(model.dim, "dimension of queries and keys").must(rules::in_range(1, kMostDim)),
       MOCO_FIELD(
           model.pretrained,
           "the backbone moco_lincls and moco_dist --eval-only evaluate: a checkpoint folder, a checkpoints/ folder or "
@@ -570,6 +574,11 @@ std::string KeyTable::unknown_key_message(const std::string& where, const std::s
 
 namespace rules {
 Rule<double> in_closed(double lo, double hi) { return lies_in(lo, hi, false, false); }
+Rule<int64_t> in_range(int64_t lo, int64_t hi) {
+  return [=](const int64_t& v) {
+    return v >= lo && v <= hi ? "" : fmt::format("must lie in [{}, {}], not {}", lo, hi, v);
+  };
+}
 }  // namespace rules
 
 const char* to_string(Arch arch) { return name_of(arch); }

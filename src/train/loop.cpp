@@ -58,12 +58,27 @@ void Loop::resume(StepMeter& epoch) {
   const auto dir = parts_.checkpointing.resume(state_.entries());
   if (!dir) return;
   at_ = state_.restored_progress();
-  if (at_.epoch * parts_.shape.steps_per_epoch + at_.batch_in_epoch != at_.step)
-    throw std::runtime_error(fmt::format("{}: step {} is not epoch {} batch {} of {} batches per epoch", *dir, at_.step,
-                                         at_.epoch, at_.batch_in_epoch, parts_.shape.steps_per_epoch));
+  place_in_epoch(*dir);
   parts_.checkpointing.mark_saved(at_.step, at_.train_seconds);
   if (parts_.metrics) parts_.metrics->write(metrics::CheckpointRecord{"resume", at_.step, *dir, 0, 0});
   job_.resumed(*dir, state_, epoch);
+}
+
+// The checkpoint's (epoch, batch) is its step's place at this run's batches per epoch, unless the
+// train split changed size under train.resume_on_changed_data: then the step keeps counting (the
+// schedule with it) and its place is counted again from it.
+void Loop::place_in_epoch(const std::string& dir) {
+  const int64_t per_epoch = parts_.shape.steps_per_epoch;
+  if (at_.epoch * per_epoch + at_.batch_in_epoch == at_.step) return;
+  const auto where = fmt::format("{}: step {} is not epoch {} batch {} of {} batches per epoch", dir, at_.step,
+                                 at_.epoch, at_.batch_in_epoch, per_epoch);
+  if (!parts_.position_from_step) throw std::runtime_error(where);
+  at_.epoch = at_.step / per_epoch;
+  at_.batch_in_epoch = at_.step % per_epoch;
+  spdlog::warn(
+      "resume: {} (the train split changed size; train.resume_on_changed_data=true): step {} goes on as "
+      "epoch {} batch {}",
+      where, at_.step, at_.epoch, at_.batch_in_epoch);
 }
 
 LoopStatus Loop::status() const {

@@ -94,6 +94,9 @@ struct LoopParts {
   int64_t max_bad_steps = 5;
   bool check_step_syncs = false;
   torch::Device device = torch::kCPU;
+  // train.resume_on_changed_data: a split of another size makes other batches per epoch, so a resumed
+  // step's place in its epoch is counted again from the step (else such a checkpoint is an error).
+  bool position_from_step = false;
 };
 
 class Loop {
@@ -119,6 +122,7 @@ class Loop {
 
  private:
   void resume(StepMeter& epoch);
+  void place_in_epoch(const std::string& dir);  // at_ from the restored progress, as this run counts it
   void save_checkpoint();
   LoopStatus status() const;
 

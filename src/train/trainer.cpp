@@ -18,7 +18,7 @@ TrainResult train(const run::Config& config, const run::RunContext& context) {
   Pretraining job(run);
   Loop loop({*run.method, run.group, run.checkpointing, run.metrics ? &*run.metrics : nullptr, run.shape,
              config.train.time_budget_s, config.train.stop_at_step, config.train.max_bad_steps,
-             config.debug.check_step_syncs, context.device},
+             config.debug.check_step_syncs, context.device, config.train.resume_on_changed_data},
             job);
   run_loop(loop, *run.method, run.batches);
   return job.result();

@@ -70,6 +70,34 @@ PY
   expect 0 "was written before checkpoints kept the fingerprint of their data: its data is not compared" -- \
     "$dist" "${base[@]}" train.output_dir="$work/old"
   [ "$(grep -c "written before checkpoints kept the fingerprint" "$work/last.out")" = 1 ] || fail "said more than once"
+  # 16 images more, so 4 batches per epoch, not 3 (issue 57, W1: exit 1 after rewriting config.yaml):
+  # the step keeps counting and its place in the epoch is counted again; --dry-run names the change.
+  rm -rf "$work/data" && cp -a "$work/data.orig" "$work/data"
+  expect 0 "stopped after step 4" -- "$dist" "${base[@]}" train.output_dir="$work/grown" train.stop_at_step=4
+  "$py" "$src/tools/make_image_folder.py" "$work/more" --classes 2 --train 8 --val 1 --sides 24 40 >/dev/null
+  for c in class_00 class_01; do
+    for f in "$work/more/train/$c"/*; do cp "$f" "$work/data/train/$c/more_$(basename "$f")"; done
+  done
+  expect 0 "(train.resume_on_changed_data=true: going on with it): $work/data/train: 48 images then, 64 now" -- \
+    "$dist" "${base[@]}" train.output_dir="$work/grown" train.resume_on_changed_data=true --dry-run
+  expect 0 "step 4 is not epoch 1 batch 1 of 4 batches per epoch (the train split changed size; train.resume_on_changed_data=true): step 4 goes on as epoch 1 batch 0" -- \
+    "$dist" "${base[@]}" train.output_dir="$work/grown" train.resume_on_changed_data=true
+  "$py" -c "import json,sys; s=[json.loads(l)['step'] for l in open(sys.argv[1]) if '\"train\"' in l]; assert s[-4:]==[5,6,7,8], s" \
+    "$work/grown/metrics.jsonl" || fail "the grown run did not train steps 5-8"
+  # The same files at another data.root (a new disk; issue 57, W2): the fingerprint proves them the
+  # same, so the move is logged and the run resumes; a checkpoint without a fingerprint still refuses it.
+  rm -rf "$work/data" && cp -a "$work/data.orig" "$work/data"
+  expect 0 "stopped after step 2" -- "$dist" "${base[@]}" train.output_dir="$work/moved" train.stop_at_step=2
+  cp -a "$work/data" "$work/data.moved"
+  expect 0 "resume: data.root changes from $work/data to $work/data.moved" -- \
+    "$dist" "${quick[@]}" train.epochs=2 data.root="$work/data.moved" train.output_dir="$work/moved" train.stop_at_step=3
+  grep -qF "resumed from $work/moved/checkpoints/step_00000002" "$work/last.out" || fail "W2: not resumed"
+  expect 0 "stopped after step 2" -- "$dist" "${base[@]}" train.output_dir="$work/unproven" train.stop_at_step=2
+  "$py" -c "import json,sys; m=json.load(open(sys.argv[1])); del m['notes']; json.dump(m, open(sys.argv[1], 'w'))" \
+    "$work/unproven/checkpoints/step_00000002/manifest.json"
+  expect 2 "cannot resume, the config differs in keys that change the computation:" -- \
+    "$dist" "${quick[@]}" train.epochs=2 data.root="$work/data.moved" train.output_dir="$work/unproven"
+  grep -qF "data.root: $work/data in the checkpoint, $work/data.moved now" "$work/last.out" || fail "W2: no fingerprint, no move"
   ;;
 ranks_disagree)
   [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null || { echo "SKIP: needs root for mount namespaces"; exit 77; }

@@ -29,6 +29,14 @@ accepts)
   expect 2 "$tiny (with overrides): key 'train.precision' fp16: model.method v2 trains in fp32 or bf16" -- \
     "$dist" --config "$tiny" train.precision=fp16 train.output_dir="$out"
   no_work_done ;;
+sizes_bounded)
+  # A queue no machine holds is named before it is allocated; within the bound, the machine's memory.
+  expect 2 "$tiny (with overrides): key 'moco.queue_size' must lie in [1, 1073741824], not 100000000000" -- \
+    "$dist" --config "$tiny" moco.queue_size=100000000000 train.output_dir="$out" --dry-run
+  no_work_done
+  expect 2 "$tiny (with overrides): key 'moco.queue_size' (1073741824) makes a queue of 16384 x 1073741824 float32" -- \
+    "$dist" --config "$tiny" moco.queue_size=1073741824 model.dim=16384 train.output_dir="$out" --dry-run
+  no_work_done ;;
 *) fail "no case $case_name" ;;
 esac
 echo "PASS ($case_name)"

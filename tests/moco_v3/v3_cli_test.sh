@@ -17,6 +17,24 @@ checks)
   expect 2 "$tiny_v3 (with overrides): key 'data.image_size' (30) must be a multiple of vit_tiny_cpu's patch size 4" -- \
     "$dist" --config "$tiny_v3" model.arch=vit_tiny_cpu data.image_size=30 train.output_dir="$out"
   no_work_done ;;
+sizes_bounded)
+  # A size no machine holds is named before anything is allocated, --dry-run too (issue 57 X1, X2:
+  # a LibTorch stack trace, and a process the kernel killed at 23 GiB).
+  for dry in "" --dry-run; do
+    expect 2 "$tiny_v3 (with overrides): key 'v3.mlp_dim' must lie in [1, 65536], not 1000000000000" -- \
+      "$dist" --config "$tiny_v3" $dry v3.mlp_dim=1000000000000 train.output_dir="$out"
+    no_work_done
+    expect 2 "$tiny_v3 (with overrides): key 'v3.projector_layers' must lie in [1, 16], not 100000" -- \
+      "$dist" --config "$tiny_v3" $dry v3.projector_layers=100000 train.output_dir="$out"
+    no_work_done
+    # Within the bounds, yet more than the machine holds: the estimate, before the model is built.
+    expect 2 "$tiny_v3 (with overrides): key 'v3.mlp_dim' (65536) with v3.projector_layers 16 and v3.predictor_layers 2 makes heads of about 6.87e+10 parameters, at least 1.1e+12 bytes" -- \
+      "$dist" --config "$tiny_v3" $dry v3.mlp_dim=65536 v3.projector_layers=16 train.output_dir="$out"
+    no_work_done
+    expect 2 "$tiny_v3 (with overrides): key 'model.dim' must lie in [1, 65536], not 10000000" -- \
+      "$dist" --config "$tiny_v3" $dry model.dim=10000000 train.output_dir="$out"
+    no_work_done
+  done ;;
 fp16_needs_cuda)
   # LibTorch's CPU autocast has no float16: refused on a CPU, also in a dry run.
   for dry in "" --dry-run; do
