@@ -158,6 +158,9 @@ position_not_recounted|src/train/loop.cpp|  at_.batch_in_epoch = at_.step % per_
 dry_run_silent_on_changed_data|src/run/checkpointing.cpp|  check_config(ckpt::read_manifest(candidates_.front()), candidates_.front(), true);|  (void)0;|^data\.resume_changed_data$
 moved_data_refused|src/run/checkpointing.cpp|    return fingerprinted && (change.key == "data.root"|    return fingerprinted && (change.key == "data.none"|^data\.resume_changed_data$
 moved_data_unproven_allowed|src/run/checkpointing.cpp|  const bool fingerprinted = manifest.notes.count(kTrainDataNote) > 0;|  const bool fingerprinted = true;|^data\.resume_changed_data$
+unofficial_heads_exported|src/app/official_export.h|    if (const auto keys = room.unofficial_modules(c); !keys.empty())|    if (const auto keys = room.unofficial_modules(c); false)|^moco_v3\.cli\.official_heads$
+vit_predictor_bn_unchecked|src/moco_v3/v3_room.cpp|  if (s.predictor_last_bn != vit)|  if (false)|^moco_v3\.cli\.official_heads$
+momentum_schedule_ignored|src/moco_v3/moco_v3.cpp|  return s.momentum_schedule == "constant" ? s.momentum : momentum_at(s.momentum, progress);|  return momentum_at(s.momentum, progress);|^MocoV3Test\.
 lock_followed_through_link|src/sys/folder_lock.cpp|O_NOFOLLOW, 0644);|0, 0644);|^FolderLockTest\.
 step_folders_renamed_by_step|src/ckpt/checkpoint_dir.cpp|      folders.push_back({std::stoll(m[1].str()), entry.path().string()});|      folders.push_back({std::stoll(m[1].str()), step_dir(root, std::stoll(m[1].str()))});|^CkptStepFolders\.
 moco_sh_quoted_substitution_in_poll|launch/mpirun/moco.sh|    here_now=$(local_ranks)|    here_now="$(local_ranks)"|^style\.launch_substitutions_unquoted$

@@ -26,6 +26,13 @@ inline ckpt::OfficialLayout official_layout_for(const run::Config& c) {
         fmt::format("export: --format moco: model.method {} has no official main_moco.py checkpoint to "
                     "match: export it with --format h5 or torch",
                     room.name));
+  if (room.unofficial_modules)
+    if (const auto keys = room.unofficial_modules(c); !keys.empty())
+      throw Refusal(fmt::format(
+          "export: --format moco: {}: the official builder makes other modules, so main_moco.py --resume would "
+          "refuse the checkpoint (keys missing or unexpected); train with the official values, or export with "
+          "--format h5 or torch",
+          keys));
   return room.official_layout();
 }
 

@@ -97,9 +97,13 @@ MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_chan
   if (c.debug.anomaly_detection) spdlog::info("debug: autograd anomaly detection on");
 }
 
+double scheduled_momentum(const Settings& s, double progress) {
+  return s.momentum_schedule == "constant" ? s.momentum : momentum_at(s.momentum, progress);
+}
+
 double MocoV3::momentum_for_step(int64_t step) const {
   const double progress = static_cast<double>(step - 1) / static_cast<double>(std::max<int64_t>(1, total_steps_));
-  return momentum_at(settings(config_).momentum, std::min(1.0, progress));
+  return scheduled_momentum(settings(config_), std::min(1.0, progress));
 }
 
 V3Output MocoV3::forward(const data::TwoViewBatch& batch, int64_t step) {

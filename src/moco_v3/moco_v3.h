@@ -1,11 +1,12 @@
 // defines: MocoV3, MoCo v3 as a run::MomentumMethod: the model of v3_model.h, LARS, AdamW or SGD, the
 // momentum's schedule over the run, the step's rollback where it is skipped and fp16's loss scale; StepPrecision and
-// step_precision; v3_state_entries
+// step_precision; v3_state_entries; scheduled_momentum
 #pragma once
 
 #include "model/grad_scaler.h"
 #include "model/step_rollback.h"
 #include "moco_v3/v3_model.h"
+#include "moco_v3/v3_settings.h"
 #include "optim/optimizer.h"
 #include "run/config.h"
 #include "run/momentum_method.h"
@@ -28,6 +29,9 @@ std::vector<ckpt::StateEntry> v3_state_entries(MocoV3ModelImpl& model, const opt
 // dynamic loss scale (torch.cuda.amp.GradScaler's defaults, as main_moco.py runs it). Apart, so that a
 // test on a CPU, whose autocast has no float16, can scale the loss of an fp32 step: fp16's step but
 // for the casts.
+// The momentum m at progress p of the run, as v3.momentum_schedule says (cosine: momentum_at).
+double scheduled_momentum(const Settings& s, double progress);
+
 struct StepPrecision {
   torch::Dtype autocast = torch::kFloat;
   std::optional<model::GradScalerOptions> loss_scale;
@@ -59,6 +63,7 @@ class MocoV3 final : public run::MomentumMethod {
   run::MethodFacts facts() override;
 
   // The momentum m of step `step` (counted from 1): progress (step - 1) / total steps.
+  // (scheduled_momentum: v3.momentum_schedule's.)
   double momentum_for_step(int64_t step) const;
   MocoV3Model& model() { return model_; }
   // The loss scale's state (fp16), or null.

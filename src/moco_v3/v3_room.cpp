@@ -5,6 +5,7 @@
 #include "moco_v3/v3_settings.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 namespace moco::moco_v3 {
@@ -41,6 +42,12 @@ std::vector<run::ConfigRow> keys() {
           "model.method v3: m0, the momentum encoder's m at the first step; m = 1 - (1-m0)(cos(pi p)+1)/2 at "
           "progress p of the run")
           .must(in_closed(0, 1)),
+      key("v3.momentum_schedule", &Settings::momentum_schedule,
+          "model.method v3: cosine (m from v3.momentum to 1 as above; main_moco.py --moco-m-cos, as the paper's "
+          "recipes) or constant (v3.momentum throughout; main_moco.py without the flag)")
+          .must([](const std::string& v) {
+            return v == "cosine" || v == "constant" ? "" : "must be cosine or constant, not '" + v + "'";
+          }),
       key("v3.temperature", &Settings::temperature, "model.method v3: T of the logits; each loss term is scaled by 2T")
           .must(positive),
       key("v3.stop_grad_conv1", &Settings::stop_grad_conv1,
@@ -81,6 +88,22 @@ void check_heads_fit(const run::Config& c, int /*world_size*/, const std::string
                            s.mlp_dim, s.projector_layers, s.predictor_layers, parameters, bytes, memory));
 }
 
+// The official builder.py's heads: MoCo_ResNet a 2-layer projector and a predictor without a last BN,
+// MoCo_ViT a 3-layer projector and a predictor with one (_build_mlp's last_bn), both 2-layer predictors.
+std::string unofficial_modules(const run::Config& c) {
+  const Settings& s = settings(c);
+  const bool vit = run::is_vit(c.model.arch);
+  const char* builder = vit ? "MoCo_ViT" : "MoCo_ResNet";
+  std::vector<std::string> differ;
+  if (s.projector_layers != (vit ? 3 : 2))
+    differ.push_back(fmt::format("v3.projector_layers={} ({} builds {})", s.projector_layers, builder, vit ? 3 : 2));
+  if (s.predictor_layers != 2)
+    differ.push_back(fmt::format("v3.predictor_layers={} ({} builds 2)", s.predictor_layers, builder));
+  if (s.predictor_last_bn != vit)
+    differ.push_back(fmt::format("v3.predictor_last_bn={} ({} builds {})", s.predictor_last_bn, builder, vit));
+  return fmt::format("{}", fmt::join(differ, ", "));
+}
+
 // Where its tensors lie in facebookresearch/moco-v3's main_moco.py checkpoint: builder.py's MoCo
 // registers base_encoder (its projector in the head's place), momentum_encoder, then the predictor
 // (v3_state_entries; tests/fixtures/official_layout/moco_v3_*.tsv); it saves its GradScaler too.
@@ -105,6 +128,7 @@ run::MethodRoom room() {
   r.keys = keys();
   r.check = check;
   r.check_for_world = check_heads_fit;
+  r.unofficial_modules = unofficial_modules;
   r.encoder_group = run::kQueryEncoderGroup;
   r.official_layout = official_layout;
   r.initial_encoder = [](const run::Config& c, int64_t in_channels) {

@@ -53,6 +53,16 @@ TEST(MocoV3Test, MomentumRisesFromM0ToOneOnAHalfCosine) {
   EXPECT_DOUBLE_EQ(momentum_at(0.99, 1.0), 1.0);
 }
 
+// v3.momentum_schedule: cosine follows momentum_at; constant keeps m0, as main_moco.py without
+// --moco-m-cos (issue 57, W4).
+TEST(MocoV3Test, MomentumScheduleIsCosineOrConstant) {
+  moco_v3::Settings s;
+  s.momentum = 0.99;
+  EXPECT_EQ(moco_v3::scheduled_momentum(s, 0.5), momentum_at(0.99, 0.5));
+  s.momentum_schedule = "constant";
+  for (double p : {0.0, 0.5, 1.0}) EXPECT_EQ(moco_v3::scheduled_momentum(s, p), 0.99) << p;
+}
+
 // The official builder's layout: Linear without bias, BN and ReLU between, the projector's last BN
 // without affine, nothing after the predictor's last Linear.
 TEST(MocoV3Test, MlpHeadsHaveTheOfficialLayout) {
