@@ -85,8 +85,8 @@ std::vector<std::regex> ignore_patterns(const std::vector<std::string>& ignore) 
   return patterns;
 }
 
-// The model.* keys of a checkpoint's saved config ("model.method=v2 model.arch=resnet18 ..."), or empty if it cannot
-// be read: two checkpoints that differ here differ in every tensor's shape, for one reason.
+// The model.* keys of a checkpoint's saved config ("model.method=<name> model.arch=resnet18 ..."), or empty if it
+// cannot be read: two checkpoints that differ here differ in every tensor's shape, for one reason.
 std::string architecture_of(const CheckpointReader& reader) {
   try {
     const auto c = moco::run::load_config_text(moco::app::methods(), reader.manifest().config_yaml, reader.dir());

@@ -82,7 +82,7 @@ inline const auto non_negative = [](const auto& v) -> std::string { return v >= 
 inline const auto at_least_one = [](const auto& v) -> std::string { return v >= 1 ? "" : "must be at least 1"; };
 Rule<double> in_closed(double lo, double hi);  // [lo, hi]
 // [lo, hi]: a size key's bound, far above any recipe's value, so that a typo is named before anything
-// is allocated (v3.mlp_dim=1000000000000 ended in a LibTorch stack trace).
+// is allocated (a head's width of 10^12 ended in a LibTorch stack trace).
 Rule<int64_t> in_range(int64_t lo, int64_t hi);
 }  // namespace rules
 

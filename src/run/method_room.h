@@ -50,7 +50,7 @@ struct MethodRoom {
   // export --format moco); empty for a method with no official code to match (that export is refused).
   std::function<ckpt::OfficialLayout()> official_layout;
   // Optional: the keys whose values build other modules than the official builder does for this
-  // architecture ("v3.projector_layers=2 (MoCo_ViT builds 3)"), or "": such an export is refused.
+  // architecture ("<key>=2 (the builder makes 3)"), or "": such an export is refused.
   std::function<std::string(const Config&)> unofficial_modules;
   // The encoder evaluation reads as the method initialises it from train.seed (what a run's random-init
   // baseline and model.pretrained=random score), on the CPU.
