@@ -29,6 +29,12 @@ rm -rf "$seeds" && mkdir -p "$seeds"/{config,idx,ckpt_manifest,ckpt_shard}
 for f in "$repo"/configs/*.yaml "$repo"/tests/fixtures/*.yaml; do
   cp "$f" "$seeds/config/$(basename "$f")"
   { cat "$f"; printf '\0optim.base_lr=0.06\0model.arch=resnet18\0data.mean=[0.5]'; } > "$seeds/config/$(basename "$f").overrides"
+  # Sizes at and past their bounds, and a product of bounded sizes no machine holds (issue 57 X1, X2):
+  # every one must end in a ConfigError, with validate_for_world's memory estimates, never an allocation.
+  { cat "$f"; printf '\0model.dim=65536\0moco.queue_size=1073741824\0v3.mlp_dim=65536\0v3.projector_layers=16'; } \
+    > "$seeds/config/$(basename "$f").sizes"
+  { cat "$f"; printf '\0v3.mlp_dim=1000000000000\0model.width=1e300\0optim.batch_size=9223372036854775807'; } \
+    > "$seeds/config/$(basename "$f").huge"
 done
 # idx: the first byte is the mode (0 as is, 1 gzip the rest, 2 gzip and cut); see fuzz/fuzz_idx.cpp.
 python3 - "$seeds/idx" <<'PY'
