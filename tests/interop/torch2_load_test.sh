@@ -28,7 +28,7 @@ base=(--config "$src/tests/fixtures/tiny_synthetic.yaml" data.synthetic_train_si
       train.epochs=1 train.threads=1 knn.memory_size=64 knn.query_size=32 knn.raw_baseline=false ckpt.every_minutes=0)
 run "$work/v2.console" "$dist" "${base[@]}" model.arch=resnet18 model.small_stem=false model.width=0 train.output_dir="$work/v2"
 run "$work/v3.console" "$dist" --config "$src/tests/fixtures/tiny_synthetic_v3.yaml" "${base[@]:2}" model.arch=vit_tiny_cpu model.dim=32 \
-  v3.mlp_dim=64 v3.projector_layers=3 optim.optimizer=adamw optim.base_lr=1.5e-4 optim.weight_decay=0.1 train.output_dir="$work/v3"
+  v3.mlp_dim=64 v3.projector_layers=3 v3.predictor_last_bn=true optim.optimizer=adamw optim.base_lr=1.5e-4 optim.weight_decay=0.1 train.output_dir="$work/v3"
 checks=()
 for r in v2 v3; do
   run "$work/$r.export" "$ckpt" export "$work/$r" "$work/$r.h5"
