@@ -83,11 +83,11 @@ void check_queue_fits(const run::Config& c, int /*world_size*/, const std::strin
 // Where its tensors lie in facebookresearch/moco's main_moco.py checkpoint: builder.py's MoCo registers
 // encoder_q, encoder_k, then the queue (state_entries; tests/fixtures/official_layout/moco_v2_resnet50.tsv).
 ckpt::OfficialLayout official_layout() {
-  return {{{"encoder_q/", "module.encoder_q.", /*trained=*/true},
-           {"encoder_k/", "module.encoder_k."},
+  return {{{run::kQueryEncoderGroup, "module.encoder_q.", /*trained=*/true},
+           {run::kMomentumEncoderGroup, "module.encoder_k."},
            {"moco/queue", "module.queue", false, /*buffer=*/true},
            {"moco/queue_ptr", "module.queue_ptr", false, /*buffer=*/true}},
-          /*optimizer_group=*/"encoder_q/",
+          /*optimizer_group=*/run::kQueryEncoderGroup,
           /*saves_scaler=*/false};
 }
 

@@ -108,8 +108,8 @@ std::string unofficial_modules(const run::Config& c) {
 // registers base_encoder (its projector in the head's place), momentum_encoder, then the predictor
 // (v3_state_entries; tests/fixtures/official_layout/moco_v3_*.tsv); it saves its GradScaler too.
 ckpt::OfficialLayout official_layout() {
-  return {{{"encoder_q/", "module.base_encoder.", /*trained=*/true},
-           {"encoder_k/", "module.momentum_encoder."},
+  return {{{run::kQueryEncoderGroup, "module.base_encoder.", /*trained=*/true},
+           {run::kMomentumEncoderGroup, "module.momentum_encoder."},
            {"predictor/", "module.predictor.", /*trained=*/true}},
           /*optimizer_group=*/"",
           /*saves_scaler=*/true};
