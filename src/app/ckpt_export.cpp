@@ -52,30 +52,20 @@ void check_export_target(const std::string& path, const std::string& dir, const 
     throw Refusal(fmt::format("export: OUT {} is not a regular file: --force replaces only regular files", out));
 }
 
-// The modules a checkpoint holds: the groups of its tensors' names.
-std::set<std::string> modules_of(const std::string& dir) {
+// The module exported (--module's, or the method's encoder) must be one the checkpoint holds (a group
+// of its tensors' names). For --format moco it is the method's encoder: a checkpoint without it is no
+// pre-training checkpoint (a moco_lincls run's holds the probe, and failed deep in the export).
+void check_export_module(const std::string& dir, const std::string& module, bool whole_model) {
   std::set<std::string> modules;
   for (const auto& t : ckpt::read_manifest(dir).tensors) modules.insert(t.name.substr(0, t.name.find('/')));
-  return modules;
-}
-
-// --module must name a module the checkpoint holds.
-void check_export_module(const std::string& dir, const std::string& module) {
-  const auto modules = modules_of(dir);
-  if (!modules.count(module))
-    throw Refusal(fmt::format("export: --module '{}': {} holds no such module (it has: {})", module, dir,
-                              fmt::join(modules, ", ")));
-}
-
-// --format moco writes a pre-training checkpoint: one that holds its method's encoder (a moco_lincls
-// run's holds the probe instead, and failed deep in the export naming an optimizer state).
-void check_pretraining(const std::string& dir, const std::string& module) {
-  const auto modules = modules_of(dir);
-  if (!modules.count(module))
+  if (modules.count(module)) return;
+  const auto held = fmt::format("{}", fmt::join(modules, ", "));
+  if (whole_model)
     throw Refusal(
         fmt::format("export: --format moco: {} holds no {} module (it has: {}): not a pre-training "
                     "checkpoint (a moco_lincls run's?); --format moco writes what main_moco.py saves",
-                    dir, module, fmt::join(modules, ", ")));
+                    dir, module, held));
+  throw Refusal(fmt::format("export: --module '{}': {} holds no such module (it has: {})", module, dir, held));
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -163,10 +153,7 @@ int export_checkpoint(const ExportRequest& r) {
   const auto dir = ckpt::resolve_checkpoint_dir(r.checkpoint);
   check_export_target(r.checkpoint, dir, r.out, r.force);
   const auto module = r.module.empty() ? default_module(dir) : r.module;
-  if (format == ckpt::ExportFormat::moco)
-    check_pretraining(dir, module);
-  else
-    check_export_module(dir, module);
+  check_export_module(dir, module, /*whole_model=*/format == ckpt::ExportFormat::moco);
   check_detectron2_arch(dir, format);
   for (const auto& stale : sys::remove_stale_temporaries(r.out))
     std::cerr << "moco_ckpt: removed " << stale << ", left by an interrupted export\n";
