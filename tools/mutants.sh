@@ -238,7 +238,6 @@ pack_rename_errno_lost|src/data/image_pack.cpp|" to it: " + why +|" to it: " + s
 pack_renamed_shards_kept|src/data/image_pack.cpp|    for (size_t j = 0; j < i; ++j) fs::remove(tasks[j].final_path, ignored);|    (void)ignored;|^tools\.pack_all_or_none$
 pack_leftovers_kept|src/data/image_pack.cpp|    if (fs::remove(entry.path(), removed))|    if (false)|^tools\.pack_leftovers_removed$
 pack_live_tmp_removed|src/data/image_pack.cpp|::kill(static_cast<pid_t>(pid), 0) == 0|false|^tools\.pack_leftovers_removed$
-queue_size_unchecked|src/run/config.cpp|    if (room.check_for_world) room.check_for_world(c, world_size, where);|    (void)room;|^tools\.queue_too_large_np1$
 config_second_document_ignored|src/run/config.cpp|  if (documents.size() > 1)|  if (false)|^tools\.config_two_documents$
 lincls_pretrained_file_unnamed|src/lincls/frozen_backbone.cpp|    throw ConfigError(
         fmt::format("model.pretrained: {} is a file but not|    throw std::runtime_error(
@@ -379,7 +378,15 @@ moco_sh_resume_beside_the_users|launch/mpirun/moco.sh|given train.resume "$@"|fa
 negative_milestone_allowed|src/run/config_keys.cpp|    if (epoch < 0) return fmt::format(|    if (epoch < -1e300) return fmt::format(|^ConfigTest\.|^cli\.bad_input\.negative_milestones$
 pretrained_empty_folder_exit_1|src/lincls/frozen_backbone.cpp|  if (!dir) throw ConfigError(|  if (!dir) throw std::runtime_error(|^cli\.bad_input\.pretrained_without_checkpoint$
 split_below_one_batch_exit_1|src/train/training_run.cpp|    throw run::ConfigError(fmt::format("key 'optim.batch_size' ({}): {}"|    throw std::runtime_error(fmt::format("key 'optim.batch_size' ({}): {}"|^cli\.bad_input\.split_below_one_batch$
-batch_buffers_unchecked|src/run/config.cpp|  check_batch_fits(c, world_size, where, job);|  (void)0;|^cli\.bad_input\.batch_buffers_too_big$
+step_memory_unchecked|src/run/config.cpp|  require_fits(step_memory(c, world_size, job), memory_limit(), where);|  (void)step_memory(c, world_size, job);|^cli\.bad_input\.batch_buffers_too_big$|^tools\.queue_too_large_np1$
+step_memory_without_encoder|src/run/config.cpp|  plan.insert(plan.end(), step.begin(), step.end());|  (void)step;|^cli\.bad_input\.batch_buffers_too_big$
+step_memory_names_smallest|src/run/memory_plan.cpp|[](const MemoryPart& a, const MemoryPart& b) { return a.bytes < b.bytes; });|[](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });|^cli\.bad_input\.batch_buffers_too_big$
+activations_per_rank_not_per_image|src/run/memory_plan.cpp|                    bytes_per_float * images * size.saved_floats_per_image});|                    bytes_per_float * size.saved_floats_per_image});|^cli\.bad_input\.batch_buffers_too_big$
+resnet_size_without_block_relu|src/model/resnet.cpp|keep_output();  // the ReLU after conv1|(void)0;  // the ReLU after conv1|^BackboneSizeTest\.
+resnet_size_stride_ignored|src/model/resnet.cpp|    side = (side - 1) / stride + 1;|    side = side + 0 * stride;|^BackboneSizeTest\.
+resnet_size_downsample_bn_missed|src/model/resnet.cpp|      size.parameters += static_cast<double>(in * out + 2 * out);|      size.parameters += static_cast<double>(in * out);|^BackboneSizeTest\.
+vit_size_without_mlp_hidden|src/model/vit.cpp|  const double block_saved = (8 * d + 2 * hidden) * tokens|  const double block_saved = (8 * d + 0 * hidden) * tokens|^BackboneSizeTest\.
+vit_size_without_attention|src/model/vit.cpp| + static_cast<double>(o.num_heads) * tokens * tokens;| + 0 * static_cast<double>(o.num_heads) * tokens * tokens;|^BackboneSizeTest\.
 val_classes_unnamed|src/run/setup.cpp|  return text.empty() ? "none" : text;|  return "?";|^cli\.bad_input\.imagefolder_bad_folders$
 uncommitted_save_read|src/ckpt/checkpoint_dir.cpp|  if (m[2].matched)
     throw CheckpointError(dir +|  if (false)

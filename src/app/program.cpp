@@ -5,6 +5,7 @@
 #include "preempt/preemption.h"
 #include "run/data_agreement.h"
 #include "run/device.h"
+#include "run/memory_plan.h"
 #include "run/run_logging.h"
 #include "run/run_output.h"
 #include "run/setup.h"
@@ -86,6 +87,8 @@ void start_and_run(const JobProgram& p, const run::Config& config, JobState& s, 
   run::setup_logging(config.train.output_dir, s.world.rank, s.world.world_size, config.dist.log_all_ranks,
                      p.writes_output);
   spdlog::info("{}", run::describe_placement(s.world, context.device, early_device));
+  spdlog::info("memory (estimated before the model is built): {}",
+               run::describe_memory(run::step_memory(config, s.world.world_size, p.job), run::memory_limit()));
   sys::log_workarounds();
   context.group = run::make_job_group(config, s.world.world_size, context.device);
   run::check_ranks_agree_on_data(config, *context.group);  // before step 1: a stale copy is named

@@ -27,7 +27,7 @@ constexpr AugmentParam kAugmentParams[] = {
      "ImageFilter.GaussianBlur; bit for bit) or tensor (torchvision's functions on a uint8 tensor: a sampled "
      "Gaussian blur, hue in float; docs/data.md)",
      G::kPipeline, E::kKept},
-    {"data.image_size", &A::out_size, Range::positive(), "side in pixels of the augmented crops", G::kPipeline,
+    {"data.image_size", &A::out_size, Range::closed(1, 65536), "side in pixels of the augmented crops", G::kPipeline,
      E::kKept},
     {"data.augmentation", &A::recipe, Range::any(),
      "simple (crop, flip, brightness/contrast jitter; batched, for the small greyscale sets), v1 (MoCo v1: crop, "
@@ -75,14 +75,13 @@ constexpr bool binds(const AugmentParam& param) {
 }
 
 // What the code below relies on, refused at compile time: every row states its evaluation rule; a
-// row switched off, or checked as an interval, binds a double; a positive one a number; a sigma pair
-// a list.
+// row switched off binds a double; a positive one, or one checked as an interval, a number; a sigma
+// pair a list.
 constexpr bool rows_are_complete() {
   for (const AugmentParam& p : kAugmentParams) {
     const bool number = binds<double>(p) || binds<int64_t>(p);
     if (p.eval == EvalRule::kUnstated || (p.eval == EvalRule::kOff && !binds<double>(p)) ||
-        (p.range.kind == Range::Kind::kInterval && !binds<double>(p)) ||
-        (p.range.kind == Range::Kind::kPositive && !number) ||
+        (p.range.kind == Range::Kind::kInterval && !number) || (p.range.kind == Range::Kind::kPositive && !number) ||
         (p.range.kind == Range::Kind::kSigmaPair && !binds<std::vector<double>>(p)))
       return false;
   }

@@ -2,6 +2,7 @@
 
 #include "moco_v2/moco_v2.h"
 #include "moco_v2/v2_settings.h"
+#include "run/memory_plan.h"
 #include "run/setup.h"
 
 #include <fmt/format.h>
@@ -68,16 +69,16 @@ void check(const run::Config& c, const std::string& where) {
                "step");
 }
 
-// Every rank holds the whole queue (model.dim x moco.queue_size float32): one larger than this
-// machine's memory is the config's fault, said before any work.
-void check_queue_fits(const run::Config& c, int /*world_size*/, const std::string& where) {
+// The query encoder trains on one view (the key encoder's forward keeps nothing for backward); its
+// parameters are held 4 times (with their gradients, the key encoder, SGD's momentum). Every rank
+// holds the whole queue, model.dim x moco.queue_size float32.
+run::MemoryPlan step_memory(const run::Config& c, int world_size) {
+  auto plan = run::encoder_parts(c, world_size, run::Job::kMoco, /*graph_views=*/1, /*parameter_copies=*/4);
   const Settings& s = settings(c);
-  const double bytes = 4.0 * static_cast<double>(c.model.dim) * static_cast<double>(s.queue_size);
-  const double memory = run::physical_memory_bytes();
-  run::require(memory <= 0 || bytes <= memory, where, "moco.queue_size",
-               fmt::format("({}) makes a queue of {} x {} float32, {:.0f} bytes: more than this machine's {:.0f} "
-                           "bytes of memory",
-                           s.queue_size, c.model.dim, s.queue_size, bytes, memory));
+  plan.push_back({"moco.queue_size",
+                  fmt::format("({}) makes a queue of {} x {} float32", s.queue_size, c.model.dim, s.queue_size),
+                  4.0 * static_cast<double>(c.model.dim) * static_cast<double>(s.queue_size)});
+  return plan;
 }
 
 // Where its tensors lie in facebookresearch/moco's main_moco.py checkpoint: builder.py's MoCo registers
@@ -103,7 +104,7 @@ run::MethodRoom room() {
                {run::Precision::kFp32, run::Precision::kBf16}};
   r.keys = keys();
   r.check = check;
-  r.check_for_world = check_queue_fits;
+  r.memory_plan = step_memory;
   r.encoder_group = run::kQueryEncoderGroup;
   r.official_layout = official_layout;
   r.initial_encoder = [](const run::Config& c, int64_t in_channels) -> model::Backbone {

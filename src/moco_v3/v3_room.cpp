@@ -3,10 +3,13 @@
 #include "model/vit.h"
 #include "moco_v3/moco_v3.h"
 #include "moco_v3/v3_settings.h"
+#include "run/memory_plan.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
+
+#include <algorithm>
 
 namespace moco::moco_v3 {
 namespace {
@@ -72,20 +75,29 @@ void check(const run::Config& c, const std::string& where) {
                "cannot be used with model.method v3 yet: its momentum schedule follows the steps of train.epochs");
 }
 
-// The heads' square hidden layers and last layers, held as the query's, the momentum projector's, their
-// gradients and at least one optimizer state: at least 4 float32 copies. One larger than this
-// machine's memory is the config's fault, said before anything is built (--dry-run too).
-void check_heads_fit(const run::Config& c, int /*world_size*/, const std::string& where) {
+// Both views go through the query encoder with autograd's graph. Its parameters and the projector's
+// are held as the trained ones, their gradients, the momentum copies and the optimizer's state (two
+// for AdamW), the predictor's without a momentum copy; the heads' square hidden layers and last
+// layers make the most of them.
+run::MemoryPlan step_memory(const run::Config& c, int world_size) {
+  const double states = c.optim.optimizer == run::Optimizer::kAdamw ? 2 : 1;
+  auto plan = run::encoder_parts(c, world_size, run::Job::kMoco, /*graph_views=*/2,
+                                 /*parameter_copies=*/static_cast<int64_t>(3 + states));
   const Settings& s = settings(c);
-  const auto width = static_cast<double>(s.mlp_dim);
-  const double parameters = width * width * static_cast<double>(s.projector_layers - 1 + s.predictor_layers - 1) +
-                            2.0 * width * static_cast<double>(c.model.dim);
-  const double bytes = 4.0 * 4.0 * parameters, memory = run::physical_memory_bytes();
-  run::require(memory <= 0 || bytes <= memory, where, "v3.mlp_dim",
-               fmt::format("({}) with v3.projector_layers {} and v3.predictor_layers {} makes heads of about {:.3g} "
-                           "parameters, at least {:.3g} bytes with the momentum projector, gradients and optimizer "
-                           "state: more than this machine's {:.3g} bytes of memory",
-                           s.mlp_dim, s.projector_layers, s.predictor_layers, parameters, bytes, memory));
+  const auto width = static_cast<double>(s.mlp_dim), dim = static_cast<double>(c.model.dim);
+  // Hidden layers width x width, the last width x model.dim; the projector's first (from the backbone's
+  // features) is left out, a lower bound.
+  const auto hidden = [width](int64_t layers) {
+    return width * width * static_cast<double>(std::max<int64_t>(layers - 2, 0));
+  };
+  const double projector = hidden(s.projector_layers) + (s.projector_layers > 1 ? width * dim : 0);
+  const double predictor = s.predictor_layers > 1 ? dim * width + hidden(s.predictor_layers) + width * dim : dim * dim;
+  plan.push_back({"v3.mlp_dim",
+                  fmt::format("({}) with v3.projector_layers {} and v3.predictor_layers {} makes heads of about "
+                              "{:.3g} parameters",
+                              s.mlp_dim, s.projector_layers, s.predictor_layers, projector + predictor),
+                  4.0 * (projector * (3 + states) + predictor * (2 + states))});
+  return plan;
 }
 
 // The official builder.py's heads: MoCo_ResNet a 2-layer projector and a predictor without a last BN,
@@ -127,7 +139,7 @@ run::MethodRoom room() {
                {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16}};
   r.keys = keys();
   r.check = check;
-  r.check_for_world = check_heads_fit;
+  r.memory_plan = step_memory;
   r.unofficial_modules = unofficial_modules;
   r.encoder_group = run::kQueryEncoderGroup;
   r.official_layout = official_layout;

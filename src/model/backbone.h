@@ -1,5 +1,6 @@
 // defines: BackboneImpl (what the training loop, kNN, the online probe and initial weights need of an
-// encoder: pooled features and their width) and its handle Backbone
+// encoder: pooled features and their width), its handle Backbone, BackboneSize (a backbone's memory
+// counted from its options, before it is built)
 #pragma once
 
 #include <torch/nn/module.h>
@@ -11,6 +12,14 @@
 #include <type_traits>
 
 namespace moco::model {
+
+// What a backbone holds, counted from its options without building it: its parameters (exactly), and
+// the floats its forward keeps for backward per image (at least: the outputs autograd saves, not the
+// transients freed on the way).
+struct BackboneSize {
+  double parameters = 0;
+  double saved_floats_per_image = 0;
+};
 
 // ResNet and VisionTransformer share this, so that what reads features takes either.
 class BackboneImpl : public torch::nn::Module {

@@ -69,7 +69,69 @@ int64_t scaled(int64_t channels, double width) {
   return std::max<int64_t>(1, static_cast<int64_t>(channels * width + 0.5));
 }
 
+// Walks a ResNet's layers as its constructor builds them, adding up parameters and saved outputs.
+struct SizeWalk {
+  BackboneSize size;
+  int64_t channels, side;
+
+  // A convolution without bias and its BatchNorm (weight, bias): the convolution's output is what the
+  // BatchNorm saves. Padding kernel/2 makes every output side (side - 1) / stride + 1.
+  void conv_bn(int64_t out, int64_t kernel, int64_t stride) {
+    size.parameters += static_cast<double>(channels * out * kernel * kernel + 2 * out);
+    side = (side - 1) / stride + 1;
+    channels = out;
+    keep_output();
+  }
+  void keep_output() {
+    size.saved_floats_per_image +=
+        static_cast<double>(channels) * static_cast<double>(side) * static_cast<double>(side);
+  }
+
+  void block(BlockType type, int64_t planes, int64_t stride) {
+    const int64_t in = channels, out = planes * ResidualBlockImpl::expansion(type);
+    if (type == BlockType::kBasic) {
+      conv_bn(planes, 3, stride);
+      keep_output();  // the ReLU after conv1
+      conv_bn(planes, 3, 1);
+    } else {
+      conv_bn(planes, 1, 1);
+      keep_output();
+      conv_bn(planes, 3, stride);
+      keep_output();
+      conv_bn(out, 1, 1);
+    }
+    if (stride != 1 || in != out) {
+      size.parameters += static_cast<double>(in * out + 2 * out);
+      keep_output();  // the downsample's convolution
+    }
+    keep_output();  // the ReLU after the sum
+  }
+};
+
 }  // namespace
+
+BackboneSize estimate_size(const ResNetOptions& o, int64_t side) {
+  SizeWalk walk{{}, o.in_channels, side};
+  walk.keep_output();  // the image, which conv1 saves
+  const int64_t stem = scaled(64, o.width);
+  if (o.small_stem) {
+    walk.conv_bn(stem, 3, o.small_stem_stride);
+  } else {
+    walk.conv_bn(stem, 7, 2);
+  }
+  walk.keep_output();  // ReLU
+  if (!o.small_stem) {
+    walk.side = (walk.side - 1) / 2 + 1;  // the max-pool's output, which layer1 saves
+    walk.keep_output();
+  }
+  for (int stage = 0; stage < 4; ++stage) {
+    for (int64_t i = 0; i < o.blocks[stage]; ++i)
+      walk.block(o.block, scaled(64 << stage, o.width), i == 0 && stage > 0 ? 2 : 1);
+  }
+  const auto features = static_cast<double>(walk.channels), out = static_cast<double>(o.out_dim);
+  walk.size.parameters += o.mlp_head ? features * features + features + features * out + out : features * out + out;
+  return walk.size;
+}
 
 ResNetOptions resnet_options_for(const std::string& arch) {
   ResNetOptions o;

@@ -1,4 +1,4 @@
-// defines: ResNetOptions, ResNet (torchvision-compatible names), resnet_options_for(arch)
+// defines: ResNetOptions, ResNet (torchvision-compatible names), resnet_options_for(arch), estimate_size
 #pragma once
 
 #include <torch/nn/module.h>
@@ -60,5 +60,9 @@ class ResNetImpl : public BackboneImpl {
 TORCH_MODULE(ResNet);
 
 int64_t count_parameters(torch::nn::Module& module);
+
+// The parameters and saved activations of ResNet(options) on side x side images, walking the stages
+// the constructor builds (each convolution's output, saved by its BatchNorm, and each ReLU's).
+BackboneSize estimate_size(const ResNetOptions& options, int64_t side);
 
 }  // namespace moco::model

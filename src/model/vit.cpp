@@ -171,4 +171,20 @@ torch::Tensor VisionTransformerImpl::features(const torch::Tensor& x) {
 
 torch::Tensor VisionTransformerImpl::forward(const torch::Tensor& x) { return head(features(x)); }
 
+BackboneSize estimate_size(const ViTOptions& o) {
+  const auto d = static_cast<double>(o.embed_dim), hidden = d * static_cast<double>(o.mlp_ratio);
+  const double grid = static_cast<double>(o.image_size / o.patch_size), tokens = grid * grid + 1;
+  const double patch_inputs = static_cast<double>(o.in_channels * o.patch_size * o.patch_size);
+  const double block_parameters =
+      2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * hidden + hidden) + (hidden * d + d);
+  BackboneSize size;
+  size.parameters = (patch_inputs * d + d) + d + tokens * d + static_cast<double>(o.depth) * block_parameters + 2 * d +
+                    (d * static_cast<double>(o.out_dim) + static_cast<double>(o.out_dim));
+  const double block_saved = (8 * d + 2 * hidden) * tokens + static_cast<double>(o.num_heads) * tokens * tokens;
+  const auto side = static_cast<double>(o.image_size);
+  size.saved_floats_per_image =
+      static_cast<double>(o.in_channels) * side * side + static_cast<double>(o.depth) * block_saved;
+  return size;
+}
+
 }  // namespace moco::model

@@ -1,5 +1,5 @@
 // defines: ViTOptions, vit_options_for(arch), is_vit_arch, VisionTransformer (the official MoCo v3
-// vits.py VisionTransformerMoCo, on timm's VisionTransformer, with timm's parameter names)
+// vits.py VisionTransformerMoCo, on timm's VisionTransformer, with timm's parameter names), estimate_size
 #pragma once
 
 #include "model/backbone.h"
@@ -32,6 +32,11 @@ struct ViTOptions {
 // Throws std::invalid_argument listing the known names.
 ViTOptions vit_options_for(const std::string& arch);
 bool is_vit_arch(const std::string& arch);
+
+// The parameters and saved activations of VisionTransformer(options), from the blocks' shapes: each
+// block keeps 8 + 2 x mlp_ratio token-wide tensors (its input, the norms' outputs, qkv, the attention's
+// output, the residual, the MLP's hidden layer before and after GELU) and each head's softmax.
+BackboneSize estimate_size(const ViTOptions& options);
 
 // Pre-norm transformer blocks on patch tokens and a prepended cls token; features are the final
 // LayerNorm's cls token. Names equal timm's state_dict keys: cls_token, pos_embed,

@@ -1,6 +1,7 @@
 #include "run/config.h"
 
 #include "run/config_keys.h"
+#include "run/memory_plan.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -110,30 +111,19 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
   require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
           fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share",
                       global_batch(c, job), world_size));
-  if (job == Job::kMoco && c.methods) {
-    const auto& room = method_room(c);
-    if (room.check_for_world) room.check_for_world(c, world_size, where);
-  }
-  check_batch_fits(c, world_size, where, job);
+  require_fits(step_memory(c, world_size, job), memory_limit(), where);
 }
 
-double physical_memory_bytes() {
-  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-}
-
-// A rank's batch of augmented views (two for MoCo, one for the linear protocol; float32) must fit
-// in memory, or the first step fails (or the machine swaps) long after the folder was made.
-void check_batch_fits(const Config& c, int world_size, const std::string& where, Job job) {
-  const int64_t views = job == Job::kMoco ? 2 : 1, side = c.data.augment.out_size;
-  const double images = static_cast<double>(global_batch(c, job) / world_size) * static_cast<double>(views);
-  const double bytes =
-      4.0 * images * static_cast<double>(dataset_channels(c)) * static_cast<double>(side) * static_cast<double>(side);
-  const double memory = physical_memory_bytes();
-  require(memory <= 0 || bytes <= memory, where, "data.image_size",
-          fmt::format("({}) with {} {} on {} rank(s) makes a batch of {} views of {}x{}x{} float32 per rank, {:.0f} "
-                      "bytes: more than this machine's {:.0f} bytes of memory",
-                      side, global_batch_key(job), global_batch(c, job), world_size, images, dataset_channels(c), side,
-                      side, bytes, memory));
+// MoCo trains the encoder (the method's plan, or one view through the graph and 4 copies of its
+// parameters); the linear protocol reads a frozen one, without a graph.
+MemoryPlan step_memory(const Config& c, int world_size, Job job) {
+  MemoryPlan plan{views_part(c, world_size, job)};
+  const bool moco = job == Job::kMoco;
+  const MethodRoom* room = moco && c.methods ? &method_room(c) : nullptr;
+  MemoryPlan step = room && room->memory_plan ? room->memory_plan(c, world_size)
+                                              : encoder_parts(c, world_size, job, moco ? 1 : 0, moco ? 4 : 1);
+  plan.insert(plan.end(), step.begin(), step.end());
+  return plan;
 }
 
 namespace {

@@ -159,18 +159,13 @@ Config load_config(std::shared_ptr<const Methods> methods, const std::string& pa
                    const std::vector<std::string>& overrides = {});
 
 // What only the launched job knows: the job's global batch must split evenly over world_size ranks;
-// a rank's batch of views must fit in the machine's memory (check_batch_fits); for MoCo, what the
-// method checks of the world (MethodRoom::check_for_world).
+// what a rank holds through a step (step_memory) must fit its memory (run::memory_limit).
 // Throws ConfigError naming `where` (the config file) and the key.
 void validate_for_world(const Config& config, int world_size, const std::string& where, Job job = Job::kMoco);
 
-// A rank's share of the global batch, as float32 views of data.image_size (two views for MoCo, one
-// for the linear protocol), within this machine's physical memory. Throws ConfigError naming
-// data.image_size and the batch.
-void check_batch_fits(const Config& config, int world_size, const std::string& where, Job job = Job::kMoco);
-
-// This machine's physical memory in bytes (0 where it cannot tell).
-double physical_memory_bytes();
+// What a rank holds through a step, estimated before anything is built: its batch of views, and the
+// method's MethodRoom::memory_plan (MoCo) or the frozen encoder (the linear protocol).
+std::vector<MemoryPart> step_memory(const Config& config, int world_size, Job job = Job::kMoco);
 
 // The same from YAML text (a checkpoint's saved config); `where` names its origin in errors. A key
 // added since the config was saved, whose default differs from what the run computed then

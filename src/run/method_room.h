@@ -9,6 +9,7 @@
 #include "model/backbone.h"
 #include "run/config_choices.h"
 #include "run/config_row.h"
+#include "run/memory_part.h"
 
 #include <any>
 #include <cstdint>
@@ -41,8 +42,11 @@ struct MethodRoom {
   std::vector<ConfigRow> keys;
   // Checks across keys, once every key passed its own range (throws ConfigError via run::require).
   std::function<void(const Config&, const std::string& where)> check;
-  // What only the launched job knows (the world size, the machine's memory); may be empty.
-  std::function<void(const Config&, int world_size, const std::string& where)> check_for_world;
+  // What a rank holds through a step besides its batch of views, estimated before anything is built
+  // (run::encoder_parts, and the method's own: a queue, heads); a step that does not fit the memory is
+  // refused naming the largest part's key. Empty: the encoder's parts with one view through autograd's
+  // graph and 4 copies of its parameters.
+  std::function<MemoryPlan(const Config&, int world_size)> memory_plan;
   // The checkpoint group of the encoder whose backbone evaluation reads: "<module>/" before torchvision's
   // or timm's keys, as the method's state entries name it.
   std::string encoder_group;

@@ -259,12 +259,29 @@ split_below_one_batch)
     no_work_done
   done ;;
 batch_buffers_too_big)
-  # A rank's views (2 x 32 x 3 x 10^5 x 10^5 float32) are more than any memory: said before any work.
-  expect 2 "key 'data.image_size' (100000) with optim.batch_size 32 on 1 rank(s) makes a batch of 64 views" -- \
-    "$dist" --config "$tiny" data.image_size=100000 train.output_dir="$out"
-  no_work_done
-  expect 2 "key 'data.image_size' (100000) with lincls.batch_size 32 on 1 rank(s) makes a batch of 32 views" -- \
-    "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random data.image_size=100000 \
+  # What a rank's step holds is estimated before anything is built, --dry-run too, and the largest
+  # part's key named (issue 57, X1/X2): the activations of 32 views of 65536 px through the encoder
+  # (more than their pixels); a ResNet-50 of width 64 (9.6e10 parameters, held 4 times: 1.5e12 bytes,
+  # more than any machine this runs on); the activations of 65536 views at 224 px. The linear
+  # protocol's frozen encoder keeps no activations: its views are the largest part. data.image_size
+  # has a bound, as every size key.
+  for dry in "" --dry-run; do
+    expect 2 "key 'data.image_size' must lie in [1, 65536]" -- \
+      "$dist" --config "$tiny" $dry data.image_size=100000 train.output_dir="$out"
+    no_work_done
+    expect 2 "key 'optim.batch_size' (32) on 1 rank(s) sends 32 views per rank through resnet_tiny at 65536 px, whose forward keeps at least" -- \
+      "$dist" --config "$tiny" $dry data.image_size=65536 train.output_dir="$out"
+    no_work_done
+    expect 2 "key 'model.width' (64) makes resnet50 of 9.61e+10 parameters, held 4 times as float32, at least 1.54e+12 bytes; a rank's step holds at least 1.55e+12 bytes" -- \
+      "$dist" --config "$tiny" $dry model.arch=resnet50 model.width=64 train.output_dir="$out"
+    no_work_done
+    expect 2 "key 'optim.batch_size' (65536) on 1 rank(s) sends 65536 views per rank through resnet50 at 224 px" -- \
+      "$dist" --config "$tiny" $dry model.arch=resnet50 model.small_stem=false data.image_size=224 optim.batch_size=65536 \
+      moco.queue_size=65536 data.synthetic_train_size=65536 train.output_dir="$out"
+    no_work_done
+  done
+  expect 2 "key 'data.image_size' (65536) with lincls.batch_size 32 on 1 rank(s) makes a batch of 32 views" -- \
+    "$build/moco_lincls" --config "$src/tests/fixtures/tiny_lincls.yaml" model.pretrained=random data.image_size=65536 \
     train.output_dir="$out"
   no_work_done ;;
 epochs_beyond_any_run)

@@ -54,7 +54,7 @@ TEST(AugmentParamsTest, RangesGiveTheConfigsMessages) {
   o.flip_prob = -0.1;
   EXPECT_EQ(range_error(row("data.flip_prob"), o), "must lie in [0, 1]");
   o.out_size = 0;
-  EXPECT_EQ(range_error(row("data.image_size"), o), "must be positive");
+  EXPECT_EQ(range_error(row("data.image_size"), o), "must lie in [1, 65536]");
   o.blur_sigma = {2.0, 1.0};
   EXPECT_EQ(range_error(row("data.blur_sigma"), o), "must be [min, max] with 0 < min <= max");
   o.mean = {};  // checked against the dataset's channels by the config, not by its row

@@ -28,8 +28,13 @@ sizes_bounded)
       "$dist" --config "$tiny_v3" $dry v3.projector_layers=100000 train.output_dir="$out"
     no_work_done
     # Within the bounds, yet more than the machine holds: the estimate, before the model is built.
-    expect 2 "$tiny_v3 (with overrides): key 'v3.mlp_dim' (65536) with v3.projector_layers 16 and v3.predictor_layers 2 makes heads of about 6.87e+10 parameters, at least 1.1e+12 bytes" -- \
+    expect 2 "$tiny_v3 (with overrides): key 'v3.mlp_dim' (65536) with v3.projector_layers 16 and v3.predictor_layers 2 makes heads of about 6.02e+10 parameters, at least 9.62e+11 bytes" -- \
       "$dist" --config "$tiny_v3" $dry v3.mlp_dim=65536 v3.projector_layers=16 train.output_dir="$out"
+    no_work_done
+    # Both views of each image go through the query encoder with autograd's graph.
+    expect 2 "$tiny_v3 (with overrides): key 'optim.batch_size' (65536) on 1 rank(s) sends 131072 views per rank through resnet50 at 224 px" -- \
+      "$dist" --config "$tiny_v3" $dry model.arch=resnet50 model.small_stem=false data.image_size=224 \
+      optim.batch_size=65536 data.synthetic_train_size=65536 train.output_dir="$out"
     no_work_done
     expect 2 "$tiny_v3 (with overrides): key 'model.dim' must lie in [1, 65536], not 10000000" -- \
       "$dist" --config "$tiny_v3" $dry model.dim=10000000 train.output_dir="$out"

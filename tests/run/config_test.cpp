@@ -142,7 +142,7 @@ TEST(ConfigTest, RangesAreCheckedFromTheRows) {
       contains(config_error_of(path, {"data.crop_scale_min=0"}), "key 'data.crop_scale_min' must lie in (0, 1]"));
   EXPECT_TRUE(contains(config_error_of(path, {"data.brightness=1"}), "key 'data.brightness' must lie in [0, 1)"));
   EXPECT_TRUE(contains(config_error_of(path, {"data.hue=0.6"}), "key 'data.hue' must lie in [0, 0.5]"));
-  EXPECT_TRUE(contains(config_error_of(path, {"data.image_size=0"}), "key 'data.image_size' must be positive"));
+  EXPECT_TRUE(contains(config_error_of(path, {"data.image_size=0"}), "key 'data.image_size' must lie in [1, 65536]"));
   EXPECT_TRUE(contains(config_error_of(path, {"ckpt.keep_last=0"}), "key 'ckpt.keep_last' must be at least 1"));
   EXPECT_TRUE(contains(config_error_of(path, {"train.threads=-1"}),
                        "key 'train.threads' must be 0 (from the cores) or a thread count up to 1024, not -1"));
