@@ -379,6 +379,12 @@ negative_milestone_allowed|src/run/config_keys.cpp|    if (epoch < 0) return fmt
 pretrained_empty_folder_exit_1|src/lincls/frozen_backbone.cpp|  if (!dir) throw ConfigError(|  if (!dir) throw std::runtime_error(|^cli\.bad_input\.pretrained_without_checkpoint$
 split_below_one_batch_exit_1|src/train/training_run.cpp|    throw run::ConfigError(fmt::format("key 'optim.batch_size' ({}): {}"|    throw std::runtime_error(fmt::format("key 'optim.batch_size' ({}): {}"|^cli\.bad_input\.split_below_one_batch$
 step_memory_unchecked|src/run/config.cpp|  require_fits(step_memory(c, world_size, job), memory_limit(), where);|  (void)step_memory(c, world_size, job);|^cli\.bad_input\.batch_buffers_too_big$|^tools\.queue_too_large_np1$
+reducer_accumulated_ignored|src/dist/reducer.cpp|  if (add_accumulated_ && earlier.defined()) {|  if (add_accumulated_ && earlier.defined() && false) {|^ReducerWorld\.
+reducer_accumulation_never_added|src/dist/reducer.cpp|  if (local_only_.load() && !on) add_accumulated_ = true;|  if (local_only_.load() && !on) add_accumulated_ = false;|^ReducerWorld\.
+reducer_accumulation_kept_next_step|src/dist/reducer.cpp|  add_accumulated_ = false;|  (void)add_accumulated_;|^ReducerWorld\.
+micro_batch_share_unchecked|src/run/config.cpp|(piece <= share && share % piece == 0)|(piece <= share)|^moco_v3\.cli\.micro_batch$
+micro_batch_method_unchecked|src/run/config.cpp|  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch) {|  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch && false) {|^moco_v2\.cli\.accepts$
+micro_batch_changes_math|src/run/config.cpp|"lincls.save_every_epochs", "optim.micro_batch"};|"lincls.save_every_epochs"};|^moco_v3\.cli\.micro_batch$
 step_memory_without_encoder|src/run/config.cpp|  plan.insert(plan.end(), step.begin(), step.end());|  (void)step;|^cli\.bad_input\.batch_buffers_too_big$
 step_memory_names_smallest|src/run/memory_plan.cpp|[](const MemoryPart& a, const MemoryPart& b) { return a.bytes < b.bytes; });|[](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });|^cli\.bad_input\.batch_buffers_too_big$
 activations_per_rank_not_per_image|src/run/memory_plan.cpp|                    bytes_per_float * images * size.saved_floats_per_image});|                    bytes_per_float * size.saved_floats_per_image});|^cli\.bad_input\.batch_buffers_too_big$

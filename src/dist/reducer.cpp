@@ -211,6 +211,16 @@ void GradientReducer::set_enabled(bool enabled) {
   enabled_.store(enabled);
 }
 
+void GradientReducer::accumulate_locally(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (hooks_fired_ > 0) {
+    throw std::logic_error(
+        "GradientReducer::accumulate_locally: a backward has started feeding gradients; call finalize() first");
+  }
+  if (local_only_.load() && !on) add_accumulated_ = true;
+  local_only_.store(on);
+}
+
 void GradientReducer::set_wait_at_launch(bool wait) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (hooks_fired_ > 0) {
@@ -262,7 +272,7 @@ void GradientReducer::ensure_armed() {
 }
 
 void GradientReducer::on_gradient(size_t param_index, const torch::Tensor& grad) {
-  if (!enabled_.load()) return;
+  if (!enabled_.load() || local_only_.load()) return;
   std::lock_guard<std::mutex> lock(mutex_);
   Slot& slot = slots_[param_index];
   if (slot.ready) {
@@ -270,7 +280,12 @@ void GradientReducer::on_gradient(size_t param_index, const torch::Tensor& grad)
                              " marked ready twice in one step: call finalize() after every backward");
   }
   torch::NoGradGuard no_grad;
-  if (grad.defined()) {
+  // The hook runs before autograd adds `grad` to param.grad: that holds the earlier backward passes' sum.
+  const torch::Tensor& earlier = params_[param_index].grad();
+  if (add_accumulated_ && earlier.defined()) {
+    torch::add_out(slot.view, earlier, grad.defined() ? grad : torch::zeros_like(earlier));
+    slot.view.div_(static_cast<double>(group_->world_size()));
+  } else if (grad.defined()) {
     // Pre-scale so that the sum over ranks is the average (and stays in range for half types).
     torch::div_out(slot.view, grad, torch::scalar_tensor(static_cast<double>(group_->world_size()), torch::kDouble));
   } else {
@@ -353,6 +368,7 @@ void GradientReducer::finalize() {
 
 void GradientReducer::reset_step() {
   for (Slot& slot : slots_) slot.ready = false;
+  add_accumulated_ = false;
   pending_.clear();
   for (const BucketSpec& spec : buckets_) pending_.push_back(static_cast<int64_t>(spec.param_indices.size()));
   work_.assign(buckets_.size(), nullptr);

@@ -86,6 +86,12 @@ class GradientReducer {
   void set_wait_at_launch(bool wait);
   bool wait_at_launch() const { return wait_at_launch_; }
 
+  // DDP's no_sync(), for a step of several backward passes (optim.micro_batch): while on, a backward
+  // only accumulates into param.grad (the hooks do nothing); the first backward after it is turned
+  // off averages each parameter's accumulated gradient with its own, so that one finalize() averages
+  // the step's sum once. Between steps, or between backward passes while on (throws like set_enabled).
+  void accumulate_locally(bool on);
+
   // After backward, before the optimizer step. Throws naming any parameter that got no gradient.
   void finalize();
 
@@ -122,8 +128,10 @@ class GradientReducer {
   std::shared_ptr<ProcessGroup> group_;
   std::vector<BucketSpec> buckets_;
   std::atomic<bool> enabled_{false};
-  bool wait_at_launch_ = false;  // guarded by mutex_
-  bool armed_ = false;           // buffers allocated and hooks registered
+  std::atomic<bool> local_only_{false};  // accumulate_locally(true)
+  bool add_accumulated_ = false;         // the backward after accumulate_locally(false); guarded by mutex_
+  bool wait_at_launch_ = false;          // guarded by mutex_
+  bool armed_ = false;                   // buffers allocated and hooks registered
   std::vector<unsigned> hook_handles_;
 
   // Step state. Hooks of parameters on different devices run on different autograd threads.

@@ -73,7 +73,8 @@ void check(const run::Config& c, const std::string& where) {
 // parameters are held 4 times (with their gradients, the key encoder, SGD's momentum). Every rank
 // holds the whole queue, model.dim x moco.queue_size float32.
 run::MemoryPlan step_memory(const run::Config& c, int world_size) {
-  auto plan = run::encoder_parts(c, world_size, run::Job::kMoco, /*graph_views=*/1, /*parameter_copies=*/4);
+  auto plan = run::encoder_parts(c, world_size, run::Job::kMoco, run::rank_images(c, world_size, run::Job::kMoco),
+                                 /*parameter_copies=*/4);
   const Settings& s = settings(c);
   plan.push_back({"moco.queue_size",
                   fmt::format("({}) makes a queue of {} x {} float32", s.queue_size, c.model.dim, s.queue_size),

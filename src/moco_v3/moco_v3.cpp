@@ -95,6 +95,11 @@ MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_chan
   if (precision.loss_scale) scaler_.emplace(*precision.loss_scale, ctx.device);
   torch::autograd::AnomalyMode::set_enabled(c.debug.anomaly_detection);
   if (c.debug.anomaly_detection) spdlog::info("debug: autograd anomaly detection on");
+  if (c.optim.micro_batch > 0)
+    spdlog::info(
+        "optim.micro_batch {}: each rank's share in pieces of {} images (the backbone twice per piece, the "
+        "heads, BatchNorm and loss once over the whole batch)",
+        c.optim.micro_batch, c.optim.micro_batch);
 }
 
 double scheduled_momentum(const Settings& s, double progress) {
@@ -116,15 +121,39 @@ V3Output MocoV3::forward(const data::TwoViewBatch& batch, int64_t step) {
   return out;
 }
 
+V3Output MocoV3::forward_backward_in_pieces(const data::TwoViewBatch& batch, int64_t step) {
+  const auto x1 = run::to_device(batch.query, context_.device, config_.train.channels_last);
+  const auto x2 = run::to_device(batch.key, context_.device, config_.train.channels_last);
+  const auto query_view = [&](const torch::Tensor& x) { return spoiled_view(x, step, sys::NanTarget::kQueries); };
+  const auto key_view = [&](const torch::Tensor& x) { return spoiled_view(x, step, sys::NanTarget::kKeys); };
+  MocoV3ModelImpl::PieceHooks hooks;
+  hooks.loss_to_backward = [&](V3Output& out) {
+    spoil_loss_and_gradients(out.loss, out.q1, step);
+    return scaler_ ? scaler_->scale(out.loss) : out.loss;
+  };
+  hooks.before_first_backward = [this] { accumulate_gradients_locally(true); };
+  hooks.before_last_backward = [this] { accumulate_gradients_locally(false); };
+  return model_->forward_backward_in_pieces(query_view(x1), query_view(x2), key_view(x1), key_view(x2),
+                                            momentum_for_step(step), config_.optim.micro_batch, hooks);
+}
+
 // The official main_moco.py's step: both views, the momentum update, the symmetric loss (scaled
-// with fp16), the backward, the gradients averaged across ranks (DDP), the optimizer's update. Where
-// any rank's queries, keys, loss or (without a loss scale) gradients hold NaN or Inf, every rank
-// keeps its state instead, decided on the device (model::StepRollback).
+// with fp16), the backward, the gradients averaged across ranks (DDP), the optimizer's update; with
+// optim.micro_batch below the rank's share, forward and backward in its pieces. Where any rank's
+// queries, keys, loss or (without a loss scale) gradients hold NaN or Inf, every rank keeps its
+// state instead, decided on the device (model::StepRollback).
 run::StepOutput MocoV3::step(const data::TwoViewBatch& batch, int64_t step) {
   rollback_.snapshot();
-  const auto out = forward(batch, step);
-  optimizer_.zero_grad();
-  (scaler_ ? scaler_->scale(out.loss) : out.loss).backward();
+  const int64_t piece = config_.optim.micro_batch, share = batch.query.size(0);
+  V3Output out;
+  if (piece > 0 && piece < share) {
+    optimizer_.zero_grad();
+    out = forward_backward_in_pieces(batch, step);
+  } else {
+    out = forward(batch, step);
+    optimizer_.zero_grad();
+    (scaler_ ? scaler_->scale(out.loss) : out.loss).backward();
+  }
   run::StepOutput result;
   finish_step(out, result);
   result.loss = out.loss.detach();

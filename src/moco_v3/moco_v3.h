@@ -76,6 +76,9 @@ class MocoV3 final : public run::MomentumMethod {
   // The views each encoder sees, the loss and the queries' gradient, spoiled where MOCO_INJECT_NAN
   // hits this step and rank.
   V3Output forward(const data::TwoViewBatch& batch, int64_t step);
+  // optim.micro_batch's forward and backward (MocoV3ModelImpl::forward_backward_in_pieces): the
+  // reducer holds the averaging until the last piece's backward.
+  V3Output forward_backward_in_pieces(const data::TwoViewBatch& batch, int64_t step);
   // After the backward: every rank's NonfiniteCause bits into `result` (nonfinite_by_rank, trained),
   // the rollback where not trained, then the update (the loss scale's unscale, skip and update first).
   void finish_step(const V3Output& out, run::StepOutput& result);

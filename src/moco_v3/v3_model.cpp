@@ -7,6 +7,10 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <functional>
+#include <vector>
 
 namespace moco::moco_v3 {
 
@@ -116,6 +120,13 @@ torch::Tensor MocoV3ModelImpl::key(const torch::Tensor& x) {
   return widened(projector_k_->forward(encoder_k->features(x)));
 }
 
+void MocoV3ModelImpl::symmetric_loss(V3Output& out) {
+  const auto first = contrastive_loss(out.q1, out.k2, options_.temperature, *group_);
+  const auto second = contrastive_loss(out.q2, out.k1, options_.temperature, *group_);
+  out.loss = first.loss + second.loss;
+  out.positive_rank = first.positive_rank;
+}
+
 V3Output MocoV3ModelImpl::forward(const torch::Tensor& x1, const torch::Tensor& x2, const torch::Tensor& k_x1,
                                   const torch::Tensor& k_x2, double m) {
   V3Output out;
@@ -124,10 +135,77 @@ V3Output MocoV3ModelImpl::forward(const torch::Tensor& x1, const torch::Tensor& 
   momentum_update(m);
   out.k1 = key(k_x1);
   out.k2 = key(k_x2);
-  const auto first = contrastive_loss(out.q1, out.k2, options_.temperature, *group_);
-  const auto second = contrastive_loss(out.q2, out.k1, options_.temperature, *group_);
-  out.loss = first.loss + second.loss;
-  out.positive_rank = first.positive_rank;
+  symmetric_loss(out);
+  return out;
+}
+
+torch::Tensor MocoV3ModelImpl::query_features(const torch::Tensor& x) {
+  const model::AutocastGuard autocast(x.device(), options_.autocast != torch::kFloat, options_.autocast);
+  return encoder_q->features(x);
+}
+
+torch::Tensor MocoV3ModelImpl::query_heads(const torch::Tensor& features) {
+  const model::AutocastGuard autocast(features.device(), options_.autocast != torch::kFloat, options_.autocast);
+  return widened(predictor->forward(projector_q_->forward(features)));
+}
+
+torch::Tensor MocoV3ModelImpl::key_in_pieces(const torch::Tensor& x, int64_t piece) {
+  const model::AutocastGuard autocast(x.device(), options_.autocast != torch::kFloat, options_.autocast);
+  std::vector<torch::Tensor> features;
+  for (const auto& part : x.split(piece)) features.push_back(encoder_k->features(part));
+  return widened(projector_k_->forward(torch::cat(features)));
+}
+
+namespace {
+
+// Each piece's pooled features without a graph, as one batch that takes a gradient (the cache).
+torch::Tensor cached_features(const torch::Tensor& x, int64_t piece,
+                              const std::function<torch::Tensor(const torch::Tensor&)>& features) {
+  std::vector<torch::Tensor> pieces;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& part : x.split(piece)) pieces.push_back(features(part));
+  }
+  return torch::cat(pieces).requires_grad_(true);
+}
+
+}  // namespace
+
+V3Output MocoV3ModelImpl::forward_backward_in_pieces(const torch::Tensor& x1, const torch::Tensor& x2,
+                                                     const torch::Tensor& k_x1, const torch::Tensor& k_x2, double m,
+                                                     int64_t piece, const PieceHooks& hooks) {
+  if (piece < 1 || x1.size(0) % piece != 0)
+    throw std::invalid_argument("MoCo v3: a batch of " + std::to_string(x1.size(0)) +
+                                " images is not a whole number of pieces of " + std::to_string(piece));
+  const auto features = [this](const torch::Tensor& x) { return query_features(x); };
+  const std::vector<torch::Tensor> views{x1, x2};
+  const std::vector<torch::Tensor> cache{cached_features(x1, piece, features), cached_features(x2, piece, features)};
+  V3Output out;
+  out.q1 = query_heads(cache[0]);
+  out.q2 = query_heads(cache[1]);
+  out.features = widened(cache[0].detach());
+  momentum_update(m);
+  out.k1 = key_in_pieces(k_x1, piece);
+  out.k2 = key_in_pieces(k_x2, piece);
+  symmetric_loss(out);
+  const auto loss = hooks.loss_to_backward ? hooks.loss_to_backward(out) : out.loss;
+  // The gradient reaching the features, without the heads' parameters: those get theirs once, with
+  // the last piece's backward below (retain_graph keeps the heads' graph for it).
+  const auto cached_grad = torch::autograd::grad({loss}, cache, {}, /*retain_graph=*/true);
+  if (hooks.before_first_backward) hooks.before_first_backward();
+  const int64_t pieces = x1.size(0) / piece;
+  for (size_t v = 0; v < views.size(); ++v) {
+    for (int64_t p = 0; p < pieces; ++p) {
+      const auto recomputed = query_features(views[v].narrow(0, p * piece, piece));
+      const auto grad = cached_grad[v].narrow(0, p * piece, piece);
+      if (v + 1 < views.size() || p + 1 < pieces) {
+        torch::autograd::backward({recomputed}, {grad});
+        continue;
+      }
+      if (hooks.before_last_backward) hooks.before_last_backward();
+      torch::autograd::backward({loss, recomputed}, {torch::ones_like(loss), grad});
+    }
+  }
   return out;
 }
 

@@ -81,6 +81,20 @@ class MocoV3ModelImpl : public torch::nn::Module {
   // encoder's only where a test spoils one encoder's images (MOCO_INJECT_NAN).
   V3Output forward(const torch::Tensor& x1, const torch::Tensor& x2, const torch::Tensor& k_x1,
                    const torch::Tensor& k_x2, double m);
+  // optim.micro_batch's forward and backward for a backbone without BatchNorm (a ViT), the
+  // representation cache of GradCache (Gao et al. 2021): the query backbone's pooled features of each
+  // piece of `piece` images without a graph; the heads, the momentum encoder's projector and the loss
+  // on the whole batch (their BatchNorm over it); the loss's gradient with respect to those features;
+  // then each piece again through the query backbone, back-propagated with its share of that
+  // gradient. The parameters' gradients are the whole batch's up to fp32 rounding, and at most one
+  // piece's activations are alive. `hooks` say what backward takes as the loss (a loss scale, a
+  // test's fault) and what happens before the last backward (the reducer's averaging turned on).
+  struct PieceHooks {
+    std::function<torch::Tensor(V3Output&)> loss_to_backward;
+    std::function<void()> before_first_backward, before_last_backward;
+  };
+  V3Output forward_backward_in_pieces(const torch::Tensor& x1, const torch::Tensor& x2, const torch::Tensor& k_x1,
+                                      const torch::Tensor& k_x2, double m, int64_t piece, const PieceHooks& hooks);
   // k = m k + (1 - m) q over the backbone and projector parameters.
   void momentum_update(double m);
   // Makes the momentum encoder an exact copy of the query encoder (at start).
@@ -98,6 +112,12 @@ class MocoV3ModelImpl : public torch::nn::Module {
  private:
   torch::Tensor query(const torch::Tensor& x, torch::Tensor* pooled = nullptr);
   torch::Tensor key(const torch::Tensor& x);
+  // The pieces' ways: the query backbone's pooled features (autocast's dtype), the heads on them.
+  torch::Tensor query_features(const torch::Tensor& x);
+  torch::Tensor query_heads(const torch::Tensor& features);
+  torch::Tensor key_in_pieces(const torch::Tensor& x, int64_t piece);
+  // The loss of both terms on the queries and keys in `out` (which it completes).
+  void symmetric_loss(V3Output& out);
 
   V3Options options_;
   std::shared_ptr<dist::ProcessGroup> group_;

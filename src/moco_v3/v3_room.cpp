@@ -59,8 +59,11 @@ std::vector<run::ConfigRow> keys() {
   };
 }
 
-// A ViT's patches must tile the image, v3.stop_grad_conv1 is a ViT's; the momentum's schedule
-// follows the steps of train.epochs.
+bool micro_batch_served(const run::Config& c) { return c.optim.micro_batch == 0 || run::is_vit(c.model.arch); }
+
+// A ViT's patches must tile the image, v3.stop_grad_conv1 is a ViT's, optim.micro_batch a ViT's (its
+// backbone has no BatchNorm: a piece's forward is its share of the whole batch's); the momentum's
+// schedule follows the steps of train.epochs.
 void check(const run::Config& c, const std::string& where) {
   run::require(run::is_vit(c.model.arch) || !settings(c).stop_grad_conv1, where, "v3.stop_grad_conv1",
                fmt::format("applies to a ViT's patch projection, and model.arch {} is a ResNet", c.model.arch));
@@ -71,17 +74,26 @@ void check(const run::Config& c, const std::string& where) {
         fmt::format("({}) must be a multiple of {}'s patch size {}: the ViT's grid of patches covers the image",
                     c.data.augment.out_size, c.model.arch, patch));
   }
+  run::require(micro_batch_served(c), where, "optim.micro_batch",
+               fmt::format("({}) applies to a ViT for now: {}'s BatchNorm would normalise each piece apart and move "
+                           "its running statistics twice a step (optim.micro_batch 0, or a ViT)",
+                           c.optim.micro_batch, c.model.arch));
   run::require(c.train.time_budget_s == 0, where, "train.time_budget_s",
                "cannot be used with model.method v3 yet: its momentum schedule follows the steps of train.epochs");
 }
 
-// Both views go through the query encoder with autograd's graph. Its parameters and the projector's
+// Both views go through the query encoder with autograd's graph (optim.micro_batch: a piece of one
+// at a time). Its parameters and the projector's
 // are held as the trained ones, their gradients, the momentum copies and the optimizer's state (two
 // for AdamW), the predictor's without a momentum copy; the heads' square hidden layers and last
 // layers make the most of them.
 run::MemoryPlan step_memory(const run::Config& c, int world_size) {
   const double states = c.optim.optimizer == run::Optimizer::kAdamw ? 2 : 1;
-  auto plan = run::encoder_parts(c, world_size, run::Job::kMoco, /*graph_views=*/2,
+  // optim.micro_batch: one piece of one view through the graph at a time.
+  const double share = run::rank_images(c, world_size, run::Job::kMoco),
+               piece = static_cast<double>(c.optim.micro_batch);
+  const double graph_images = piece > 0 && piece < share ? piece : 2 * share;
+  auto plan = run::encoder_parts(c, world_size, run::Job::kMoco, graph_images,
                                  /*parameter_copies=*/static_cast<int64_t>(3 + states));
   const Settings& s = settings(c);
   const auto width = static_cast<double>(s.mlp_dim), dim = static_cast<double>(c.model.dim);
@@ -136,7 +148,8 @@ run::MethodRoom room() {
   r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50,
                 run::Arch::kVitTinyCpu, run::Arch::kVitSmall, run::Arch::kVitBase},
                {run::Optimizer::kSgd, run::Optimizer::kLars, run::Optimizer::kAdamw},
-               {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16}};
+               {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16},
+               /*micro_batch=*/true};
   r.keys = keys();
   r.check = check;
   r.memory_plan = step_memory;

@@ -4,6 +4,7 @@
 #include "run/memory_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -111,6 +112,11 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
   require(global_batch(c, job) % world_size == 0, where, global_batch_key(job),
           fmt::format("({}) must be divisible by the number of ranks ({}): each rank takes an equal share",
                       global_batch(c, job), world_size));
+  const int64_t share = global_batch(c, job) / world_size, piece = c.optim.micro_batch;
+  require(job != Job::kMoco || piece == 0 || (piece <= share && share % piece == 0), where, "optim.micro_batch",
+          fmt::format("({}) must divide each rank's share of {} ({} on {} rank(s): {} images); 0 runs the share in "
+                      "one piece",
+                      piece, global_batch_key(job), global_batch(c, job), world_size, share));
   require_fits(step_memory(c, world_size, job), memory_limit(), where);
 }
 
@@ -120,8 +126,9 @@ MemoryPlan step_memory(const Config& c, int world_size, Job job) {
   MemoryPlan plan{views_part(c, world_size, job)};
   const bool moco = job == Job::kMoco;
   const MethodRoom* room = moco && c.methods ? &method_room(c) : nullptr;
-  MemoryPlan step = room && room->memory_plan ? room->memory_plan(c, world_size)
-                                              : encoder_parts(c, world_size, job, moco ? 1 : 0, moco ? 4 : 1);
+  MemoryPlan step = room && room->memory_plan
+                        ? room->memory_plan(c, world_size)
+                        : encoder_parts(c, world_size, job, moco ? rank_images(c, world_size, job) : 0, moco ? 4 : 1);
   plan.insert(plan.end(), step.begin(), step.end());
   return plan;
 }
@@ -222,6 +229,15 @@ void check_accepted(const MethodRoom& room, const Config& c, const std::string& 
   refuse("model.arch", c.model.arch, room.accepts.archs, "trains");
   refuse("optim.optimizer", c.optim.optimizer, room.accepts.optimizers, "trains with");
   refuse("train.precision", c.train.precision, room.accepts.precisions, "trains in");
+  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch) {
+    std::vector<std::string> takers;
+    for (const auto& other : *c.methods)
+      if (other.accepts.micro_batch) takers.push_back(other.name);
+    throw ConfigError(
+        fmt::format("{}: key 'optim.micro_batch' ({}): model.method {} trains each rank's share in one "
+                    "piece (optim.micro_batch 0); model.method {} takes pieces",
+                    where, c.optim.micro_batch, room.name, fmt::join(takers, " or ")));
+  }
 }
 
 // The rows first, then what involves more than one key: the shared keys, then the method's.
@@ -378,8 +394,9 @@ namespace {
 // protocol reads none of them.
 bool changes_math(const Field& f, Job job) {
   if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;
+  // optim.micro_batch changes the order of fp32 sums only (a method that would compute otherwise refuses it).
   static const std::set<std::string> free_in_math_sections{"data.workers", "data.prefetch", "lincls.epochs",
-                                                           "lincls.save_every_epochs"};
+                                                           "lincls.save_every_epochs", "optim.micro_batch"};
   const std::string& key = f.key;
   if (free_in_math_sections.count(key)) return false;
   const std::string section = key.substr(0, key.find('.'));

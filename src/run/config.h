@@ -54,6 +54,9 @@ struct Config {
   struct Optim {
     double base_lr = 0.03;  // lr = base_lr * batch_size / 256
     int64_t batch_size = 256;
+    // > 0: each rank's share of batch_size runs in pieces of this many images, the step still the
+    // whole batch's (a method that accepts it: MethodRoom::accepts.micro_batch); 0: one piece.
+    int64_t micro_batch = 0;
     Optimizer optimizer = Optimizer::kSgd;
     double momentum = 0.9;
     double weight_decay = 1e-4;

@@ -282,6 +282,11 @@ std::vector<ConfigRow> optim_train_rows() {
   return {
       MOCO_FIELD(optim.base_lr, "learning rate for a batch of 256; scaled linearly with the batch").must(positive),
       MOCO_FIELD(optim.batch_size, "images per step (the global batch)").must(positive),
+      MOCO_FIELD(optim.micro_batch,
+                 "0: each rank's share of optim.batch_size in one piece; > 0: in pieces of this many images (a "
+                 "divisor of the share), the step still the whole batch's up to fp32 rounding (lr, schedules and "
+                 "epochs unchanged): less memory, one more backbone forward per piece")
+          .must(non_negative),
       MOCO_FIELD(optim.optimizer,
                  "sgd (SGD with momentum), lars (momentum SGD whose update of each weight matrix "
                  "is scaled by 0.001 |w|/|g + wd w|; biases and BN parameters get neither weight decay nor scaling) or "

@@ -31,11 +31,11 @@ double physical_memory_bytes() {
   return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
+}  // namespace
+
 double rank_images(const Config& c, int world_size, Job job) {
   return static_cast<double>(global_batch(c, job) / world_size);
 }
-
-}  // namespace
 
 MemoryPart views_part(const Config& c, int world_size, Job job) {
   const int64_t views = job == Job::kMoco ? 2 : 1, side = c.data.augment.out_size, channels = dataset_channels(c);
@@ -47,7 +47,7 @@ MemoryPart views_part(const Config& c, int world_size, Job job) {
           4.0 * images * static_cast<double>(channels) * pixels * pixels};
 }
 
-MemoryPlan encoder_parts(const Config& c, int world_size, Job job, int64_t graph_views, int64_t parameter_copies) {
+MemoryPlan encoder_parts(const Config& c, int world_size, Job job, double graph_images, int64_t parameter_copies) {
   const model::BackboneSize size = backbone_size(c);
   const bool widened = !is_vit(c.model.arch) && c.model.width > 0;
   MemoryPlan plan{{widened ? "model.width" : "model.arch",
@@ -56,12 +56,12 @@ MemoryPlan encoder_parts(const Config& c, int world_size, Job job, int64_t graph
                            : fmt::format("({}) has {:.3g} parameters, held {} times as float32", c.model.arch,
                                          size.parameters, parameter_copies),
                    4.0 * size.parameters * static_cast<double>(parameter_copies)}};
-  if (graph_views > 0) {
-    const double images = rank_images(c, world_size, job) * static_cast<double>(graph_views);
+  if (graph_images > 0) {
+    const double images = graph_images;
     const double bytes_per_float = c.train.precision == Precision::kFp32 ? 4.0 : 2.0;
     plan.push_back({global_batch_key(job),
-                    fmt::format("({}) on {} rank(s) sends {} views per rank through {} at {} px, whose forward keeps "
-                                "at least {:.3g} activations each for backward",
+                    fmt::format("({}) on {} rank(s) sends {} views per rank at once through {} at {} px, whose "
+                                "forward keeps at least {:.3g} activations each for backward",
                                 global_batch(c, job), world_size, images, c.model.arch, c.data.augment.out_size,
                                 size.saved_floats_per_image),
                     bytes_per_float * images * size.saved_floats_per_image});

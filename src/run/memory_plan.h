@@ -15,9 +15,12 @@ MemoryPart views_part(const Config& config, int world_size, Job job);
 
 // The backbone's parameters, held `parameter_copies` times as float32 (the trained encoder, its
 // gradients, a momentum encoder, optimizer state), keyed model.width or model.arch; and, when
-// `graph_views` > 0, what its forward keeps for backward for that many views of each of the rank's
-// images (float32, or half as many bytes under bf16/fp16), keyed by the job's batch size.
-MemoryPlan encoder_parts(const Config& config, int world_size, Job job, int64_t graph_views, int64_t parameter_copies);
+// `graph_images` > 0, what its forward keeps for backward for that many images at once (float32, or
+// half as many bytes under bf16/fp16), keyed by the job's batch size.
+MemoryPlan encoder_parts(const Config& config, int world_size, Job job, double graph_images, int64_t parameter_copies);
+
+// A rank's share of the job's global batch, in images.
+double rank_images(const Config& config, int world_size, Job job);
 
 // What a rank may use: the CUDA device's memory where this process drives one, else the machine's.
 struct MemoryLimit {

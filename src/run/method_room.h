@@ -31,6 +31,7 @@ struct Accepts {
   std::vector<Arch> archs;
   std::vector<Optimizer> optimizers;
   std::vector<Precision> precisions;
+  bool micro_batch = false;  // optim.micro_batch > 0: the step of the whole share, run in pieces
 };
 
 struct MethodRoom {

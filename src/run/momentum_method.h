@@ -47,6 +47,9 @@ class MomentumMethod : public Method {
   void average_gradients(std::vector<torch::Tensor> parameters, std::vector<std::string> names);
   // After the backward: the last buckets' averages waited for (on the device's stream).
   void finish_gradients() { reducer_->finalize(); }
+  // A step of several backward passes (optim.micro_batch): on before the first, off before the last,
+  // which averages the step's sum once (dist::GradientReducer::accumulate_locally).
+  void accumulate_gradients_locally(bool on) { reducer_->accumulate_locally(on); }
   int64_t gradient_bytes() const { return reducer_->last_stats().bytes_reduced; }
 
   // MOCO_INJECT_NAN (sys/fault_hooks.h) at this step on this rank: the views each encoder sees

@@ -269,13 +269,13 @@ batch_buffers_too_big)
     expect 2 "key 'data.image_size' must lie in [1, 65536]" -- \
       "$dist" --config "$tiny" $dry data.image_size=100000 train.output_dir="$out"
     no_work_done
-    expect 2 "key 'optim.batch_size' (32) on 1 rank(s) sends 32 views per rank through resnet_tiny at 65536 px, whose forward keeps at least" -- \
+    expect 2 "key 'optim.batch_size' (32) on 1 rank(s) sends 32 views per rank at once through resnet_tiny at 65536 px, whose forward keeps at least" -- \
       "$dist" --config "$tiny" $dry data.image_size=65536 train.output_dir="$out"
     no_work_done
     expect 2 "key 'model.width' (64) makes resnet50 of 9.61e+10 parameters, held 4 times as float32, at least 1.54e+12 bytes; a rank's step holds at least 1.55e+12 bytes" -- \
       "$dist" --config "$tiny" $dry model.arch=resnet50 model.width=64 train.output_dir="$out"
     no_work_done
-    expect 2 "key 'optim.batch_size' (65536) on 1 rank(s) sends 65536 views per rank through resnet50 at 224 px" -- \
+    expect 2 "key 'optim.batch_size' (65536) on 1 rank(s) sends 65536 views per rank at once through resnet50 at 224 px" -- \
       "$dist" --config "$tiny" $dry model.arch=resnet50 model.small_stem=false data.image_size=224 optim.batch_size=65536 \
       moco.queue_size=65536 data.synthetic_train_size=65536 train.output_dir="$out"
     no_work_done

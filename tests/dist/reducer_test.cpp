@@ -605,6 +605,57 @@ TEST(ReducerWorld, GradientsAreTheMeanOverRanks) {
   }
 }
 
+// optim.micro_batch: three backward passes, the first two accumulated locally (DDP's no_sync), the
+// third averaged with them: one finalize gives the mean over ranks of each rank's sum of the three,
+// as one all-reduce of the summed gradients does; the held passes start no collective.
+TEST(ReducerWorld, AccumulatedPassesAreAveragedOnceWithTheLast) {
+  auto group = test_world_group();
+  torch::manual_seed(0);
+  TinyNet net;
+  const auto params = named_params(net);
+  broadcast_parameters(params.tensors, *group);
+  GradientReducer reducer(params.tensors, group, kTinyCap, kTinyFirstCap, params.names);
+  const auto seed = [&](int pass) { return 100 * pass + group->rank(); };
+  for (int step = 0; step < 2; ++step) {
+    reducer.set_enabled(false);
+    clear_grads(params.tensors);
+    for (int pass = 0; pass < 3; ++pass) tiny_loss(net, seed(pass)).backward();
+    std::vector<torch::Tensor> expected = grads_of(params.tensors);
+    for (auto& g : expected) {
+      group->all_reduce(g, ReduceOp::kSum);
+      g.div_(group->world_size());
+    }
+
+    reducer.set_enabled(true);
+    clear_grads(params.tensors);
+    reducer.accumulate_locally(true);
+    for (int pass = 0; pass < 2; ++pass) tiny_loss(net, seed(pass)).backward();
+    reducer.accumulate_locally(false);
+    tiny_loss(net, seed(2)).backward();
+    reducer.finalize();
+    EXPECT_EQ(reducer.last_stats().launch_order.size(), reducer.buckets().size()) << "one collective per bucket";
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(params.tensors[i].grad(), expected[i], /*rtol=*/1e-5, /*atol=*/1e-7))
+          << "step " << step << " " << params.names[i];
+    }
+    // The next step is a plain one again: its average is of its own backward only, whatever
+    // param.grad held before (here that backward's gradient, left by a pass without the reducer).
+    reducer.set_enabled(false);
+    clear_grads(params.tensors);
+    tiny_loss(net, seed(7)).backward();
+    const auto local = grads_of(params.tensors);
+    reducer.set_enabled(true);
+    tiny_loss(net, seed(7)).backward();
+    reducer.finalize();
+    for (size_t i = 0; i < local.size(); ++i) {
+      auto mean = local[i].clone();
+      group->all_reduce(mean, ReduceOp::kSum);
+      mean.div_(group->world_size());
+      EXPECT_TRUE(torch::allclose(params.tensors[i].grad(), mean, 1e-5, 1e-7)) << "plain step " << params.names[i];
+    }
+  }
+}
+
 // bench_dist's no-overlap step: waiting for each bucket at launch averages the same, bit for bit.
 TEST(ReducerWorld, WaitAtLaunchGivesTheOverlappedAveragesBitForBit) {
   auto group = test_world_group();

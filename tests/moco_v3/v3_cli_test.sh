@@ -32,7 +32,7 @@ sizes_bounded)
       "$dist" --config "$tiny_v3" $dry v3.mlp_dim=65536 v3.projector_layers=16 train.output_dir="$out"
     no_work_done
     # Both views of each image go through the query encoder with autograd's graph.
-    expect 2 "$tiny_v3 (with overrides): key 'optim.batch_size' (65536) on 1 rank(s) sends 131072 views per rank through resnet50 at 224 px" -- \
+    expect 2 "$tiny_v3 (with overrides): key 'optim.batch_size' (65536) on 1 rank(s) sends 131072 views per rank at once through resnet50 at 224 px" -- \
       "$dist" --config "$tiny_v3" $dry model.arch=resnet50 model.small_stem=false data.image_size=224 \
       optim.batch_size=65536 data.synthetic_train_size=65536 train.output_dir="$out"
     no_work_done
@@ -62,6 +62,38 @@ fp16_needs_cuda)
       "$dist" --config "$tiny_v3" $dry train.precision=fp16 train.output_dir="$out"
     no_work_done
   done ;;
+micro_batch)
+  # optim.micro_batch (issue 58): refused where it cannot be the whole batch's step, naming the key and
+  # what would work; a ViT run in pieces resumes without them (the key changes fp32 sums only).
+  vit=("$dist" --config "$tiny_v3" model.arch=vit_tiny_cpu train.threads=1 knn.memory_size=64 knn.query_size=32)
+  for dry in "" --dry-run; do
+    expect 2 "$tiny_v3 (with overrides): key 'optim.micro_batch' (8) applies to a ViT for now: resnet_tiny's BatchNorm would normalise each piece apart" -- \
+      "$dist" --config "$tiny_v3" $dry optim.micro_batch=8 train.output_dir="$out"
+    no_work_done
+    expect 2 "$tiny_v3 (with overrides): key 'optim.micro_batch' (5) must divide each rank's share of optim.batch_size (32 on 1 rank(s): 32 images)" -- \
+      "${vit[@]}" $dry optim.micro_batch=5 train.output_dir="$out"
+    no_work_done
+    expect 2 "$tiny_v3 (with overrides): key 'optim.micro_batch' (64) must divide each rank's share" -- \
+      "${vit[@]}" $dry optim.micro_batch=64 train.output_dir="$out"
+    no_work_done
+  done
+  # The recipe's ViT-B step of 4096 images on one rank: refused whole (8192 views' activations at
+  # once), taken in pieces of 8 (one piece of one view at a time), by the memory estimate.
+  base=(--dry-run model.arch=vit_base data.image_size=224 optim.batch_size=4096 data.synthetic_train_size=4096
+        train.output_dir="$out")
+  expect 2 "key 'optim.batch_size' (4096) on 1 rank(s) sends 8192 views per rank at once through vit_base at 224 px" -- \
+    "$dist" --config "$tiny_v3" "${base[@]}"
+  no_work_done
+  "$dist" --config "$tiny_v3" "${base[@]}" optim.micro_batch=8 >"$work/base.console" 2>&1 ||
+    fail "vit_base in pieces of 8 refused: $(tail -2 "$work/base.console")"
+  "${vit[@]}" optim.micro_batch=8 train.stop_at_step=1 train.output_dir="$work/run" >"$work/first.console" 2>&1 ||
+    fail "the run in pieces: $(tail -3 "$work/first.console")"
+  grep -q "optim.micro_batch 8: each rank's share in pieces of 8 images" "$work/run/rank0.log" || fail "no pieces line in the log"
+  grep -q "memory (estimated before the model is built): a rank's step holds at least" "$work/run/rank0.log" ||
+    fail "no memory line in the log"
+  "${vit[@]}" train.stop_at_step=2 train.output_dir="$work/run" >"$work/second.console" 2>&1 ||
+    fail "the resume without pieces: $(tail -3 "$work/second.console")"
+  grep -q "resume: optim.micro_batch changes from 8 to 0" "$work/run/rank0.log" || fail "the change is not logged" ;;
 *) fail "no case $case_name" ;;
 esac
 echo "PASS ($case_name)"
