@@ -20,7 +20,7 @@ targets=("$@")
 build=$(realpath -m "${MOCO_FUZZ_BUILD:-$repo/build-fuzz}")
 
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-  -DCMAKE_CXX_COMPILER=clang++ -DMOCO_FUZZ=ON -DMOCO_BUILD_TESTS=OFF -DMOCO_BUILD_BENCH=OFF
+  -DCMAKE_CXX_COMPILER=clang++ -DMOCO_FUZZ=ON -DMOCO_BUILD_TESTS=OFF -DMOCO_BUILD_BENCH=OFF -DMOCO_UNITY_BUILD=OFF
 cmake --build "$build" --target "${targets[@]/#/fuzz_}"
 
 seeds=$build/seeds
