@@ -384,7 +384,12 @@ reducer_accumulation_never_added|src/dist/reducer.cpp|  if (local_only_.load() &
 reducer_accumulation_kept_next_step|src/dist/reducer.cpp|  add_accumulated_ = false;|  (void)add_accumulated_;|^ReducerWorld\.
 micro_batch_share_unchecked|src/run/config.cpp|(piece <= share && share % piece == 0)|(piece <= share)|^moco_v3\.cli\.micro_batch$
 micro_batch_method_unchecked|src/run/config.cpp|  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch) {|  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch && false) {|^moco_v2\.cli\.accepts$
-micro_batch_changes_math|src/run/config.cpp|"lincls.save_every_epochs", "optim.micro_batch"};|"lincls.save_every_epochs"};|^moco_v3\.cli\.micro_batch$
+micro_batch_changes_math|src/run/config.cpp|"optim.micro_batch", "model.activation_checkpointing"};|"optim.micro_batch_x", "model.activation_checkpointing"};|^moco_v3\.cli\.micro_batch$
+vit_checkpoint_recompute_without_autocast|src/model/vit.cpp|      const AutocastGuard autocast(x.device(), ctx->saved_data["autocast"].toBool(),|      const AutocastGuard autocast(x.device(), false && ctx->saved_data["autocast"].toBool(),|^VitTest\.
+vit_checkpoint_gradient_scaled|src/model/vit.cpp|    torch::autograd::backward({out}, {grad[0]});|    torch::autograd::backward({out}, {grad[0] * 2});|^VitTest\.|^ActivationCheckpointingTest\.
+vit_checkpointing_not_wired|src/run/setup.cpp|  o.activation_checkpointing = c.model.activation_checkpointing;|  (void)0;|^BackboneSizeTest\.
+vit_checkpointing_estimate_ignored|src/model/vit.cpp|  const double blocks_saved = o.activation_checkpointing ?|  const double blocks_saved = false ?|^BackboneSizeTest\.
+checkpointing_with_resnet_accepted|src/run/config.cpp|  require(!(c.model.activation_checkpointing && !is_vit(c.model.arch)), where,|  require(!(c.model.activation_checkpointing && false), where,|^moco_v3\.cli\.micro_batch$
 step_memory_without_encoder|src/run/config.cpp|  plan.insert(plan.end(), step.begin(), step.end());|  (void)step;|^cli\.bad_input\.batch_buffers_too_big$
 step_memory_names_smallest|src/run/memory_plan.cpp|[](const MemoryPart& a, const MemoryPart& b) { return a.bytes < b.bytes; });|[](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });|^cli\.bad_input\.batch_buffers_too_big$
 activations_per_rank_not_per_image|src/run/memory_plan.cpp|                    bytes_per_float * images * size.saved_floats_per_image});|                    bytes_per_float * size.saved_floats_per_image});|^cli\.bad_input\.batch_buffers_too_big$

@@ -57,6 +57,12 @@ void set_dtype(c10::DeviceType type, c10::ScalarType dtype) {
 
 }  // namespace
 
+AutocastState autocast_state(torch::Device device) {
+  const auto type = device.type();
+  if (type != c10::DeviceType::CPU && type != c10::DeviceType::CUDA) return {};
+  return {is_enabled(type), get_dtype(type)};
+}
+
 AutocastGuard::AutocastGuard(torch::Device device, bool enabled, c10::ScalarType dtype)
     : enabled_(enabled), type_(device.type()) {
   if (!enabled_) return;

@@ -1,4 +1,5 @@
-// defines: AutocastGuard (bfloat16 or float16 autocast on one device for the guard's scope)
+// defines: AutocastGuard (bfloat16 or float16 autocast on one device for the guard's scope),
+// autocast_state (what is in force now, to be set again later: a recomputation in backward)
 #pragma once
 
 #include <torch/types.h>
@@ -24,5 +25,12 @@ class AutocastGuard {
   bool was_enabled_ = false;
   c10::ScalarType previous_dtype_ = c10::ScalarType::BFloat16;
 };
+
+struct AutocastState {
+  bool enabled = false;
+  c10::ScalarType dtype = c10::ScalarType::BFloat16;
+};
+// Autocast's state on `device`'s type (CPU or CUDA; other types: off).
+AutocastState autocast_state(torch::Device device);
 
 }  // namespace moco::model

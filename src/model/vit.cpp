@@ -1,5 +1,7 @@
 #include "model/vit.h"
 
+#include "model/autocast.h"
+
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -68,6 +70,46 @@ class TransformerBlockImpl : public nn::Module {
   Mlp mlp;
 };
 TORCH_MODULE(TransformerBlock);
+
+// LibTorch has no torch.utils.checkpoint: its reentrant form as an autograd Function. Forward runs
+// the block without a graph and keeps its input; backward runs the block again with one, under the
+// autocast state of the forward, and back-propagates the incoming gradient through it: the block's
+// parameters get their gradients there (their hooks fire, as the reducer's need), the input's is
+// returned. The block's address travels as an integer (saved_data holds IValues): the model owns
+// the block beyond the step.
+struct CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t block) {
+    const AutocastState autocast = autocast_state(x.device());
+    ctx->saved_data["block"] = block;
+    ctx->saved_data["autocast"] = autocast.enabled;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(autocast.dtype);
+    ctx->save_for_backward({x});
+    torch::NoGradGuard no_grad;
+    return reinterpret_cast<TransformerBlockImpl*>(block)->forward(x);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 const torch::autograd::variable_list& grad) {
+    auto* block = reinterpret_cast<TransformerBlockImpl*>(ctx->saved_data["block"].toInt());
+    const auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    torch::Tensor out;
+    {
+      const torch::AutoGradMode with_graph(true);
+      const AutocastGuard autocast(x.device(), ctx->saved_data["autocast"].toBool(),
+                                   static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt()));
+      out = block->forward(x);
+    }
+    torch::autograd::backward({out}, {grad[0]});
+    return {x.grad(), torch::Tensor()};
+  }
+};
+
+// The block, checkpointed where that keeps less and loses nothing: with a graph being recorded and an
+// input that takes a gradient (otherwise the Function's output would carry none to the parameters).
+torch::Tensor run_block(TransformerBlockImpl& block, const torch::Tensor& x, bool checkpointing) {
+  if (!checkpointing || !torch::GradMode::is_enabled() || !x.requires_grad()) return block.forward(x);
+  return CheckpointedBlock::apply(x, reinterpret_cast<int64_t>(&block));
+}
 
 // Uniform in [-bound, bound] with xavier's bound for the given fans.
 void xavier_uniform(torch::Tensor& w, int64_t fan_in, int64_t fan_out) {
@@ -165,7 +207,8 @@ torch::Tensor VisionTransformerImpl::embed_patches(const torch::Tensor& x) {
 torch::Tensor VisionTransformerImpl::features(const torch::Tensor& x) {
   auto tokens = embed_patches(x);
   tokens = torch::cat({cls_token.expand({tokens.size(0), -1, -1}), tokens}, 1) + pos_embed;
-  for (const auto& block : *blocks) tokens = block->as<TransformerBlockImpl>()->forward(tokens);
+  for (const auto& block : *blocks)
+    tokens = run_block(*block->as<TransformerBlockImpl>(), tokens, options_.activation_checkpointing);
   return norm(tokens).select(1, 0);
 }
 
@@ -181,9 +224,11 @@ BackboneSize estimate_size(const ViTOptions& o) {
   size.parameters = (patch_inputs * d + d) + d + tokens * d + static_cast<double>(o.depth) * block_parameters + 2 * d +
                     (d * static_cast<double>(o.out_dim) + static_cast<double>(o.out_dim));
   const double block_saved = (8 * d + 2 * hidden) * tokens + static_cast<double>(o.num_heads) * tokens * tokens;
+  const double blocks_saved = o.activation_checkpointing ? static_cast<double>(o.depth) * d * tokens
+                                                         : static_cast<double>(o.depth) * block_saved;
   const auto side = static_cast<double>(o.image_size);
   size.saved_floats_per_image =
-      static_cast<double>(o.in_channels) * side * side + static_cast<double>(o.depth) * block_saved;
+      static_cast<double>(o.in_channels) * side * side + blocks_saved + 2 * d * tokens;  // the final norm's in and out
   return size;
 }
 

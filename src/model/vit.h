@@ -25,6 +25,9 @@ struct ViTOptions {
   int64_t out_dim = 1000;  // the head's (timm's num_classes); MoCo v3 replaces the head
   // vits.py --stop-grad-conv1: the patch projection is frozen at its random initialisation.
   bool stop_grad_conv1 = false;
+  // model.activation_checkpointing: each block keeps only its input for backward and runs again there
+  // (the same ops on the same values: the gradients bit for bit those without it).
+  bool activation_checkpointing = false;
 };
 
 // vit_small (patch 16, dim 384, depth 12, 12 heads: vits.py, not DeiT's 6), vit_base (768, 12, 12),
@@ -35,7 +38,9 @@ bool is_vit_arch(const std::string& arch);
 
 // The parameters and saved activations of VisionTransformer(options), from the blocks' shapes: each
 // block keeps 8 + 2 x mlp_ratio token-wide tensors (its input, the norms' outputs, qkv, the attention's
-// output, the residual, the MLP's hidden layer before and after GELU) and each head's softmax.
+// output, the residual, the MLP's hidden layer before and after GELU) and each head's softmax; with
+// activation_checkpointing, its input only (one block's whole set lives again during backward); the
+// final norm keeps its input and output.
 BackboneSize estimate_size(const ViTOptions& options);
 
 // Pre-norm transformer blocks on patch tokens and a prepended cls token; features are the final

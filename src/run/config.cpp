@@ -184,6 +184,10 @@ void check_shared_keys(const Config& c, const std::string& where) {
           "applies to the small stem only (model.small_stem: true)");
   require(!c.model.zero_init_residual || !is_vit(c.model.arch), where, "model.zero_init_residual",
           fmt::format("applies to a ResNet's residual blocks, and model.arch {} is a ViT", c.model.arch));
+  require(!(c.model.activation_checkpointing && !is_vit(c.model.arch)), where, "model.activation_checkpointing",
+          fmt::format("applies to a ViT's blocks for now, and model.arch {} is a ResNet (its BatchNorm would move "
+                      "its running statistics again in the recomputation)",
+                      c.model.arch));
   require(!is_encoded_dataset(c) || c.data.augment.recipe != data::Recipe::kSimple, where, "data.augmentation",
           fmt::format("must not be simple with data.dataset {} (the simple recipe needs images of one size)",
                       c.data.dataset));
@@ -394,9 +398,11 @@ namespace {
 // protocol reads none of them.
 bool changes_math(const Field& f, Job job) {
   if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;
-  // optim.micro_batch changes the order of fp32 sums only (a method that would compute otherwise refuses it).
-  static const std::set<std::string> free_in_math_sections{"data.workers", "data.prefetch", "lincls.epochs",
-                                                           "lincls.save_every_epochs", "optim.micro_batch"};
+  // optim.micro_batch changes the order of fp32 sums only (a method that would compute otherwise refuses it),
+  // model.activation_checkpointing not a bit.
+  static const std::set<std::string> free_in_math_sections{"data.workers",      "data.prefetch",
+                                                           "lincls.epochs",     "lincls.save_every_epochs",
+                                                           "optim.micro_batch", "model.activation_checkpointing"};
   const std::string& key = f.key;
   if (free_in_math_sections.count(key)) return false;
   const std::string section = key.substr(0, key.find('.'));

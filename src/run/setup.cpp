@@ -163,6 +163,7 @@ model::ViTOptions vit_options(const Config& c, int64_t in_channels) {
   o.image_size = c.data.augment.out_size;
   o.in_channels = in_channels;
   o.out_dim = c.model.dim;
+  o.activation_checkpointing = c.model.activation_checkpointing;
   return o;
 }
 

@@ -1,3 +1,4 @@
+// model.activation_checkpointing: a v3 ViT step bit for bit the step without it, whole or in pieces.
 // optim.micro_batch (MocoV3ModelImpl::forward_backward_in_pieces, MocoV3::step): a v3 ViT step whose
 // share runs in pieces is the whole share's step. Gradients against an fp64 run of the whole batch
 // within the error fp32 makes of the whole batch itself; the method's step (SGD, the reducer holding its
@@ -226,4 +227,23 @@ TEST(DistMicroBatchTest, RanksInPiecesEqualOneProcessWithTheGlobalBatch) {
     EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-5) << "step " << step << " rank " << rank;
   }
   EXPECT_EQ(far_entries(state_of(*pieces), state_of(*whole)), "") << "rank " << rank;
+}
+
+// The blocks run again in backward (model::VisionTransformer's checkpointed blocks): two steps of the
+// method, whole and in pieces of 4, leave every checkpointed tensor bit for bit as without it.
+TEST(ActivationCheckpointingTest, AV3StepIsBitForBitTheStepWithout) {
+  run::RunContext context;
+  context.group = std::make_shared<dist::LocalProcessGroup>();
+  for (const int64_t piece : {0, 4}) {
+    auto checkpointing_config = vit_v3(piece);
+    checkpointing_config.model.activation_checkpointing = true;
+    const auto plain_config = vit_v3(piece);  // the methods keep references
+    auto plain = make_v3(plain_config, context), checkpointing = make_v3(checkpointing_config, context);
+    for (int64_t step = 1; step <= 2; ++step) {
+      const auto batch = global_views(step);
+      EXPECT_TRUE(torch::equal(checkpointing->step(batch, step).loss, plain->step(batch, step).loss))
+          << "piece " << piece << " step " << step;
+    }
+    EXPECT_EQ(different_bits(state_of(*checkpointing), state_of(*plain)), "") << "piece " << piece;
+  }
 }

@@ -77,6 +77,9 @@ micro_batch)
       "${vit[@]}" $dry optim.micro_batch=64 train.output_dir="$out"
     no_work_done
   done
+  expect 2 "$tiny_v3 (with overrides): key 'model.activation_checkpointing' applies to a ViT's blocks for now, and model.arch resnet_tiny is a ResNet" -- \
+    "$dist" --config "$tiny_v3" --dry-run model.activation_checkpointing=true train.output_dir="$out"
+  no_work_done
   # The recipe's ViT-B step of 4096 images on one rank: refused whole (8192 views' activations at
   # once), taken in pieces of 8 (one piece of one view at a time), by the memory estimate.
   base=(--dry-run model.arch=vit_base data.image_size=224 optim.batch_size=4096 data.synthetic_train_size=4096

@@ -3,6 +3,8 @@
 // autograd leaves allocated, within a factor of it (measured by glibc's count of bytes in use).
 #include "model/resnet.h"
 #include "model/vit.h"
+#include "run/config.h"
+#include "run/setup.h"
 
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -75,6 +77,26 @@ TEST(BackboneSizeTest, ViTParametersAndSavedActivations) {
     const int64_t batch = 8;
     expect_lower_bound_within(4.0 * batch * size.saved_floats_per_image, saved_bytes(vit, batch, o.image_size), arch);
   }
+}
+
+// model.activation_checkpointing, through the config as the programs build the backbone: the blocks
+// keep their inputs only (the estimate a lower bound of it again), a small part of what they keep
+// without it.
+TEST(BackboneSizeTest, CheckpointedViTKeepsItsBlocksInputsOnly) {
+  torch::set_num_threads(1);
+  run::Config c;
+  c.model.arch = run::Arch::kVitTinyCpu;
+  c.data.augment.out_size = 64;
+  double measured[2] = {0, 0};
+  for (const bool checkpointing : {false, true}) {
+    c.model.activation_checkpointing = checkpointing;
+    auto net = run::make_backbone(c, 3);
+    const BackboneSize size = estimate_size(run::vit_options(c, 3));
+    measured[checkpointing] = saved_bytes(net, 8, 64);
+    expect_lower_bound_within(4.0 * 8 * size.saved_floats_per_image, measured[checkpointing],
+                              checkpointing ? "checkpointed" : "plain");
+  }
+  EXPECT_LT(measured[1], 0.25 * measured[0]);
 }
 
 }  // namespace

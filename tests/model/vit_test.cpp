@@ -3,6 +3,7 @@
 // reference written here from timm's design, the fixed 2-D sin-cos position embedding, the
 // initialisation and stop-grad-conv1. The whole v3 step with a ViT against PyTorch:
 // moco_v3.step_parity_torch_vit (tests/parity/moco_v3_step_parity.py).
+#include "model/autocast.h"
 #include "model/vit.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <vector>
 
 using moco::model::VisionTransformer;
 using moco::model::vit_options_for;
@@ -192,4 +194,40 @@ TEST(VitTest, InitialisationIsVitsPys) {
   EXPECT_GT(max_abs(cls), 0.0);
   EXPECT_LT(max_abs(cls), 1e-5);
   EXPECT_NEAR(cls.std().item<double>(), 1e-6, 2e-7);
+}
+
+// model.activation_checkpointing: the blocks run again in backward, under the forward's autocast;
+// every parameter's gradient and the input's are bit for bit those without it, in fp32 and in bf16
+// autocast; without a graph (evaluation) the blocks run plainly.
+TEST(VitTest, CheckpointedBlocksGiveTheSameGradientsBitForBit) {
+  for (const bool bf16 : {false, true}) {
+    auto plain_options = small_vit(), checkpointed_options = small_vit();
+    checkpointed_options.activation_checkpointing = true;
+    torch::manual_seed(3);
+    VisionTransformer plain(plain_options);
+    torch::manual_seed(3);
+    VisionTransformer checkpointed(checkpointed_options);
+    const auto x = torch::randn({3, 2, 16, 16});
+    const auto weights = torch::randn({3, 64});
+    std::vector<torch::Tensor> inputs;
+    for (auto* net : {&plain, &checkpointed}) {
+      auto input = x.clone().requires_grad_(true);
+      const moco::model::AutocastGuard autocast(torch::kCPU, bf16);
+      ((*net)->features(input).to(torch::kFloat) * weights).sum().backward();
+      inputs.push_back(input);
+    }
+    EXPECT_TRUE(torch::equal(inputs[0].grad(), inputs[1].grad())) << (bf16 ? "bf16" : "fp32");
+    const auto want = plain->named_parameters(), got = checkpointed->named_parameters();
+    for (const auto& item : want) {
+      if (!item.value().grad().defined()) {  // the head: features() does not use it
+        EXPECT_FALSE(got[item.key()].grad().defined()) << item.key();
+        continue;
+      }
+      ASSERT_TRUE(got[item.key()].grad().defined()) << item.key();
+      EXPECT_TRUE(torch::equal(got[item.key()].grad(), item.value().grad()))
+          << item.key() << (bf16 ? " in bf16" : " in fp32");
+    }
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::equal(checkpointed->features(x), plain->features(x)));
+  }
 }
