@@ -48,18 +48,21 @@ for name, data in (("images", images), ("labels", labels)):
 PY
 # ckpt_shard: the target writes its own small checkpoint's shard; ckpt_manifest: that manifest, and a
 # real run's when README's build is there.
-MOCO_FUZZ_SEED_OUT="$seeds/ckpt_shard" "$build/fuzz/fuzz_ckpt_shard" > /dev/null 2>&1 || true
-[ -f "$seeds/ckpt_shard/shard_seed.h5" ] || { echo "fuzz: could not write the shard seed" >&2; exit 1; }
-mv "$seeds/ckpt_shard/manifest.json" "$seeds/ckpt_manifest/small.json"
-moco_dist=${MOCO_DIST:-$repo/build/moco_dist}
-if [ -x "$moco_dist" ]; then
-  run=$build/seed_run
-  rm -rf "$run"
-  OMP_NUM_THREADS=1 "$moco_dist" --config "$repo/tests/fixtures/tiny_synthetic.yaml" train.output_dir="$run" \
-    train.threads=1 train.stop_at_step=1 ckpt.every_steps=1 knn.memory_size=64 knn.query_size=32 > "$run.log" 2>&1
-  cp "$run/checkpoints/$(cat "$run/checkpoints/latest")/manifest.json" "$seeds/ckpt_manifest/run.json"
-else
-  echo "fuzz: $moco_dist not built: the manifest corpus starts from the small manifest only"
+# Made only when a checkpoint target runs: the others are not built (fuzz.sh 600 config).
+if [[ " ${targets[*]} " == *" ckpt_"* ]]; then
+  MOCO_FUZZ_SEED_OUT="$seeds/ckpt_shard" "$build/fuzz/fuzz_ckpt_shard" > /dev/null 2>&1 || true
+  [ -f "$seeds/ckpt_shard/shard_seed.h5" ] || { echo "fuzz: could not write the shard seed" >&2; exit 1; }
+  mv "$seeds/ckpt_shard/manifest.json" "$seeds/ckpt_manifest/small.json"
+  moco_dist=${MOCO_DIST:-$repo/build/moco_dist}
+  if [ -x "$moco_dist" ]; then
+    run=$build/seed_run
+    rm -rf "$run"
+    OMP_NUM_THREADS=1 "$moco_dist" --config "$repo/tests/fixtures/tiny_synthetic.yaml" train.output_dir="$run" \
+      train.threads=1 train.stop_at_step=1 ckpt.every_steps=1 knn.memory_size=64 knn.query_size=32 > "$run.log" 2>&1
+    cp "$run/checkpoints/$(cat "$run/checkpoints/latest")/manifest.json" "$seeds/ckpt_manifest/run.json"
+  else
+    echo "fuzz: $moco_dist not built: the manifest corpus starts from the small manifest only"
+  fi
 fi
 
 # Leaks inside installed libraries that our code cannot fix are suppressed (tools/lsan.supp says which
