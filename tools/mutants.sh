@@ -385,6 +385,7 @@ reducer_accumulation_kept_next_step|src/dist/reducer.cpp|  add_accumulated_ = fa
 micro_batch_share_unchecked|src/run/config.cpp|(piece <= share && share % piece == 0)|(piece <= share)|^moco_v3\.cli\.micro_batch$
 micro_batch_method_unchecked|src/run/config.cpp|  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch) {|  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch && false) {|^moco_v2\.cli\.accepts$
 micro_batch_changes_math|src/run/config.cpp|"optim.micro_batch", "model.activation_checkpointing"};|"optim.micro_batch_x", "model.activation_checkpointing"};|^moco_v3\.cli\.micro_batch$
+micro_batch_pieces_miscounted|src/run/memory_plan.cpp|                     share / piece);|                     share / piece + 1);|^moco_v3\.cli\.micro_batch$
 vit_checkpoint_recompute_without_autocast|src/model/vit.cpp|      const AutocastGuard autocast(x.device(), ctx->saved_data["autocast"].toBool(),|      const AutocastGuard autocast(x.device(), false && ctx->saved_data["autocast"].toBool(),|^VitTest\.
 vit_checkpoint_gradient_scaled|src/model/vit.cpp|    torch::autograd::backward({out}, {grad[0]});|    torch::autograd::backward({out}, {grad[0] * 2});|^VitTest\.|^ActivationCheckpointingTest\.
 vit_checkpointing_not_wired|src/run/setup.cpp|  o.activation_checkpointing = c.model.activation_checkpointing;|  (void)0;|^BackboneSizeTest\.

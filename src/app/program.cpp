@@ -89,6 +89,8 @@ void start_and_run(const JobProgram& p, const run::Config& config, JobState& s, 
   spdlog::info("{}", run::describe_placement(s.world, context.device, early_device));
   spdlog::info("memory (estimated before the model is built): {}",
                run::describe_memory(run::step_memory(config, s.world.world_size, p.job), run::memory_limit()));
+  if (const auto pieces = run::describe_pieces(config, s.world.world_size, p.job); !pieces.empty())
+    spdlog::info("{}", pieces);
   sys::log_workarounds();
   context.group = run::make_job_group(config, s.world.world_size, context.device);
   run::check_ranks_agree_on_data(config, *context.group);  // before step 1: a stale copy is named

@@ -87,6 +87,13 @@ double total_bytes(const MemoryPlan& plan) {
 
 }  // namespace
 
+std::string describe_pieces(const Config& c, int world_size, Job job) {
+  const int64_t share = global_batch(c, job) / world_size, piece = c.optim.micro_batch;
+  if (job != Job::kMoco || piece <= 0 || piece >= share) return "";
+  return fmt::format("optim.micro_batch {}: each rank's share of {} images in {} pieces per step", piece, share,
+                     share / piece);
+}
+
 std::string describe_memory(const MemoryPlan& plan, const MemoryLimit& limit) {
   std::vector<std::string> parts;
   for (const auto& p : plan) parts.push_back(fmt::format("{} {:.3g}", p.key, p.bytes));

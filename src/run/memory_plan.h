@@ -1,5 +1,5 @@
 // defines: views_part, encoder_parts (the shared parts of a MemoryPlan: what a rank's step holds,
-// estimated from the config before anything is built), memory_limit, describe_memory, require_fits
+// estimated from the config before anything is built), memory_limit, describe_pieces, describe_memory, require_fits
 #pragma once
 
 #include "run/config.h"
@@ -28,6 +28,9 @@ struct MemoryLimit {
   std::string name;  // whose: "this machine", "CUDA device NVIDIA H100 80GB HBM3"
 };
 MemoryLimit memory_limit();
+
+// "optim.micro_batch P: each rank's share of N images in K pieces per step", or "" (no pieces, or not MoCo).
+std::string describe_pieces(const Config& config, int world_size, Job job);
 
 // "a rank's step holds at least B bytes (key b, ...) of the M bytes of memory of this machine"
 std::string describe_memory(const MemoryPlan& plan, const MemoryLimit& limit);

@@ -89,6 +89,8 @@ micro_batch)
   no_work_done
   "$dist" --config "$tiny_v3" "${base[@]}" optim.micro_batch=8 >"$work/base.console" 2>&1 ||
     fail "vit_base in pieces of 8 refused: $(tail -2 "$work/base.console")"
+  grep -q "optim.micro_batch 8: each rank's share of 4096 images in 512 pieces per step" "$work/base.console" ||
+    fail "--dry-run does not say the pieces"
   "${vit[@]}" optim.micro_batch=8 train.stop_at_step=1 train.output_dir="$work/run" >"$work/first.console" 2>&1 ||
     fail "the run in pieces: $(tail -3 "$work/first.console")"
   grep -q "optim.micro_batch 8: each rank's share in pieces of 8 images" "$work/run/rank0.log" || fail "no pieces line in the log"
