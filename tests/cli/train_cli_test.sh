@@ -220,8 +220,10 @@ v3_r50_config_np2)
   # the lr rises from 0 over the warm-up epoch and falls after it.
   "$py" "$src/tools/make_image_folder.py" "$work/data" --classes 4 --train 24 --val 8
   # The recipe's fp16 is CUDA's: on this CPU it is refused before anything is written, naming the key.
+  # (Its whole batch of 4096 on one rank would be refused first, by the memory estimate: 16 here.)
   rc=0
-  "$dist" --config "$src/configs/moco_v3_r50_imagenet.yaml" data.root="$work/data" train.output_dir="$work/fp16" \
+  "$dist" --config "$src/configs/moco_v3_r50_imagenet.yaml" data.root="$work/data" optim.batch_size=16 \
+    train.output_dir="$work/fp16" \
     >"$work/fp16.console" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] && grep -q "key 'train.precision' fp16 needs a CUDA device, and this rank's is cpu" "$work/fp16.console" &&
     [ ! -e "$work/fp16" ] || { cat "$work/fp16.console"; echo "fp16 on a CPU: exit $rc"; exit 1; }
