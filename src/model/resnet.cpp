@@ -121,7 +121,9 @@ BackboneSize estimate_size(const ResNetOptions& o, int64_t side) {
   }
   walk.keep_output();  // ReLU
   if (!o.small_stem) {
-    walk.side = (walk.side - 1) / 2 + 1;  // the max-pool's output, which layer1 saves
+    walk.side = (walk.side - 1) / 2 + 1;  // the max-pool's output, which layer1 saves, and its int64 indices
+    walk.keep_output();
+    walk.keep_output();
     walk.keep_output();
   }
   for (int stage = 0; stage < 4; ++stage) {

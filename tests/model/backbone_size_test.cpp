@@ -43,10 +43,10 @@ double saved_bytes_per_batch(Model& model, int64_t batch, int64_t side) {
 }
 
 // The estimate counts only outputs autograd keeps: at most what the forward left allocated, and
-// not far below it (LibTorch 1.13: 0.81-0.99 of it, and a missing stage, output or side computed wrong
-// falls below 0.75; LibTorch 2.x keeps more beside a ViT's blocks: 0.70 for vit_small, so 0.6 there).
+// not far below it (LibTorch 1.13: above 0.9 of it, and a missing stage, output or side computed wrong
+// falls below 0.85; LibTorch 2.x keeps more beside a ViT's blocks: 0.70 for vit_small, so 0.6 there).
 void expect_lower_bound_within(double estimate_bytes, double measured_bytes, const std::string& what) {
-  constexpr double kTightness = TORCH_VERSION_MAJOR >= 2 ? 0.6 : 0.75;
+  constexpr double kTightness = TORCH_VERSION_MAJOR >= 2 ? 0.6 : 0.85;
   EXPECT_LE(estimate_bytes, 1.001 * measured_bytes) << what;  // 0.1%: the allocator's rounding
   EXPECT_GE(estimate_bytes, kTightness * measured_bytes) << what;
 }
