@@ -154,6 +154,15 @@ std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& params) {
   return out;
 }
 
+// Each rank's `grads` averaged over the ranks of `group` by blocking all-reduces: the reducer's reference.
+std::vector<torch::Tensor> mean_over_ranks(std::vector<torch::Tensor> grads, ProcessGroup& group) {
+  for (auto& g : grads) {
+    group.all_reduce(g, ReduceOp::kSum);
+    g.div_(group.world_size());
+  }
+  return grads;
+}
+
 void poison(const GradientReducer& reducer) {
   torch::NoGradGuard no_grad;
   for (const auto& flat : reducer.bucket_buffers()) flat.fill_(std::numeric_limits<float>::quiet_NaN());
@@ -587,11 +596,7 @@ TEST(ReducerWorld, GradientsAreTheMeanOverRanks) {
     reducer.set_enabled(false);
     clear_grads(params.tensors);
     tiny_loss(net, 10 * step + group->rank()).backward();  // every rank sees different data
-    std::vector<torch::Tensor> expected = grads_of(params.tensors);
-    for (auto& g : expected) {
-      group->all_reduce(g, ReduceOp::kSum);
-      g.div_(group->world_size());
-    }
+    const auto expected = mean_over_ranks(grads_of(params.tensors), *group);
 
     reducer.set_enabled(true);
     clear_grads(params.tensors);
@@ -620,11 +625,7 @@ TEST(ReducerWorld, AccumulatedPassesAreAveragedOnceWithTheLast) {
     reducer.set_enabled(false);
     clear_grads(params.tensors);
     for (int pass = 0; pass < 3; ++pass) tiny_loss(net, seed(pass)).backward();
-    std::vector<torch::Tensor> expected = grads_of(params.tensors);
-    for (auto& g : expected) {
-      group->all_reduce(g, ReduceOp::kSum);
-      g.div_(group->world_size());
-    }
+    const auto expected = mean_over_ranks(grads_of(params.tensors), *group);
 
     reducer.set_enabled(true);
     clear_grads(params.tensors);
@@ -643,15 +644,12 @@ TEST(ReducerWorld, AccumulatedPassesAreAveragedOnceWithTheLast) {
     reducer.set_enabled(false);
     clear_grads(params.tensors);
     tiny_loss(net, seed(7)).backward();
-    const auto local = grads_of(params.tensors);
+    const auto mean = mean_over_ranks(grads_of(params.tensors), *group);
     reducer.set_enabled(true);
     tiny_loss(net, seed(7)).backward();
     reducer.finalize();
-    for (size_t i = 0; i < local.size(); ++i) {
-      auto mean = local[i].clone();
-      group->all_reduce(mean, ReduceOp::kSum);
-      mean.div_(group->world_size());
-      EXPECT_TRUE(torch::allclose(params.tensors[i].grad(), mean, 1e-5, 1e-7)) << "plain step " << params.names[i];
+    for (size_t i = 0; i < mean.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(params.tensors[i].grad(), mean[i], 1e-5, 1e-7)) << "plain step " << params.names[i];
     }
   }
 }
