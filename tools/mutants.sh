@@ -239,6 +239,8 @@ pack_renamed_shards_kept|src/data/image_pack.cpp|    for (size_t j = 0; j < i; +
 pack_leftovers_kept|src/data/image_pack.cpp|    if (fs::remove(entry.path(), removed))|    if (false)|^tools\.pack_leftovers_removed$
 pack_live_tmp_removed|src/data/image_pack.cpp|::kill(static_cast<pid_t>(pid), 0) == 0|false|^tools\.pack_leftovers_removed$
 config_second_document_ignored|src/run/config.cpp|  if (documents.size() > 1)|  if (false)|^tools\.config_two_documents$
+micro_batch_change_free_for_any_method|src/run/config.cpp|job == Job::kMoco && !pieces_exact(after))});|job == Job::kMoco && false)});|^moco_v2\.cli\.micro_batch$
+room_world_checks_skipped|src/run/config.cpp|    method_room(c).check_for_world(c, world_size, where);|    (void)0;|^moco_v2\.cli\.micro_batch$
 lincls_pretrained_file_unnamed|src/lincls/frozen_backbone.cpp|    throw ConfigError(
         fmt::format("model.pretrained: {} is a file but not|    throw std::runtime_error(
         fmt::format("model.pretrained: {} is a file but not|^tools\.lincls_pretrained_not_hdf5_np1$

@@ -11,7 +11,9 @@
 
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace moco::moco_v2 {
 
@@ -75,9 +77,10 @@ void MocoImpl::momentum_update() {
   k_params_.bump_versions();
 }
 
-// The permutation of the global key batch for this step. One rank with one BatchNorm group needs
-// none; shuffled anyway (MocoOptions::shuffle_at_world_one) its rows stay in place: one group sees
-// the same statistics in any order, and only the same order keeps every bit of the unshuffled run.
+// The permutation of the global key batch for this step (with optim.micro_batch, of each piece's).
+// One rank with one BatchNorm group needs none; shuffled anyway (MocoOptions::shuffle_at_world_one)
+// its rows stay in place: one group sees the same statistics in any order, and only the same order
+// keeps every bit of the unshuffled run.
 std::vector<int64_t> MocoImpl::key_permutation(int64_t global_rows) const {
   if (group_->world_size() > 1 || encoder_k->options().bn_splits > 1)
     return shared_permutation(global_rows, seed_, steps_);
@@ -97,7 +100,7 @@ torch::Tensor MocoImpl::key_forward(const torch::Tensor& im_k) {
   const auto k = plan.unshuffle(encode(encoder_k, plan.shuffle(im_k, *group_)), *group_);
   const int64_t row_bytes =
       (im_k.numel() / im_k.size(0)) * im_k.element_size() + (k.numel() / k.size(0)) * k.element_size();
-  last_shuffle_bytes_ = plan.rows_sent_to_others() * row_bytes;
+  last_shuffle_bytes_ += plan.rows_sent_to_others() * row_bytes;
   return k;
 }
 
@@ -118,17 +121,21 @@ std::vector<torch::Tensor> MocoImpl::buffer_flats() {
 // enters the queue) and the SGD step (MomentumSgd::step). The host learns of a skipped step later, when it reads the
 // step's records anyway. The gradients are checked on each rank before they are averaged, so the
 // flag names the rank they came from; a finite sum of finite averages is finite.
-MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_k) {
-  namespace F = torch::nn::functional;
+void MocoImpl::open_step() {
   if (open_step_keys_)
     throw std::logic_error("Moco::forward: the step before has not ended: call end_step after backward");
-  const auto unit = F::NormalizeFuncOptions().dim(1);
   if (options_.skip_nonfinite) rollback_.snapshot();
+  last_shuffle_bytes_ = 0;
+}
+
+MocoOutput MocoImpl::forward_piece(const torch::Tensor& im_q, const torch::Tensor& im_k, bool momentum) {
+  namespace F = torch::nn::functional;
+  const auto unit = F::NormalizeFuncOptions().dim(1);
   MocoOutput out;
   out.q = F::normalize(encode(encoder_q, im_q, &out.q_features), unit);
   {
     torch::NoGradGuard no_grad;
-    momentum_update();
+    if (momentum) momentum_update();
     out.k = F::normalize(key_forward(im_k), unit);
   }
   // The fused loss makes its gradient here and keeps nothing of the queue, so end_step's enqueue
@@ -136,9 +143,50 @@ MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_
   auto contrastive = fused_contrastive_loss(out.q, out.k, queue_, options_.temperature);
   out.loss = contrastive.loss;
   out.positive_rank = contrastive.positive_rank;
+  return out;
+}
+
+MocoOutput MocoImpl::forward(const torch::Tensor& im_q, const torch::Tensor& im_k) {
+  open_step();
+  MocoOutput out = forward_piece(im_q, im_k, /*momentum=*/true);
   open_step_keys_ = group_->all_gather(out.k);
   ++steps_;
   return out;
+}
+
+MocoOutput MocoImpl::forward_backward_in_pieces(const torch::Tensor& im_q, const torch::Tensor& im_k, int64_t piece,
+                                                const run::PieceHooks<MocoOutput>& hooks) {
+  const int64_t rows = im_q.size(0);
+  if (piece < 1 || rows % piece != 0 || im_k.size(0) != rows)
+    throw std::invalid_argument("Moco::forward_backward_in_pieces: pieces of " + std::to_string(piece) +
+                                " rows do not split a share of " + std::to_string(rows));
+  open_step();
+  const int64_t pieces = rows / piece;
+  const double weight = static_cast<double>(piece) / static_cast<double>(rows);
+  std::vector<torch::Tensor> q, k, positive_rank, q_features;
+  torch::Tensor loss;
+  for (int64_t i = 0; i < pieces; ++i) {
+    MocoOutput out = forward_piece(im_q.narrow(0, i * piece, piece), im_k.narrow(0, i * piece, piece), i == 0);
+    const auto piece_loss = hooks.loss_to_backward ? hooks.loss_to_backward(out) : out.loss;
+    if (i == 0 && hooks.before_first_backward) hooks.before_first_backward();
+    if (i == pieces - 1 && hooks.before_last_backward) hooks.before_last_backward();
+    const auto weighted = piece_loss * weight;
+    weighted.backward();
+    loss = i == 0 ? weighted.detach() : loss + weighted.detach();
+    q.push_back(out.q.detach());
+    k.push_back(out.k);
+    positive_rank.push_back(out.positive_rank);
+    q_features.push_back(out.q_features);
+  }
+  MocoOutput whole;
+  whole.loss = loss;
+  whole.q = torch::cat(q);
+  whole.k = torch::cat(k);
+  whole.positive_rank = torch::cat(positive_rank);
+  whole.q_features = torch::cat(q_features);
+  open_step_keys_ = group_->all_gather(whole.k);
+  ++steps_;
+  return whole;
 }
 
 void MocoImpl::end_step(MocoOutput& out, const torch::Tensor& gradients_nonfinite) {

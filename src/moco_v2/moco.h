@@ -6,6 +6,7 @@
 #include "model/nonfinite.h"
 #include "model/resnet.h"
 #include "model/step_rollback.h"
+#include "run/piece_hooks.h"
 
 #include <cstdint>
 #include <memory>
@@ -67,6 +68,19 @@ class MocoImpl : public torch::nn::Module {
   // both encoders' BatchNorm buffers get back their values from before forward. Then the keys enter
   // the queue (or not: out.trained). Note [Skipping a step on the device].
   void end_step(MocoOutput& out, const torch::Tensor& gradients_nonfinite = {});
+  // optim.micro_batch: forward and backward of the share in pieces of `piece` rows (a divisor), in
+  // place of forward and the caller's backward; end_step follows as after forward. One momentum update
+  // before the first piece; each piece's keys shuffled across ranks on their own (shuffle-BN per piece,
+  // by the step's permutation of a piece's rows), its loss against the queue as it was before the step, weighted by
+  // its share of the rows (the whole share's mean); every piece's keys enter the queue at end_step, the
+  // share's in row order on each rank, ranks in order, as the whole share's would. The queries' and
+  // keys' BatchNorm see a piece at a time (as a smaller batch per rank), so the step is the whole
+  // share's only where BatchNorm does not couple the rows. The returned output has no graph: q, k,
+  // positive_rank and q_features of the whole share, loss the weighted sum. The hooks (each optional):
+  // the loss to back-propagate of a piece's output (a fault hook may spoil it), and calls before the
+  // first and before the last backward (the reducer's local accumulation on, then off).
+  MocoOutput forward_backward_in_pieces(const torch::Tensor& im_q, const torch::Tensor& im_k, int64_t piece,
+                                        const run::PieceHooks<MocoOutput>& hooks = {});
 
   // k = m*k + (1-m)*q for every parameter. A few ops on the encoders' flat parameter buffers,
   // whatever the number of tensors (Note [Flat buffers]).
@@ -96,6 +110,11 @@ class MocoImpl : public torch::nn::Module {
 
  private:
   MocoOptions options_;
+  // The step's opening: refused while one is open; the rollback's snapshot with skip_nonfinite.
+  void open_step();
+  // Queries (with the graph), the momentum update where `momentum`, keys (shuffled across ranks), the
+  // loss against the queue; the keys are not gathered.
+  MocoOutput forward_piece(const torch::Tensor& im_q, const torch::Tensor& im_k, bool momentum);
   torch::Tensor key_forward(const torch::Tensor& im_k);
   std::vector<int64_t> key_permutation(int64_t global_rows) const;
   // encoder(images) under autocast when MocoOptions::bf16, returned in fp32; with `pooled`, also the

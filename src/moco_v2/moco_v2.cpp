@@ -80,24 +80,38 @@ MocoV2::MocoV2(const run::Config& c, const run::RunContext& ctx, int64_t in_chan
       optimizer_(started(moco_, replicas_, c, ctx)->trainable_parameters(), c.optim.momentum, c.optim.weight_decay),
       debug_(settings(c).check_invariants, c.debug.anomaly_detection, *moco_) {
   average_gradients(moco_->trainable_parameters(), query_parameter_names(*moco_));
+  if (c.optim.micro_batch > 0)
+    spdlog::info(
+        "optim.micro_batch {}: each rank's share in pieces of {} images, each with its own BatchNorm statistics "
+        "and shuffle-BN, as a smaller batch per rank would have; the queue takes the step's keys once, after the "
+        "last piece",
+        c.optim.micro_batch, c.optim.micro_batch);
 }
 
-// Algorithm 1 of the MoCo paper on this rank's share of the batch: the two augmented views, the
-// query encoder's forward, the key encoder's momentum update and forward (shuffled keys) and the
-// logits against the queue (moco_v2::Moco's forward), the backward, the gradients averaged across
-// ranks, the enqueue (moco_v2::Moco's end_step) and the SGD update. Where any rank's queries, keys,
+// Algorithm 1 of the MoCo paper on this rank's share of the batch (with optim.micro_batch, in
+// pieces): the two augmented views, the query encoder's forward, the key encoder's momentum update
+// and forward (shuffled keys) and the logits against the queue (moco_v2::Moco's forward), the backward, the gradients
+// averaged across ranks, the enqueue (moco_v2::Moco's end_step) and the SGD update. Where any rank's queries, keys,
 // loss or gradients hold NaN or Inf, every rank keeps its state instead, decided on the device
 // (Note [Skipping a step on the device]).
 run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
   replicas_.before_step(step);
   debug_.before_forward();
-  const auto x_q = run::to_device(batch.query, context_.device, config_.train.channels_last);
-  const auto x_k = run::to_device(batch.key, context_.device, config_.train.channels_last);
-  auto out =
-      moco_->forward(spoiled_view(x_q, step, sys::NanTarget::kQueries), spoiled_view(x_k, step, sys::NanTarget::kKeys));
-  spoil_loss_and_gradients(out.loss, out.q, step);
-  optimizer_.zero_grad();
-  out.loss.backward();
+  const auto x_q = spoiled_view(run::to_device(batch.query, context_.device, config_.train.channels_last), step,
+                                sys::NanTarget::kQueries);
+  const auto x_k = spoiled_view(run::to_device(batch.key, context_.device, config_.train.channels_last), step,
+                                sys::NanTarget::kKeys);
+  const int64_t piece = config_.optim.micro_batch;
+  MocoOutput out;
+  if (piece > 0 && piece < x_q.size(0)) {
+    optimizer_.zero_grad();
+    out = forward_backward_in_pieces(x_q, x_k, step);
+  } else {
+    out = moco_->forward(x_q, x_k);
+    spoil_loss_and_gradients(out.loss, out.q, step);
+    optimizer_.zero_grad();
+    out.loss.backward();
+  }
   // This rank's own gradients, before they are averaged: the flag then names the rank they came from.
   const auto gradients_nonfinite = optimizer_.nonfinite_gradients();
   finish_gradients();
@@ -108,6 +122,19 @@ run::StepOutput MocoV2::step(const data::TwoViewBatch& batch, int64_t step) {
   return {out.loss,      accuracies(out.positive_rank), out.nonfinite_by_rank,
           out.trained,   moco_->last_shuffle_bytes(),   gradient_bytes(),
           out.q_features};
+}
+
+// optim.micro_batch (MocoImpl::forward_backward_in_pieces): the reducer holds the averaging until the
+// last piece's backward.
+MocoOutput MocoV2::forward_backward_in_pieces(const torch::Tensor& x_q, const torch::Tensor& x_k, int64_t step) {
+  run::PieceHooks<MocoOutput> hooks;
+  hooks.loss_to_backward = [&](MocoOutput& piece) {
+    spoil_loss_and_gradients(piece.loss, piece.q, step);
+    return piece.loss;
+  };
+  hooks.before_first_backward = [this] { accumulate_gradients_locally(true); };
+  hooks.before_last_backward = [this] { accumulate_gradients_locally(false); };
+  return moco_->forward_backward_in_pieces(x_q, x_k, config_.optim.micro_batch, hooks);
 }
 
 // Names follow torchvision's state_dict keys under one group per module (docs/checkpoints.md):

@@ -46,6 +46,8 @@ class MocoV2 final : public run::MomentumMethod {
   run::MethodFacts facts() override;
 
  private:
+  MocoOutput forward_backward_in_pieces(const torch::Tensor& x_q, const torch::Tensor& x_k, int64_t step);
+
   moco_v2::Moco moco_;
   ReplicaSync replicas_;
   optim::MomentumSgd optimizer_;

@@ -69,11 +69,23 @@ void check(const run::Config& c, const std::string& where) {
                "step");
 }
 
-// The query encoder trains on one view (the key encoder's forward keeps nothing for backward); its
-// parameters are held 4 times (with their gradients, the key encoder, SGD's momentum). Every rank
-// holds the whole queue, model.dim x moco.queue_size float32.
+// A piece of optim.micro_batch splits into the rank's BatchNorm groups as the share would.
+void check_for_world(const run::Config& c, int world_size, const std::string& where) {
+  const int64_t groups = bn_splits_per_rank(c, world_size), piece = c.optim.micro_batch;
+  run::require(piece == 0 || piece % groups == 0, where, "optim.micro_batch",
+               fmt::format("({}) must be a multiple of the {} BatchNorm groups each of {} rank(s) runs (moco.bn_splits "
+                           "{}): each piece splits into them",
+                           piece, groups, world_size, settings(c).bn_splits));
+}
+
+// The query encoder trains on one view (the key encoder's forward keeps nothing for backward), a
+// piece of it at a time with optim.micro_batch; its parameters are held 4 times (with their
+// gradients, the key encoder, SGD's momentum). Every rank holds the whole queue, model.dim x
+// moco.queue_size float32.
 run::MemoryPlan step_memory(const run::Config& c, int world_size) {
-  auto plan = run::encoder_parts(c, world_size, run::Job::kMoco, run::rank_images(c, world_size, run::Job::kMoco),
+  const double share = run::rank_images(c, world_size, run::Job::kMoco),
+               piece = static_cast<double>(c.optim.micro_batch);
+  auto plan = run::encoder_parts(c, world_size, run::Job::kMoco, piece > 0 && piece < share ? piece : share,
                                  /*parameter_copies=*/4);
   const Settings& s = settings(c);
   plan.push_back({"moco.queue_size",
@@ -102,10 +114,13 @@ run::MethodRoom room() {
   // The official main_moco.py trains torchvision's ResNets with SGD, without torch.cuda.amp.
   r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50},
                {run::Optimizer::kSgd},
-               {run::Precision::kFp32, run::Precision::kBf16}};
+               {run::Precision::kFp32, run::Precision::kBf16},
+               /*micro_batch=*/true,
+               /*pieces_exact=*/false};  // the ResNets' BatchNorm sees a piece at a time
   r.keys = keys();
   r.check = check;
   r.memory_plan = step_memory;
+  r.check_for_world = check_for_world;
   r.encoder_group = run::kQueryEncoderGroup;
   r.official_layout = official_layout;
   r.initial_encoder = [](const run::Config& c, int64_t in_channels) -> model::Backbone {

@@ -126,7 +126,7 @@ V3Output MocoV3::forward_backward_in_pieces(const data::TwoViewBatch& batch, int
   const auto x2 = run::to_device(batch.key, context_.device, config_.train.channels_last);
   const auto query_view = [&](const torch::Tensor& x) { return spoiled_view(x, step, sys::NanTarget::kQueries); };
   const auto key_view = [&](const torch::Tensor& x) { return spoiled_view(x, step, sys::NanTarget::kKeys); };
-  MocoV3ModelImpl::PieceHooks hooks;
+  run::PieceHooks<V3Output> hooks;
   hooks.loss_to_backward = [&](V3Output& out) {
     spoil_loss_and_gradients(out.loss, out.q1, step);
     return scaler_ ? scaler_->scale(out.loss) : out.loss;

@@ -173,7 +173,7 @@ torch::Tensor cached_features(const torch::Tensor& x, int64_t piece,
 
 V3Output MocoV3ModelImpl::forward_backward_in_pieces(const torch::Tensor& x1, const torch::Tensor& x2,
                                                      const torch::Tensor& k_x1, const torch::Tensor& k_x2, double m,
-                                                     int64_t piece, const PieceHooks& hooks) {
+                                                     int64_t piece, const run::PieceHooks<V3Output>& hooks) {
   if (piece < 1 || x1.size(0) % piece != 0)
     throw std::invalid_argument("MoCo v3: a batch of " + std::to_string(x1.size(0)) +
                                 " images is not a whole number of pieces of " + std::to_string(piece));

@@ -6,6 +6,7 @@
 #include "dist/process_group.h"
 #include "model/backbone.h"
 #include "model/resnet.h"
+#include "run/piece_hooks.h"
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -89,12 +90,9 @@ class MocoV3ModelImpl : public torch::nn::Module {
   // gradient. The parameters' gradients are the whole batch's up to fp32 rounding, and at most one
   // piece's activations are alive. `hooks` say what backward takes as the loss (a loss scale, a
   // test's fault) and what happens before the last backward (the reducer's averaging turned on).
-  struct PieceHooks {
-    std::function<torch::Tensor(V3Output&)> loss_to_backward;
-    std::function<void()> before_first_backward, before_last_backward;
-  };
   V3Output forward_backward_in_pieces(const torch::Tensor& x1, const torch::Tensor& x2, const torch::Tensor& k_x1,
-                                      const torch::Tensor& k_x2, double m, int64_t piece, const PieceHooks& hooks);
+                                      const torch::Tensor& k_x2, double m, int64_t piece,
+                                      const run::PieceHooks<V3Output>& hooks);
   // k = m k + (1 - m) q over the backbone and projector parameters.
   void momentum_update(double m);
   // Makes the momentum encoder an exact copy of the query encoder (at start).

@@ -149,7 +149,8 @@ run::MethodRoom room() {
                 run::Arch::kVitTinyCpu, run::Arch::kVitSmall, run::Arch::kVitBase},
                {run::Optimizer::kSgd, run::Optimizer::kLars, run::Optimizer::kAdamw},
                {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16},
-               /*micro_batch=*/true};
+               /*micro_batch=*/true,
+               /*pieces_exact=*/true};  // a ViT's (check refuses a ResNet's pieces)
   r.keys = keys();
   r.check = check;
   r.memory_plan = step_memory;

@@ -117,6 +117,8 @@ void validate_for_world(const Config& c, int world_size, const std::string& wher
           fmt::format("({}) must divide each rank's share of {} ({} on {} rank(s): {} images); 0 runs the share in "
                       "one piece",
                       piece, global_batch_key(job), global_batch(c, job), world_size, share));
+  if (job == Job::kMoco && c.methods && method_room(c).check_for_world)
+    method_room(c).check_for_world(c, world_size, where);
   require_fits(step_memory(c, world_size, job), memory_limit(), where);
 }
 
@@ -398,8 +400,8 @@ namespace {
 // protocol reads none of them.
 bool changes_math(const Field& f, Job job) {
   if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;
-  // optim.micro_batch changes the order of fp32 sums only (a method that would compute otherwise refuses it),
-  // model.activation_checkpointing not a bit.
+  // optim.micro_batch changes the order of fp32 sums only where the method's pieces are exact
+  // (pieces_exact, in config_changes), model.activation_checkpointing not a bit.
   static const std::set<std::string> free_in_math_sections{"data.workers",      "data.prefetch",
                                                            "lincls.epochs",     "lincls.save_every_epochs",
                                                            "optim.micro_batch", "model.activation_checkpointing"};
@@ -412,6 +414,8 @@ bool changes_math(const Field& f, Job job) {
   if (key == "eval.online_probe" || key == "eval.probe_lr") return true;
   return (section == "model" && key != "model.pretrained") || section == "optim";
 }
+
+bool pieces_exact(const Config& c) { return c.methods && method_room(c).accepts.pieces_exact; }
 
 // A checkpoint holds the loss scale's state (scaler/*) only with fp16: a resume may switch between
 // fp32 and bf16, not into or out of fp16.
@@ -435,7 +439,10 @@ std::vector<ConfigChange> config_changes(const Config& before, const Config& aft
   for (const auto& f : keys.all()) {
     if (!f.method.empty() && (!same_method || f.method != after.model.method)) continue;
     const std::string a = flow(f.get(before)), b = flow(f.get(after));
-    if (a != b) changes.push_back({f.key, a, b, changes_math(f, job) || changes_loss_scale(f.key, a, b)});
+    if (a != b)
+      changes.push_back({f.key, a, b,
+                         changes_math(f, job) || changes_loss_scale(f.key, a, b) ||
+                             (f.key == "optim.micro_batch" && job == Job::kMoco && !pieces_exact(after))});
   }
   return changes;
 }

@@ -287,8 +287,9 @@ std::vector<ConfigRow> optim_train_rows() {
       MOCO_FIELD(optim.batch_size, "images per step (the global batch)").must(positive),
       MOCO_FIELD(optim.micro_batch,
                  "0: each rank's share of optim.batch_size in one piece; > 0: in pieces of this many images (a "
-                 "divisor of the share), the step still the whole batch's up to fp32 rounding (lr, schedules and "
-                 "epochs unchanged): less memory, one more backbone forward per piece")
+                 "divisor of the share; lr, schedules and epochs unchanged), for less memory. v3 (ViT): the whole "
+                 "batch's step up to fp32 rounding, one more backbone forward per piece; v1/v2: BatchNorm and "
+                 "shuffle-BN per piece, as a smaller batch per rank, the queue filled once per step")
           .must(non_negative),
       MOCO_FIELD(optim.optimizer,
                  "sgd (SGD with momentum), lars (momentum SGD whose update of each weight matrix "

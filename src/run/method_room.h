@@ -32,6 +32,9 @@ struct Accepts {
   std::vector<Optimizer> optimizers;
   std::vector<Precision> precisions;
   bool micro_batch = false;  // optim.micro_batch > 0: the step of the whole share, run in pieces
+  // The pieces compute the whole share's step up to fp32 rounding, so a resume may change
+  // optim.micro_batch; where not (BatchNorm over each piece apart) it is a key that changes the computation.
+  bool pieces_exact = false;
 };
 
 struct MethodRoom {
@@ -48,6 +51,8 @@ struct MethodRoom {
   // refused naming the largest part's key. Empty: the encoder's parts with one view through autograd's
   // graph and 4 copies of its parameters.
   std::function<MemoryPlan(const Config&, int world_size)> memory_plan;
+  // Optional: checks that depend on the number of ranks (throws ConfigError via run::require).
+  std::function<void(const Config&, int world_size, const std::string& where)> check_for_world;
   // The checkpoint group of the encoder whose backbone evaluation reads: "<module>/" before torchvision's
   // or timm's keys, as the method's state entries name it.
   std::string encoder_group;

@@ -13,6 +13,9 @@
 #               BN), keys and the loss on resnet_tiny with LARS; the state after the skipped step (the
 #               momentum encoder, every BN buffer of both encoders and the predictor, AdamW's moments and
 #               step count) equals the state before it bit for bit
+#   nan_skip_keys_pieces, nan_skip_grads_pieces
+#               v2's with optim.micro_batch 4 (each rank's 16 images in 4 pieces): a NaN in any piece
+#               skips the whole step
 #   stuck_peer  a rank stopped (SIGSTOP) mid-run: the others give up after dist.timeout_s naming the step,
 #               the collective and, by roll call, the stopped rank; the job exits non-zero, nothing is left
 #   dead_peer   a rank killed (SIGKILL) mid-run: the job exits non-zero at once, naming the rank
@@ -24,6 +27,10 @@ rm -rf "$work" && mkdir -p "$work"
 fail() { echo "FAIL ($case_name): $*" >&2; [ -f "$work/console" ] && tail -n 30 "$work/console" >&2; exit 1; }
 base=(--config "$src/tests/fixtures/tiny_synthetic.yaml" train.threads=1 ckpt.every_minutes=0 ckpt.async=false)
 method=v2
+if [[ $case_name == *_pieces ]]; then
+  case_name=${case_name%_pieces}
+  base+=(optim.micro_batch=4)
+fi
 if [[ $case_name == *_v3 ]]; then
   method=v3 case_name=${case_name%_v3}
   base=(--config "$src/tests/fixtures/tiny_synthetic_v3.yaml" train.threads=1 ckpt.every_minutes=0 ckpt.async=false

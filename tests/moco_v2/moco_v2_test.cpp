@@ -57,18 +57,20 @@ class CountingGroup final : public dist::ProcessGroup {
 };
 
 struct StepCollectives {
-  int bucket_all_reduces = 0, broadcasts = 0, all_to_alls = 0;
+  int bucket_all_reduces = 0, broadcasts = 0, all_to_alls = 0, all_gathers = 0;
   int64_t gradient_bytes = 0;  // what the reducer says it averaged
   int64_t parameters = 0;      // trained ones (fp32)
 };
 
 // The collectives of the trainer's second step (the first may arm what it arms once) at world size
-// 1, one BatchNorm group (the case with no shuffle of its own), the replica check off.
-StepCollectives collectives_of_a_step(bool world_group_at_one) {
+// 1, one BatchNorm group (the case with no shuffle of its own), the replica check off; the share of 8
+// in pieces of `micro_batch` (0: one).
+StepCollectives collectives_of_a_step(bool world_group_at_one, int64_t micro_batch = 0) {
   const auto config =
       run::load_config(moco::app::methods(), MOCO_TEST_DATA_DIR "/tiny_synthetic.yaml",
                        {"moco.bn_splits=1", "train.threads=1", "dist.queue_check_every=0",
-                        std::string("dist.world_group_at_one=") + (world_group_at_one ? "true" : "false")});
+                        std::string("dist.world_group_at_one=") + (world_group_at_one ? "true" : "false"),
+                        "optim.micro_batch=" + std::to_string(micro_batch)});
   auto group = std::make_shared<CountingGroup>();
   run::RunContext context;
   context.group = group;
@@ -82,7 +84,8 @@ StepCollectives collectives_of_a_step(bool world_group_at_one) {
   group->counts = Counts{};
   const auto out = method.step(batch, 2);
   const Counts& c = group->counts;
-  return {c.preagreed_all_reduces, c.broadcasts, c.all_to_alls, out.gradient_bytes, method.facts().parameters};
+  return {c.preagreed_all_reduces, c.broadcasts,       c.all_to_alls,
+          c.all_gathers,           out.gradient_bytes, method.facts().parameters};
 }
 
 TEST(WorldOfOneTest, TheSwitchKeepsTheCollectivesOfSeveralRanks) {
@@ -92,6 +95,18 @@ TEST(WorldOfOneTest, TheSwitchKeepsTheCollectivesOfSeveralRanks) {
   // One per flat buffer of BatchNorm buffers: float (means, variances), int64 (batches tracked).
   EXPECT_EQ(on.broadcasts, 2) << "the per-step BatchNorm broadcast (dist.broadcast_buffers)";
   EXPECT_EQ(on.all_to_alls, 2) << "the key shuffle and unshuffle";
+}
+
+// optim.micro_batch: the reducer averages the step's gradients once (as many buckets as the whole
+// share's), the keys are gathered once, each piece's keys are shuffled and unshuffled.
+TEST(WorldOfOneTest, PiecesAverageTheGradientsOnceAndShuffleEachPiece) {
+  const auto whole = collectives_of_a_step(/*world_group_at_one=*/true);
+  const auto pieces = collectives_of_a_step(/*world_group_at_one=*/true, /*micro_batch=*/2);
+  EXPECT_EQ(pieces.bucket_all_reduces, whole.bucket_all_reduces);
+  EXPECT_EQ(pieces.gradient_bytes, whole.gradient_bytes);
+  EXPECT_EQ(pieces.all_gathers, whole.all_gathers);
+  EXPECT_EQ(pieces.all_to_alls, 4 * whole.all_to_alls) << "4 pieces, each shuffled and unshuffled";
+  EXPECT_EQ(pieces.broadcasts, whole.broadcasts);
 }
 
 TEST(WorldOfOneTest, WithoutTheSwitchAWorldOfOneCommunicatesNothingItNeedsNot) {

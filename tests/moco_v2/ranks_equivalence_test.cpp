@@ -3,6 +3,7 @@
 #include "dist/reducer.h"
 #include "moco_v2/moco.h"
 
+#include "default_dtype.h"
 #include "test_world.h"
 
 #include <gtest/gtest.h>
@@ -61,18 +62,6 @@ void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::str
   const double err = (a - b).abs().max().item<double>();
   EXPECT_LE(err, 1e-9 * scale) << what << ": max difference " << err << " against max magnitude " << scale;
 }
-
-// Tensors made while it lives take this dtype.
-class DefaultDtype {
- public:
-  explicit DefaultDtype(torch::ScalarType type) : before_(torch::get_default_dtype()) {
-    torch::set_default_dtype(caffe2::TypeMeta::fromScalarType(type));
-  }
-  ~DefaultDtype() { torch::set_default_dtype(before_); }
-
- private:
-  caffe2::TypeMeta before_;
-};
 
 }  // namespace
 
