@@ -239,7 +239,7 @@ pack_renamed_shards_kept|src/data/image_pack.cpp|    for (size_t j = 0; j < i; +
 pack_leftovers_kept|src/data/image_pack.cpp|    if (fs::remove(entry.path(), removed))|    if (false)|^tools\.pack_leftovers_removed$
 pack_live_tmp_removed|src/data/image_pack.cpp|::kill(static_cast<pid_t>(pid), 0) == 0|false|^tools\.pack_leftovers_removed$
 config_second_document_ignored|src/run/config.cpp|  if (documents.size() > 1)|  if (false)|^tools\.config_two_documents$
-micro_batch_change_free_for_any_method|src/run/config.cpp|job == Job::kMoco && !pieces_exact(after))});|job == Job::kMoco && false)});|^moco_v2\.cli\.micro_batch$
+micro_batch_change_free_for_any_method|src/run/config.cpp|bool pieces_exact(const Config& c) { return is_vit(c.model.arch); }|bool pieces_exact(const Config& c) { return is_vit(c.model.arch) or c.methods != nullptr; }|^moco_v2\.cli\.micro_batch$
 room_world_checks_skipped|src/run/config.cpp|    method_room(c).check_for_world(c, world_size, where);|    (void)0;|^moco_v2\.cli\.micro_batch$
 lincls_pretrained_file_unnamed|src/lincls/frozen_backbone.cpp|    throw ConfigError(
         fmt::format("model.pretrained: {} is a file but not|    throw std::runtime_error(
@@ -388,11 +388,13 @@ micro_batch_share_unchecked|src/run/config.cpp|(piece <= share && share % piece 
 micro_batch_method_unchecked|src/run/config.cpp|  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch) {|  if (c.optim.micro_batch > 0 && !room.accepts.micro_batch && false) {|^moco_v2\.cli\.accepts$
 micro_batch_changes_math|src/run/config.cpp|"optim.micro_batch", "model.activation_checkpointing"};|"optim.micro_batch_x", "model.activation_checkpointing"};|^moco_v3\.cli\.micro_batch$
 micro_batch_pieces_miscounted|src/run/memory_plan.cpp|                     share / piece);|                     share / piece + 1);|^moco_v3\.cli\.micro_batch$
-vit_checkpoint_recompute_without_autocast|src/model/vit.cpp|      const AutocastGuard autocast(x.device(), ctx->saved_data["autocast"].toBool(),|      const AutocastGuard autocast(x.device(), false && ctx->saved_data["autocast"].toBool(),|^VitTest\.
-vit_checkpoint_gradient_scaled|src/model/vit.cpp|    torch::autograd::backward({out}, {grad[0]});|    torch::autograd::backward({out}, {grad[0] * 2});|^VitTest\.|^ActivationCheckpointingTest\.
+vit_checkpoint_recompute_without_autocast|src/model/checkpointed.h|      const AutocastGuard autocast(x.device(), ctx->saved_data["autocast"].toBool(),|      const AutocastGuard autocast(x.device(), false && ctx->saved_data["autocast"].toBool(),|^VitTest\.
+checkpoint_gradient_scaled|src/model/checkpointed.h|    torch::autograd::backward({out}, {grad[0]});|    torch::autograd::backward({out}, {grad[0] * 2});|^VitTest\.|^ResNetTest\.|^ActivationCheckpointingTest\.
+checkpoint_recompute_moves_statistics|src/model/checkpointed.h|      const KeptBuffers moved_once(*module);|      (void)0;|^ResNetTest\.|^ActivationCheckpointingTest\.
+resnet_checkpointed_estimate_without_stage_inputs|src/model/resnet.cpp|    if (stage < 3) walk.keep_output();|    (void)stage;|^BackboneSizeTest\.
+resnet_stages_not_checkpointed|src/model/resnet.cpp|    y = checkpointed(**stage, y, options_.activation_checkpointing);|    y = (*stage)->forward(y);|^BackboneSizeTest\.|^ResNetTest\.
 vit_checkpointing_not_wired|src/run/setup.cpp|  o.activation_checkpointing = c.model.activation_checkpointing;|  (void)0;|^BackboneSizeTest\.
 vit_checkpointing_estimate_ignored|src/model/vit.cpp|  const double blocks_saved = o.activation_checkpointing ?|  const double blocks_saved = false ?|^BackboneSizeTest\.
-checkpointing_with_resnet_accepted|src/run/config.cpp|  require(!(c.model.activation_checkpointing && !is_vit(c.model.arch)), where,|  require(!(c.model.activation_checkpointing && false), where,|^moco_v3\.cli\.micro_batch$
 step_memory_without_encoder|src/run/config.cpp|  plan.insert(plan.end(), step.begin(), step.end());|  (void)step;|^cli\.bad_input\.batch_buffers_too_big$
 step_memory_names_smallest|src/run/memory_plan.cpp|[](const MemoryPart& a, const MemoryPart& b) { return a.bytes < b.bytes; });|[](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });|^cli\.bad_input\.batch_buffers_too_big$
 activations_per_rank_not_per_image|src/run/memory_plan.cpp|                    bytes_per_float * images * size.saved_floats_per_image});|                    bytes_per_float * size.saved_floats_per_image});|^cli\.bad_input\.batch_buffers_too_big$

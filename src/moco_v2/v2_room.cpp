@@ -115,8 +115,7 @@ run::MethodRoom room() {
   r.accepts = {{run::Arch::kResnetTiny, run::Arch::kResnet18, run::Arch::kResnet34, run::Arch::kResnet50},
                {run::Optimizer::kSgd},
                {run::Precision::kFp32, run::Precision::kBf16},
-               /*micro_batch=*/true,
-               /*pieces_exact=*/false};  // the ResNets' BatchNorm sees a piece at a time
+               /*micro_batch=*/true};
   r.keys = keys();
   r.check = check;
   r.memory_plan = step_memory;

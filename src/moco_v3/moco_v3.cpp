@@ -98,8 +98,12 @@ MocoV3::MocoV3(const run::Config& c, const run::RunContext& ctx, int64_t in_chan
   if (c.optim.micro_batch > 0)
     spdlog::info(
         "optim.micro_batch {}: each rank's share in pieces of {} images (the backbone twice per piece, the "
-        "heads, BatchNorm and loss once over the whole batch)",
-        c.optim.micro_batch, c.optim.micro_batch);
+        "heads, their BatchNorm and the loss once over the whole batch){}",
+        c.optim.micro_batch, c.optim.micro_batch,
+        run::is_vit(c.model.arch) ? ""
+                                  : fmt::format("; {}'s own BatchNorm normalises each piece apart, as a smaller batch "
+                                                "per rank would, its running statistics moved once per piece",
+                                                c.model.arch));
 }
 
 double scheduled_momentum(const Settings& s, double progress) {

@@ -1,6 +1,7 @@
 #include "moco_v3/v3_model.h"
 
 #include "model/autocast.h"
+#include "model/kept_buffers.h"
 #include "model/momentum_update.h"
 #include "model/sync_batchnorm.h"
 
@@ -196,7 +197,11 @@ V3Output MocoV3ModelImpl::forward_backward_in_pieces(const torch::Tensor& x1, co
   const int64_t pieces = x1.size(0) / piece;
   for (size_t v = 0; v < views.size(); ++v) {
     for (int64_t p = 0; p < pieces; ++p) {
-      const auto recomputed = query_features(views[v].narrow(0, p * piece, piece));
+      torch::Tensor recomputed;
+      {
+        const model::KeptBuffers moved_once(*encoder_q);  // a ResNet's BatchNorm moved in the first pass
+        recomputed = query_features(views[v].narrow(0, p * piece, piece));
+      }
       const auto grad = cached_grad[v].narrow(0, p * piece, piece);
       if (v + 1 < views.size() || p + 1 < pieces) {
         torch::autograd::backward({recomputed}, {grad});

@@ -82,13 +82,15 @@ class MocoV3ModelImpl : public torch::nn::Module {
   // encoder's only where a test spoils one encoder's images (MOCO_INJECT_NAN).
   V3Output forward(const torch::Tensor& x1, const torch::Tensor& x2, const torch::Tensor& k_x1,
                    const torch::Tensor& k_x2, double m);
-  // optim.micro_batch's forward and backward for a backbone without BatchNorm (a ViT), the
-  // representation cache of GradCache (Gao et al. 2021): the query backbone's pooled features of each
-  // piece of `piece` images without a graph; the heads, the momentum encoder's projector and the loss
-  // on the whole batch (their BatchNorm over it); the loss's gradient with respect to those features;
-  // then each piece again through the query backbone, back-propagated with its share of that
-  // gradient. The parameters' gradients are the whole batch's up to fp32 rounding, and at most one
-  // piece's activations are alive. `hooks` say what backward takes as the loss (a loss scale, a
+  // optim.micro_batch's forward and backward, the representation cache of GradCache (Gao et al.
+  // 2021): the query backbone's pooled features of each piece of `piece` images without a graph; the
+  // heads, the momentum encoder's projector and the loss on the whole batch (their BatchNorm over it);
+  // the loss's gradient with respect to those features; then each piece again through the query
+  // backbone, back-propagated with its share of that gradient. For a backbone without BatchNorm (a
+  // ViT) the parameters' gradients are the whole batch's up to fp32 rounding; a ResNet's BatchNorm
+  // normalises each piece apart (SyncBN: the ranks' same piece), the second pass with the first's
+  // statistics, its running statistics moved once per piece (model::KeptBuffers). At most one piece's
+  // activations are alive. `hooks` say what backward takes as the loss (a loss scale, a
   // test's fault) and what happens before the last backward (the reducer's averaging turned on).
   V3Output forward_backward_in_pieces(const torch::Tensor& x1, const torch::Tensor& x2, const torch::Tensor& k_x1,
                                       const torch::Tensor& k_x2, double m, int64_t piece,

@@ -59,11 +59,8 @@ std::vector<run::ConfigRow> keys() {
   };
 }
 
-bool micro_batch_served(const run::Config& c) { return c.optim.micro_batch == 0 || run::is_vit(c.model.arch); }
-
-// A ViT's patches must tile the image, v3.stop_grad_conv1 is a ViT's, optim.micro_batch a ViT's (its
-// backbone has no BatchNorm: a piece's forward is its share of the whole batch's); the momentum's
-// schedule follows the steps of train.epochs.
+// A ViT's patches must tile the image, v3.stop_grad_conv1 is a ViT's; the momentum's schedule follows
+// the steps of train.epochs.
 void check(const run::Config& c, const std::string& where) {
   run::require(run::is_vit(c.model.arch) || !settings(c).stop_grad_conv1, where, "v3.stop_grad_conv1",
                fmt::format("applies to a ViT's patch projection, and model.arch {} is a ResNet", c.model.arch));
@@ -74,10 +71,6 @@ void check(const run::Config& c, const std::string& where) {
         fmt::format("({}) must be a multiple of {}'s patch size {}: the ViT's grid of patches covers the image",
                     c.data.augment.out_size, c.model.arch, patch));
   }
-  run::require(micro_batch_served(c), where, "optim.micro_batch",
-               fmt::format("({}) applies to a ViT for now: {}'s BatchNorm would normalise each piece apart and move "
-                           "its running statistics twice a step (optim.micro_batch 0, or a ViT)",
-                           c.optim.micro_batch, c.model.arch));
   run::require(c.train.time_budget_s == 0, where, "train.time_budget_s",
                "cannot be used with model.method v3 yet: its momentum schedule follows the steps of train.epochs");
 }
@@ -149,8 +142,7 @@ run::MethodRoom room() {
                 run::Arch::kVitTinyCpu, run::Arch::kVitSmall, run::Arch::kVitBase},
                {run::Optimizer::kSgd, run::Optimizer::kLars, run::Optimizer::kAdamw},
                {run::Precision::kFp32, run::Precision::kBf16, run::Precision::kFp16},
-               /*micro_batch=*/true,
-               /*pieces_exact=*/true};  // a ViT's (check refuses a ResNet's pieces)
+               /*micro_batch=*/true};
   r.keys = keys();
   r.check = check;
   r.memory_plan = step_memory;

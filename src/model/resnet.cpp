@@ -1,5 +1,7 @@
 #include "model/resnet.h"
 
+#include "model/checkpointed.h"
+
 #include <torch/torch.h>
 
 #include <stdexcept>
@@ -126,9 +128,15 @@ BackboneSize estimate_size(const ResNetOptions& o, int64_t side) {
     walk.keep_output();
     walk.keep_output();
   }
+  // With activation_checkpointing a stage keeps only its input: the stem's output, already counted,
+  // then each stage's output but the last's (the pooling saves none).
   for (int stage = 0; stage < 4; ++stage) {
+    const double before = walk.size.saved_floats_per_image;
     for (int64_t i = 0; i < o.blocks[stage]; ++i)
       walk.block(o.block, scaled(64 << stage, o.width), i == 0 && stage > 0 ? 2 : 1);
+    if (!o.activation_checkpointing) continue;
+    walk.size.saved_floats_per_image = before;
+    if (stage < 3) walk.keep_output();
   }
   const auto features = static_cast<double>(walk.channels), out = static_cast<double>(o.out_dim);
   walk.size.parameters += o.mlp_head ? features * features + features + features * out + out : features * out + out;
@@ -198,7 +206,8 @@ ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
 torch::Tensor ResNetImpl::features(const torch::Tensor& x) {
   auto y = torch::relu(bn1(conv1(x)));
   if (!options_.small_stem) y = torch::max_pool2d(y, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);
-  y = layer4->forward(layer3->forward(layer2->forward(layer1->forward(y))));
+  for (auto* stage : {&layer1, &layer2, &layer3, &layer4})
+    y = checkpointed(**stage, y, options_.activation_checkpointing);
   return torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1);
 }
 

@@ -29,6 +29,9 @@ struct ResNetOptions {
   // torchvision's zero_init_residual: each residual branch's last BatchNorm (bn2 of a basic block, bn3
   // of a bottleneck) starts with weight 0, so every block starts as the identity (MoCo v3's main_moco.py)
   bool zero_init_residual = false;
+  // model.activation_checkpointing: each stage (layer1-4) keeps only its input for backward and runs
+  // again there, its BatchNorm's running statistics moved once
+  bool activation_checkpointing = false;
 };
 
 // resnet_tiny (BasicBlock [1,1,1,1], width 0.5, ~1.2M parameters, 1.3M with the MLP head), resnet18, resnet34,
@@ -62,7 +65,9 @@ TORCH_MODULE(ResNet);
 int64_t count_parameters(torch::nn::Module& module);
 
 // The parameters and saved activations of ResNet(options) on side x side images, walking the stages
-// the constructor builds (each convolution's output, saved by its BatchNorm, and each ReLU's).
+// the constructor builds (each convolution's output, saved by its BatchNorm, and each ReLU's); with
+// activation_checkpointing, the stem's and each stage's input (one stage's whole set lives again
+// during backward).
 BackboneSize estimate_size(const ResNetOptions& options, int64_t side);
 
 }  // namespace moco::model

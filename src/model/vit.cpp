@@ -1,6 +1,6 @@
 #include "model/vit.h"
 
-#include "model/autocast.h"
+#include "model/checkpointed.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -70,46 +70,6 @@ class TransformerBlockImpl : public nn::Module {
   Mlp mlp;
 };
 TORCH_MODULE(TransformerBlock);
-
-// LibTorch has no torch.utils.checkpoint: its reentrant form as an autograd Function. Forward runs
-// the block without a graph and keeps its input; backward runs the block again with one, under the
-// autocast state of the forward, and back-propagates the incoming gradient through it: the block's
-// parameters get their gradients there (their hooks fire, as the reducer's need), the input's is
-// returned. The block's address travels as an integer (saved_data holds IValues): the model owns
-// the block beyond the step.
-struct CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t block) {
-    const AutocastState autocast = autocast_state(x.device());
-    ctx->saved_data["block"] = block;
-    ctx->saved_data["autocast"] = autocast.enabled;
-    ctx->saved_data["dtype"] = static_cast<int64_t>(autocast.dtype);
-    ctx->save_for_backward({x});
-    torch::NoGradGuard no_grad;
-    return reinterpret_cast<TransformerBlockImpl*>(block)->forward(x);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 const torch::autograd::variable_list& grad) {
-    auto* block = reinterpret_cast<TransformerBlockImpl*>(ctx->saved_data["block"].toInt());
-    const auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    torch::Tensor out;
-    {
-      const torch::AutoGradMode with_graph(true);
-      const AutocastGuard autocast(x.device(), ctx->saved_data["autocast"].toBool(),
-                                   static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt()));
-      out = block->forward(x);
-    }
-    torch::autograd::backward({out}, {grad[0]});
-    return {x.grad(), torch::Tensor()};
-  }
-};
-
-// The block, checkpointed where that keeps less and loses nothing: with a graph being recorded and an
-// input that takes a gradient (otherwise the Function's output would carry none to the parameters).
-torch::Tensor run_block(TransformerBlockImpl& block, const torch::Tensor& x, bool checkpointing) {
-  if (!checkpointing || !torch::GradMode::is_enabled() || !x.requires_grad()) return block.forward(x);
-  return CheckpointedBlock::apply(x, reinterpret_cast<int64_t>(&block));
-}
 
 // Uniform in [-bound, bound] with xavier's bound for the given fans.
 void xavier_uniform(torch::Tensor& w, int64_t fan_in, int64_t fan_out) {
@@ -208,7 +168,7 @@ torch::Tensor VisionTransformerImpl::features(const torch::Tensor& x) {
   auto tokens = embed_patches(x);
   tokens = torch::cat({cls_token.expand({tokens.size(0), -1, -1}), tokens}, 1) + pos_embed;
   for (const auto& block : *blocks)
-    tokens = run_block(*block->as<TransformerBlockImpl>(), tokens, options_.activation_checkpointing);
+    tokens = checkpointed(*block->as<TransformerBlockImpl>(), tokens, options_.activation_checkpointing);
   return norm(tokens).select(1, 0);
 }
 

@@ -186,10 +186,6 @@ void check_shared_keys(const Config& c, const std::string& where) {
           "applies to the small stem only (model.small_stem: true)");
   require(!c.model.zero_init_residual || !is_vit(c.model.arch), where, "model.zero_init_residual",
           fmt::format("applies to a ResNet's residual blocks, and model.arch {} is a ViT", c.model.arch));
-  require(!(c.model.activation_checkpointing && !is_vit(c.model.arch)), where, "model.activation_checkpointing",
-          fmt::format("applies to a ViT's blocks for now, and model.arch {} is a ResNet (its BatchNorm would move "
-                      "its running statistics again in the recomputation)",
-                      c.model.arch));
   require(!is_encoded_dataset(c) || c.data.augment.recipe != data::Recipe::kSimple, where, "data.augmentation",
           fmt::format("must not be simple with data.dataset {} (the simple recipe needs images of one size)",
                       c.data.dataset));
@@ -400,8 +396,8 @@ namespace {
 // protocol reads none of them.
 bool changes_math(const Field& f, Job job) {
   if (!f.method.empty()) return job == Job::kMoco && f.resume_must_match;
-  // optim.micro_batch changes the order of fp32 sums only where the method's pieces are exact
-  // (pieces_exact, in config_changes), model.activation_checkpointing not a bit.
+  // optim.micro_batch changes the order of fp32 sums only where the pieces are exact (pieces_exact, in
+  // config_changes), model.activation_checkpointing not a bit.
   static const std::set<std::string> free_in_math_sections{"data.workers",      "data.prefetch",
                                                            "lincls.epochs",     "lincls.save_every_epochs",
                                                            "optim.micro_batch", "model.activation_checkpointing"};
@@ -415,7 +411,9 @@ bool changes_math(const Field& f, Job job) {
   return (section == "model" && key != "model.pretrained") || section == "optim";
 }
 
-bool pieces_exact(const Config& c) { return c.methods && method_room(c).accepts.pieces_exact; }
+// A method's pieces compute the whole share's step up to fp32 rounding where no BatchNorm in the
+// backbone couples the rows (a ViT); a ResNet's normalises each piece apart.
+bool pieces_exact(const Config& c) { return is_vit(c.model.arch); }
 
 // A checkpoint holds the loss scale's state (scaler/*) only with fp16: a resume may switch between
 // fp32 and bf16, not into or out of fp16.

@@ -35,7 +35,7 @@ struct Config {
     int64_t stem_stride = 1;                // stride of the small stem's conv
     double width = 0;                       // 0: the architecture's own
     bool zero_init_residual = false;        // a ResNet's residual branches' last BN weight starts at 0
-    bool activation_checkpointing = false;  // a ViT's blocks keep only their input and run again in backward
+    bool activation_checkpointing = false;  // ViT blocks, ResNet stages keep only their input and run again in backward
     int64_t dim = 128;                      // output (key/query) dimension
     // The backbone that moco_lincls and moco_dist --eval-only evaluate: a checkpoint (folder, its
     // checkpoints/ or the run's output_dir), a `moco_ckpt export` file, "random" or "raw_pixels".

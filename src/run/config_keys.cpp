@@ -217,8 +217,9 @@ std::vector<ConfigRow> model_rows() {
                  "ResNet: each residual branch's last BatchNorm starts with weight 0, so each block starts as the "
                  "identity (torchvision's zero_init_residual; MoCo v3's main_moco.py sets it, v1/v2's does not)"),
       MOCO_FIELD(model.activation_checkpointing,
-                 "ViT: each block keeps only its input for backward and runs again there (less memory, one more "
-                 "forward of the blocks; the gradients bit for bit those without it)"),
+                 "each ViT block or ResNet stage keeps only its input for backward and runs again there (less "
+                 "memory, one more forward of the backbone; the gradients bit for bit those without it, BatchNorm's "
+                 "running statistics moved once)"),
       MOCO_FIELD(model.dim, "dimension of queries and keys").must(rules::in_range(1, kMostDim)),
       MOCO_FIELD(
           model.pretrained,

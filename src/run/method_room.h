@@ -32,9 +32,6 @@ struct Accepts {
   std::vector<Optimizer> optimizers;
   std::vector<Precision> precisions;
   bool micro_batch = false;  // optim.micro_batch > 0: the step of the whole share, run in pieces
-  // The pieces compute the whole share's step up to fp32 rounding, so a resume may change
-  // optim.micro_batch; where not (BatchNorm over each piece apart) it is a key that changes the computation.
-  bool pieces_exact = false;
 };
 
 struct MethodRoom {

@@ -154,6 +154,7 @@ model::ResNetOptions backbone_options(const Config& c, int64_t in_channels) {
   e.small_stem_stride = c.model.stem_stride;
   if (c.model.width > 0) e.width = c.model.width;
   e.zero_init_residual = c.model.zero_init_residual;
+  e.activation_checkpointing = c.model.activation_checkpointing;
   e.out_dim = c.model.dim;
   return e;
 }

@@ -1,11 +1,13 @@
 // model.activation_checkpointing: a v3 ViT step bit for bit the step without it, whole or in pieces.
 // optim.micro_batch (MocoV3ModelImpl::forward_backward_in_pieces, MocoV3::step): a v3 ViT step whose
-// share runs in pieces is the whole share's step. Gradients against an fp64 run of the whole batch
+// share runs in pieces is the whole share's step (a ResNet's too where its BatchNorm is frozen; in
+// train mode its running statistics move once per piece). Gradients against an fp64 run of the whole batch
 // within the error fp32 makes of the whole batch itself; the method's step (SGD, the reducer holding its
 // averaging until the last piece at a world of one that rehearses world N) against the whole step; a
 // share in one piece bit for bit today's step; on N ranks (mpi.np2, mpi.np4) each rank's pieces
 // against one process with the global batch.
 #include "dist/process_group.h"
+#include "model/resnet.h"
 #include "model/vit.h"
 #include "moco_v3/moco_v3.h"
 #include "moco_v3/v3_model.h"
@@ -18,6 +20,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -133,23 +136,41 @@ std::string different_bits(const State& got, const State& want) {
   return names;
 }
 
-}  // namespace
+// A ResNet's (small stem, width 1/8) with the same heads. `frozen_statistics`: its BatchNorm in eval
+// mode (the heads' stay in train mode): then no BatchNorm couples the rows of a piece.
+moco_v3::MocoV3Model resnet_model(torch::Dtype dtype, bool frozen_statistics = false) {
+  torch::manual_seed(5);
+  auto o = model::resnet_options_for("resnet_tiny");
+  o.in_channels = 1;
+  o.small_stem = true;
+  o.width = 0.125;
+  moco_v3::MocoV3Model m([&] { return model::Backbone(model::ResNet(o)); }, head_options(),
+                         std::make_shared<dist::LocalProcessGroup>());
+  m->to(dtype);
+  m->train();
+  if (frozen_statistics) {
+    for (auto* encoder : {&m->encoder_q, &m->encoder_k})
+      for (const auto& child : (*encoder)->named_children())
+        if (child.key() != "fc") child.value()->eval();  // "fc" holds the projector
+  }
+  return m;
+}
 
 // Every trained parameter's gradient from pieces of 4 and of 2 is within the error of fp32's whole
 // batch against fp64's (times 4, plus 64 ulps of the gradient's scale); the heads' BatchNorm
 // statistics and the momentum encoder are the whole batch's.
-TEST(MicroBatchTest, GradientsAreTheWholeBatchsWithinFp32Rounding) {
+void expect_pieces_give_the_whole_batchs_gradients(const std::function<moco_v3::MocoV3Model(torch::Dtype)>& make) {
   torch::manual_seed(77);
   const auto x1 = torch::randn({kGlobalBatch, 1, kSide, kSide}), x2 = torch::randn({kGlobalBatch, 1, kSide, kSide});
-  auto exact = vit_model(torch::kDouble);
+  auto exact = make(torch::kDouble);
   exact->forward(x1.to(torch::kDouble), x2.to(torch::kDouble), 0.99).loss.backward();
-  auto whole = vit_model(torch::kFloat);
+  auto whole = make(torch::kFloat);
   const auto whole_loss = whole->forward(x1, x2, 0.99).loss;
   whole_loss.backward();
   const auto names = whole->trainable_names();
   const auto exact_params = exact->trainable_parameters(), whole_params = whole->trainable_parameters();
   for (const int64_t piece : {4, 2}) {
-    auto pieces = vit_model(torch::kFloat);
+    auto pieces = make(torch::kFloat);
     const auto out = pieces->forward_backward_in_pieces(x1, x2, x1, x2, 0.99, piece, {});
     EXPECT_NEAR(out.loss.item<double>(), whole_loss.item<double>(), 1e-5) << "piece " << piece;
     const auto got = pieces->trainable_parameters();
@@ -168,6 +189,44 @@ TEST(MicroBatchTest, GradientsAreTheWholeBatchsWithinFp32Rounding) {
     const auto want_k = whole->encoder_k->parameters(), got_k = pieces->encoder_k->parameters();
     for (size_t i = 0; i < got_k.size(); ++i) EXPECT_TRUE(torch::equal(got_k[i], want_k[i]));
   }
+}
+
+}  // namespace
+
+TEST(MicroBatchTest, GradientsAreTheWholeBatchsWithinFp32Rounding) {
+  expect_pieces_give_the_whole_batchs_gradients(vit_model);
+}
+
+// Where the backbone's BatchNorm couples no rows (eval mode), a ResNet's pieces are the whole batch's
+// step as a ViT's are.
+TEST(MicroBatchTest, AResNetWithFrozenStatisticsGivesTheWholeBatchsGradients) {
+  expect_pieces_give_the_whole_batchs_gradients([](torch::Dtype dtype) { return resnet_model(dtype, true); });
+}
+
+// In train mode a ResNet's BatchNorm normalises each piece apart and its running statistics move once
+// per piece, in the first pass, not again in the second: bit for bit those of the first pass's
+// forwards replayed alone (each view's pieces in order), and the counts at 2 views x 4 pieces.
+TEST(MicroBatchTest, AResNetsRunningStatisticsMoveOncePerPiece) {
+  torch::manual_seed(78);
+  const auto x1 = torch::randn({kGlobalBatch, 1, kSide, kSide}), x2 = torch::randn({kGlobalBatch, 1, kSide, kSide});
+  auto pieces = resnet_model(torch::kFloat);
+  pieces->forward_backward_in_pieces(x1, x2, x1, x2, 0.99, /*piece=*/4, {});
+  auto replay = resnet_model(torch::kFloat);
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& view : {x1, x2})
+      for (const auto& part : view.split(4)) replay->encoder_q->features(part);
+  }
+  const auto want = replay->encoder_q->named_buffers();
+  int64_t counts = 0;
+  for (const auto& item : pieces->encoder_q->named_buffers()) {
+    if (item.key().rfind("fc.", 0) == 0) continue;  // the projector's: once over the whole batch
+    EXPECT_TRUE(torch::equal(item.value(), want[item.key()])) << item.key();
+    if (item.key().find("num_batches_tracked") == std::string::npos) continue;
+    EXPECT_EQ(item.value().item<int64_t>(), 8) << item.key();
+    ++counts;
+  }
+  EXPECT_GT(counts, 0);
 }
 
 // optim.micro_batch equal to the share runs today's step, not the pieces' path: bit for bit.
@@ -229,21 +288,24 @@ TEST(DistMicroBatchTest, RanksInPiecesEqualOneProcessWithTheGlobalBatch) {
   EXPECT_EQ(far_entries(state_of(*pieces), state_of(*whole)), "") << "rank " << rank;
 }
 
-// The blocks run again in backward (model::VisionTransformer's checkpointed blocks): two steps of the
-// method, whole and in pieces of 4, leave every checkpointed tensor bit for bit as without it.
+// The blocks (stages) run again in backward (model::checkpointed): two steps of the method with a ViT
+// and with a ResNet, whole and in pieces of 4, leave every checkpointed tensor bit for bit as without it.
 TEST(ActivationCheckpointingTest, AV3StepIsBitForBitTheStepWithout) {
   run::RunContext context;
   context.group = std::make_shared<dist::LocalProcessGroup>();
-  for (const int64_t piece : {0, 4}) {
-    auto checkpointing_config = vit_v3(piece);
-    checkpointing_config.model.activation_checkpointing = true;
-    const auto plain_config = vit_v3(piece);  // the methods keep references
-    auto plain = make_v3(plain_config, context), checkpointing = make_v3(checkpointing_config, context);
-    for (int64_t step = 1; step <= 2; ++step) {
-      const auto batch = global_views(step);
-      EXPECT_TRUE(torch::equal(checkpointing->step(batch, step).loss, plain->step(batch, step).loss))
-          << "piece " << piece << " step " << step;
+  for (const auto arch : {run::Arch::kVitTinyCpu, run::Arch::kResnetTiny}) {
+    for (const int64_t piece : {0, 4}) {
+      auto checkpointing_config = vit_v3(piece), plain_config = vit_v3(piece);  // the methods keep references
+      checkpointing_config.model.arch = plain_config.model.arch = arch;
+      checkpointing_config.model.activation_checkpointing = true;
+      const std::string what = std::string(run::to_string(arch)) + " in pieces of " + std::to_string(piece);
+      auto plain = make_v3(plain_config, context), checkpointing = make_v3(checkpointing_config, context);
+      for (int64_t step = 1; step <= 2; ++step) {
+        const auto batch = global_views(step);
+        EXPECT_TRUE(torch::equal(checkpointing->step(batch, step).loss, plain->step(batch, step).loss))
+            << what << " step " << step;
+      }
+      EXPECT_EQ(different_bits(state_of(*checkpointing), state_of(*plain)), "") << what;
     }
-    EXPECT_EQ(different_bits(state_of(*checkpointing), state_of(*plain)), "") << "piece " << piece;
   }
 }

@@ -116,5 +116,24 @@ TEST(BackboneSizeTest, CheckpointedViTKeepsItsBlocksInputsOnly) {
   EXPECT_LT(measured[1], 0.25 * measured[0]);
 }
 
+// A ResNet's checkpointed stages keep their inputs only, the estimate a lower bound of it again (the
+// small stem at 32 px: the stages hold most of what a plain forward keeps).
+TEST(BackboneSizeTest, CheckpointedResNetKeepsItsStagesInputsOnly) {
+  torch::set_num_threads(1);
+  auto o = resnet_options_for("resnet18");
+  o.width = 0.25;
+  o.small_stem = true;
+  double measured[2] = {0, 0};
+  for (const bool checkpointing : {false, true}) {
+    o.activation_checkpointing = checkpointing;
+    ResNet net(o);
+    const BackboneSize size = estimate_size(o, 32);
+    measured[checkpointing] = saved_bytes_per_batch(net, 8, 32);
+    expect_lower_bound_within(4.0 * 8 * size.saved_floats_per_image, measured[checkpointing],
+                              checkpointing ? "checkpointed" : "plain");
+  }
+  EXPECT_LT(measured[1], 0.25 * measured[0]);
+}
+
 }  // namespace
 }  // namespace moco::model

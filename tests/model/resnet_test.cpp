@@ -1,3 +1,4 @@
+#include "model/autocast.h"
 #include "model/resnet.h"
 
 #include <gtest/gtest.h>
@@ -170,5 +171,51 @@ TEST(ResNetTest, UnknownArchitectureIsAClearError) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("resnet19"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("resnet50"), std::string::npos);
+  }
+}
+
+// model.activation_checkpointing: a ResNet's stages run again in backward. In train mode (BatchNorm
+// over the batch, fp32 and bf16) the input's and every parameter's gradients are bit for bit those
+// without it, and so are the running statistics after two steps' forwards and backwards: the
+// recomputation normalises with the forward's statistics and moves them no further.
+TEST(ResNetTest, CheckpointedStagesGiveTheSameGradientsAndStatisticsBitForBit) {
+  for (const bool bf16 : {false, true}) {
+    auto o = resnet_options_for("resnet18");
+    o.in_channels = 2;
+    o.small_stem = true;
+    o.width = 0.125;
+    auto with = o;
+    with.activation_checkpointing = true;
+    torch::manual_seed(3);
+    ResNet plain(o);
+    torch::manual_seed(3);
+    ResNet checkpointed(with);
+    const auto weights = torch::randn({4, plain->feature_dim()});
+    for (int step = 0; step < 2; ++step) {
+      const auto x = torch::randn({4, 2, 16, 16});
+      std::vector<torch::Tensor> inputs;
+      for (auto* net : {&plain, &checkpointed}) {
+        (*net)->zero_grad();
+        auto input = x.clone().requires_grad_(true);
+        torch::Tensor loss;
+        {
+          const moco::model::AutocastGuard autocast(torch::kCPU, bf16);
+          loss = ((*net)->features(input).to(torch::kFloat) * weights).sum();
+        }
+        loss.backward();
+        inputs.push_back(input);
+      }
+      const std::string at = std::string(bf16 ? "bf16" : "fp32") + ", step " + std::to_string(step);
+      EXPECT_TRUE(torch::equal(inputs[0].grad(), inputs[1].grad())) << at;
+      const auto want = plain->named_parameters(), got = checkpointed->named_parameters();
+      for (const auto& item : want) {
+        if (!item.value().grad().defined()) continue;  // the head: features() does not use it
+        ASSERT_TRUE(got[item.key()].grad().defined()) << item.key();
+        EXPECT_TRUE(torch::equal(got[item.key()].grad(), item.value().grad())) << item.key() << ", " << at;
+      }
+      const auto want_buffers = plain->named_buffers();
+      for (const auto& item : checkpointed->named_buffers())
+        EXPECT_TRUE(torch::equal(item.value(), want_buffers[item.key()])) << item.key() << ", " << at;
+    }
   }
 }
