@@ -50,9 +50,10 @@ int main(int argc, char** argv) {
   using namespace moco;
   const auto config = run::load_config(
       app::methods(), config_path,
-      {"model.arch=" + arch, "data.image_size=" + std::to_string(side), "data.synthetic_channels=3",
-       "data.mean=[0.485,0.456,0.406]", "data.std=[0.229,0.224,0.225]", "optim.batch_size=" + std::to_string(batch),
-       "data.synthetic_train_size=" + std::to_string(batch), "optim.micro_batch=" + std::to_string(micro_batch),
+      {"model.arch=" + arch, "model.width=0", "model.small_stem=false", "data.image_size=" + std::to_string(side),
+       "data.synthetic_channels=3", "data.mean=[0.485,0.456,0.406]", "data.std=[0.229,0.224,0.225]",
+       "optim.batch_size=" + std::to_string(batch), "data.synthetic_train_size=" + std::to_string(batch),
+       "optim.micro_batch=" + std::to_string(micro_batch),
        std::string("model.activation_checkpointing=") + (checkpointing ? "true" : "false")});
   run::validate_for_world(config, 1, config_path);
   run::RunContext context;
