@@ -239,6 +239,8 @@ pack_renamed_shards_kept|src/data/image_pack.cpp|    for (size_t j = 0; j < i; +
 pack_leftovers_kept|src/data/image_pack.cpp|    if (fs::remove(entry.path(), removed))|    if (false)|^tools\.pack_leftovers_removed$
 pack_live_tmp_removed|src/data/image_pack.cpp|::kill(static_cast<pid_t>(pid), 0) == 0|false|^tools\.pack_leftovers_removed$
 config_second_document_ignored|src/run/config.cpp|  if (documents.size() > 1)|  if (false)|^tools\.config_two_documents$
+harness_all_skipped_passes|tests/support/gtest_main.cpp|unit.skipped_test_count() > 0) return 77;|unit.skipped_test_count() > 0) return 0;|^build\.harness_exit_codes$
+harness_failures_read_as_skipped|tests/support/gtest_main.cpp|  if (!failed && !launched && unit.successful_test_count() == 0|  if (!launched && unit.successful_test_count() == 0|^build\.harness_exit_codes$
 micro_batch_change_free_for_any_method|src/run/config.cpp|bool pieces_exact(const Config& c) { return is_vit(c.model.arch); }|bool pieces_exact(const Config& c) { return is_vit(c.model.arch) or c.methods != nullptr; }|^moco_v2\.cli\.micro_batch$
 room_world_checks_skipped|src/run/config.cpp|    method_room(c).check_for_world(c, world_size, where);|    (void)0;|^moco_v2\.cli\.micro_batch$
 lincls_pretrained_file_unnamed|src/lincls/frozen_backbone.cpp|    throw ConfigError(
